@@ -1,0 +1,30 @@
+"""Input validation shared by the kernel wrappers: bad input -> ValueError naming the problem."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def check_tensor(name: str, t, dtypes: tuple[torch.dtype, ...], ndim: int | None = None) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dtype not in dtypes:
+        allowed = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
+        raise ValueError(f"{name} has dtype {str(t.dtype).removeprefix('torch.')}; supported: {allowed}")
+    if ndim is not None and t.dim() != ndim:
+        raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
+    if t.device.type != "cuda" and not interpreting():
+        raise ValueError(f"{name} is on {t.device}; the kernels need a CUDA tensor "
+                         "(or TRITON_INTERPRET=1 for Triton's CPU interpreter)")
+
+
+def check_same_device(**tensors) -> None:
+    devices = {name: t.device for name, t in tensors.items()}
+    if len(set(devices.values())) > 1:
+        raise ValueError(f"tensors on different devices: {devices}")

@@ -1,0 +1,1 @@
+"""Roofline Lab's measuring and reporting library (the kernels live in `kernels`)."""

@@ -14,8 +14,8 @@ from rooflab.bench import TOLERANCE, Ceiling, Unsupported, error_metrics
 STUDY = "softmax"
 
 
-def shapes(grid: list[list[int]]) -> list[dict]:
-    return [{"rows": int(rows), "cols": int(cols)} for rows, cols in grid]
+def shapes(grid: list[dict]) -> list[dict]:
+    return [{"rows": int(g["rows"]), "cols": int(g["cols"])} for g in grid]
 
 
 def make_inputs(shape: dict, dtype: torch.dtype, device: str) -> dict:

@@ -1,0 +1,48 @@
+# Roofline Lab: `snakemake --cores 1`.
+# With a CUDA GPU: record the environment, measure the GPU's ceilings, run the sweeps, then
+# aggregate every GPU's results and render figures and the paper. Without one: check the
+# kernels in Triton's CPU interpreter and render from the results committed under data/.
+import os
+import subprocess
+import sys
+
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+configfile: "config/config.yaml"
+validate(config, "workflow/schemas/config.schema.yaml")
+
+# Scripts import `rooflab` and `kernels` from the checkout.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
+sys.path.insert(0, workflow.basedir)
+from rooflab.workflow import detect_gpu, result_dirs  # noqa: E402
+
+DEVICE, SLUG = detect_gpu()          # (None, None) on a machine without a CUDA GPU
+PROFILE = config["profile"]
+SWEEPS = [s for s in ("softmax", "attention", "decode") if s in config["studies"]] if SLUG else []
+FRESH = f"results/{SLUG}" if SLUG else None
+FRESH_OUTPUTS = ([f"{FRESH}/env.json", f"{FRESH}/ceilings.csv"] + [f"{FRESH}/{s}.csv" for s in SWEEPS]
+                 + ([f"{FRESH}/e2e.csv"] if SLUG and "e2e" in config["studies"] else []))
+RESULT_DIRS = result_dirs("data/results", fresh=FRESH)
+FRESH_SLUG = SLUG
+VERIFY_CSV = "results/verify/interpreter.csv"
+HAS_LATEX = subprocess.run(["which", "latexmk"], capture_output=True).returncode == 0
+
+if SLUG:
+    include: "workflow/rules/env.smk"
+    include: "workflow/rules/calibrate.smk"
+    include: "workflow/rules/sweeps.smk"
+    include: "workflow/rules/e2e.smk"
+include: "workflow/rules/verify.smk"
+include: "workflow/rules/report.smk"
+
+
+rule all:
+    input:
+        FRESH_OUTPUTS,
+        VERIFY_CSV,
+        expand("figures/{name}.{ext}", name=FIGURES, ext=["png", "pdf"]),
+        "paper/paper.md",
+        "paper/paper.tex",
+        ["paper/paper.pdf"] if HAS_LATEX else [],

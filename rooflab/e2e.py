@@ -1,0 +1,205 @@
+"""End-to-end study: one GPT-style decoder block with random weights, timed by part.
+
+The block is pre-norm: x + Attn(RMSNorm(x)), then x + MLP(RMSNorm(x)), attention with
+grouped KV heads, a GELU MLP of `mlp_ratio * width`. Four configurations (the `impl` column):
+
+  eager           attention with materialised scores and torch.softmax (seed 000's setting)
+  ours_softmax    the same block with kernels.softmax in place of torch.softmax
+  sdpa            torch.nn.functional.scaled_dot_product_attention, backend chosen by PyTorch
+  ours_attention  kernels.attention in prefill, kernels.decode_attention in decode
+
+Each part (norms, projections, attention, softmax, mlp, other = residual adds and what falls
+between parts) is bracketed by CUDA events on the stream, so the parts partition the block's
+GPU time without synchronising inside it; `total` runs from the first event to the last.
+The reference for every configuration is the same block in float32 through SDPA.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from collections import defaultdict
+
+import torch
+import torch.nn.functional as F
+
+from rooflab.bench import TOLERANCE, error_metrics
+
+PARTS = ("norms", "projections", "attention", "softmax", "mlp", "other")
+CONFIGS = {"prefill": ("eager", "ours_softmax", "sdpa", "ours_attention"),
+           "decode": ("eager", "ours_softmax", "sdpa", "ours_attention")}
+
+
+class PartTimer:
+    """Records (part, start, end) CUDA events; disabled (no events) for the warm-up and reference."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.marks: list[tuple[str, torch.cuda.Event, torch.cuda.Event]] = []
+
+    @contextlib.contextmanager
+    def __call__(self, part: str):
+        if not self.enabled:
+            yield
+            return
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        yield
+        end.record()
+        self.marks.append((part, start, end))
+
+    def breakdown(self) -> dict[str, float]:
+        torch.cuda.synchronize()
+        times: dict[str, float] = defaultdict(float)
+        for part, start, end in self.marks:
+            times[part] += start.elapsed_time(end)
+        times["total"] = self.marks[0][1].elapsed_time(self.marks[-1][2])
+        times["other"] += times["total"] - sum(times[p] for p in PARTS)
+        return dict(times)
+
+
+class DecoderBlock:
+    """Weights (random, scaled by 1/sqrt(fan_in)) and the forward pass of one block."""
+
+    def __init__(self, width: int, heads: int, kv_heads: int, mlp_ratio: float, dtype, device):
+        if width % heads or heads % kv_heads:
+            raise ValueError(f"width {width} / heads {heads} / kv_heads {kv_heads} do not divide")
+        self.width, self.heads, self.kv_heads = width, heads, kv_heads
+        self.head_dim = width // heads
+        hidden = int(mlp_ratio * width)
+        qkv = (heads + 2 * kv_heads) * self.head_dim
+
+        def weight(rows, cols):
+            return (torch.randn(rows, cols, device=device) / math.sqrt(rows)).to(dtype)
+
+        self.w_qkv, self.w_o = weight(width, qkv), weight(width, width)
+        self.w_up, self.w_down = weight(width, hidden), weight(hidden, width)
+        self.ln1 = torch.ones(width, device=device, dtype=dtype)
+        self.ln2 = torch.ones(width, device=device, dtype=dtype)
+
+    def params(self) -> int:
+        return sum(w.numel() for w in (self.w_qkv, self.w_o, self.w_up, self.w_down))
+
+    def to(self, dtype) -> "DecoderBlock":
+        other = object.__new__(DecoderBlock)
+        other.__dict__ = {k: (v.to(dtype) if isinstance(v, torch.Tensor) else v) for k, v in self.__dict__.items()}
+        return other
+
+    def _split(self, h):  # (B, N, qkv) -> q (B, H, N, Dh), k/v (B, Hkv, N, Dh)
+        B, N, _ = h.shape
+        q, k, v = h.split([self.heads * self.head_dim, self.kv_heads * self.head_dim,
+                           self.kv_heads * self.head_dim], dim=-1)
+        q = q.view(B, N, self.heads, self.head_dim).transpose(1, 2)
+        k = k.view(B, N, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(B, N, self.kv_heads, self.head_dim).transpose(1, 2)
+        return q, k, v
+
+    def forward(self, x, config: str, timer: PartTimer, cache=None):
+        """x (B, N, W). Prefill when cache is None; else decode: N == 1, cache = (k, v) of
+        (B, Hkv, L, Dh) whose last position receives this token's key and value."""
+        with timer("norms"):
+            h = F.rms_norm(x, (self.width,), self.ln1)
+        with timer("projections"):
+            q, k, v = self._split(h @ self.w_qkv)
+        if cache is not None:
+            with timer("other"):
+                k_cache, v_cache = cache
+                k_cache[:, :, -1:].copy_(k)
+                v_cache[:, :, -1:].copy_(v)
+                k, v = k_cache, v_cache
+        o = self._attention(q, k, v, config, timer, causal=cache is None)  # (B, H, N, Dh)
+        with timer("projections"):
+            B, H, N, Dh = o.shape
+            o = o.transpose(1, 2).reshape(B, N, H * Dh) @ self.w_o
+        with timer("other"):
+            x = x + o
+        with timer("norms"):
+            h = F.rms_norm(x, (self.width,), self.ln2)
+        with timer("mlp"):
+            h = F.gelu(h @ self.w_up, approximate="tanh") @ self.w_down
+        with timer("other"):
+            x = x + h
+        return x
+
+    def _attention(self, q, k, v, config, timer, causal):
+        scale = 1.0 / math.sqrt(self.head_dim)
+        group = self.heads // self.kv_heads
+        if config in ("eager", "ours_softmax"):
+            with timer("attention"):
+                k = k.repeat_interleave(group, dim=1)   # (B, H, L, Dh), as eager GQA code does
+                v = v.repeat_interleave(group, dim=1)
+                scores = (q @ k.transpose(-2, -1)) * scale           # (B, H, N, L)
+                if causal:
+                    n = scores.shape[-1]
+                    mask = torch.ones(n, n, dtype=torch.bool, device=q.device).triu_(1)
+                    scores = scores.masked_fill(mask, float("-inf"))
+            with timer("softmax"):
+                if config == "ours_softmax":
+                    import kernels
+                    probs = kernels.softmax(scores, dim=-1)
+                else:
+                    probs = torch.softmax(scores, dim=-1)
+            with timer("attention"):
+                return probs @ v
+        with timer("attention"):
+            if config == "sdpa":
+                return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+            import kernels
+            if causal:
+                return kernels.attention(q, k, v, causal=True)
+            out = kernels.decode_attention(q[:, :, 0], k, v)                    # (B, H, Dh)
+            return out.unsqueeze(2)
+
+
+def flops(block: DecoderBlock, batch: int, seqlen: int, cache_len: int) -> float:
+    """Matmul FLOPs of one block: 2 * params per token, plus QK^T and PV (causal halves prefill)."""
+    tokens = batch * seqlen
+    dense = 2.0 * block.params() * tokens
+    keys = cache_len if cache_len else seqlen
+    attn = 4.0 * batch * block.heads * seqlen * keys * block.head_dim
+    return dense + (attn / 2 if not cache_len else attn)
+
+
+def _reference(block: DecoderBlock, x, cache):
+    ref = block.to(torch.float32)
+    cache32 = tuple(c.float() for c in cache) if cache is not None else None
+    return ref.forward(x.float(), "sdpa", PartTimer(False), cache32)
+
+
+def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int, dtype, device="cuda"):
+    """Rows (dicts without gpu/study/ceiling columns) for every configuration at one case."""
+    seqlen, cache_len = (length, 0) if phase == "prefill" else (1, length)
+    x = torch.randn(batch, seqlen, block.width, device=device, dtype=dtype)
+    cache = None
+    if phase == "decode":
+        shape = (batch, block.kv_heads, cache_len, block.head_dim)
+        cache = (torch.randn(shape, device=device, dtype=dtype), torch.randn(shape, device=device, dtype=dtype))
+    ref = _reference(block, x, cache)
+    for config in CONFIGS[phase]:
+        base = {"impl": config, "phase": phase, "seqlen": seqlen, "cache_len": cache_len,
+                "width": block.width, "heads": block.heads}
+        try:
+            out = block.forward(x, config, PartTimer(False), cache)
+            max_abs, rel = error_metrics(out, ref)
+            for _ in range(3):
+                block.forward(x, config, PartTimer(False), cache)
+            samples = []
+            for _ in range(reps):
+                timer = PartTimer(True)
+                block.forward(x, config, timer, cache)
+                samples.append(timer.breakdown())
+        except Exception as exc:  # OOM or a kernel refusing the case: one row says so
+            status = "oom" if "out of memory" in str(exc).lower() else "error"
+            yield dict(base, part="total", status=status, message=f"{type(exc).__name__}: {exc}"[:300])
+            torch.cuda.empty_cache()
+            continue
+        tol = TOLERANCE[str(dtype).removeprefix("torch.")]
+        status = "ok" if rel <= tol else "incorrect"
+        for part in ("total",) + PARTS:
+            values = torch.tensor([s.get(part, 0.0) for s in samples], dtype=torch.float64)
+            q = torch.quantile(values, torch.tensor([0.5, 0.2, 0.8], dtype=torch.float64)).tolist()
+            yield dict(base, part=part, median_ms=q[0], p20_ms=q[1], p80_ms=q[2], reps=reps,
+                       max_abs_err=max_abs, rel_err=rel, status=status,
+                       message=None if status == "ok" else f"rel_err {rel:.3g} > tolerance {tol:g}",
+                       flops=flops(block, batch, seqlen, cache_len) if part == "total" else None)
+        del out
+    torch.cuda.empty_cache()

@@ -1,0 +1,17 @@
+# The GPU's own ceilings: copy, read-only and write-only bandwidth over buffers many times
+# the L2, dense fp16/bf16 matmul, the launch floor; plus the datasheet values.
+
+rule calibrate:
+    input:
+        env=rules.env_before.output.json,
+    output:
+        csv=f"{FRESH}/ceilings.csv",
+    params:
+        buffer_gib=config["calibrate"]["buffer_gib"],
+        matmul_n=config["calibrate"]["matmul_n"],
+    log:
+        f"logs/{SLUG}/calibrate.log",
+    resources:
+        gpu=1,
+    script:
+        "../scripts/calibrate.py"

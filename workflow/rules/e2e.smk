@@ -1,0 +1,19 @@
+# End-to-end: one decoder block in prefill and decode, PyTorch defaults against the same
+# block with our kernels swapped in, time broken down by part (Amdahl's law in the paper).
+
+rule e2e:
+    input:
+        ceilings=rules.calibrate.output.csv,
+    output:
+        csv=f"{FRESH}/e2e.csv",
+    params:
+        gpu=SLUG,
+        model=config["e2e"],
+        grid=config["e2e"]["grid"][PROFILE],
+        reps={"quick": 10, "full": 30}[PROFILE],
+    log:
+        f"logs/{SLUG}/e2e.log",
+    resources:
+        gpu=1,
+    script:
+        "../scripts/e2e.py"

@@ -1,0 +1,24 @@
+# Environment record: versions, GPU properties and clock state before the sweeps, and the
+# clock state again after them, so throttling during the run shows in env.json.
+
+rule env_before:
+    output:
+        json=f"{FRESH}/env_before.json",
+    log:
+        f"logs/{SLUG}/env_before.log",
+    resources:
+        gpu=1,
+    script:
+        "../scripts/env_record.py"
+
+
+rule env:
+    input:
+        before=rules.env_before.output.json,
+        measured=[f for f in FRESH_OUTPUTS if not f.endswith("env.json")],
+    output:
+        json=f"{FRESH}/env.json",
+    log:
+        f"logs/{SLUG}/env.log",
+    script:
+        "../scripts/env_finish.py"

@@ -1,0 +1,36 @@
+# The kernel sweeps (softmax, attention, decode): one job per study and dtype, so an
+# interrupted run loses little; then one CSV per study.
+
+
+wildcard_constraints:
+    study="softmax|attention|decode",
+    dtype="float32|float16|bfloat16",
+
+
+rule sweep:
+    input:
+        ceilings=rules.calibrate.output.csv,
+    output:
+        csv=f"{FRESH}/{{study}}/{{dtype}}.csv",
+    params:
+        gpu=SLUG,
+        study=lambda w: config[w.study],
+        grid=lambda w: config[w.study]["grid"][PROFILE],
+        bench=lambda w: dict(config["bench"][PROFILE], graph_below_bytes=config["bench"]["graph_below_bytes"]),
+    log:
+        f"logs/{SLUG}/{{study}}_{{dtype}}.log",
+    resources:
+        gpu=1,
+    script:
+        "../scripts/sweep.py"
+
+
+rule merge_sweep:
+    input:
+        lambda w: expand(f"{FRESH}/{w.study}/{{dtype}}.csv", dtype=config[w.study]["dtypes"]),
+    output:
+        csv=f"{FRESH}/{{study}}.csv",
+    log:
+        f"logs/{SLUG}/{{study}}_merge.log",
+    script:
+        "../scripts/merge_csv.py"

@@ -1,0 +1,9 @@
+"""Rule env_before: versions, GPU properties and clock state before any measurement."""
+from rooflab.gpus import clock_state, environment, write_json
+from rooflab.workflow import log_to
+
+log_to(snakemake.log[0])
+record = environment(dict(snakemake.config))
+record["clocks_before"] = clock_state()
+write_json(snakemake.output.json, record)
+print(f"recorded {record['gpu']} ({record['slug']}), driver {record['driver']}, torch {record['torch']}")

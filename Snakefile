@@ -18,7 +18,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.en
 sys.path.insert(0, workflow.basedir)
 from rooflab.workflow import detect_gpu, result_dirs  # noqa: E402
 
-DEVICE, SLUG = detect_gpu()          # (None, None) on a machine without a CUDA GPU
+DEVICE, SLUG = detect_gpu(config["device"])       # (None, None) on a machine without a CUDA GPU
 PROFILE = config["profile"]
 SWEEPS = [s for s in ("softmax", "attention", "decode") if s in config["studies"]] if SLUG else []
 FRESH = f"results/{SLUG}" if SLUG else None

@@ -7,12 +7,16 @@ from pathlib import Path
 from rooflab.gpus import slug
 
 
-def detect_gpu() -> tuple[str | None, str | None]:
+def detect_gpu(device: str = "auto") -> tuple[str | None, str | None]:
     """(device name, slug) of GPU 0 as nvidia-smi reports it, or (None, None) without one.
+
+    A device name other than "auto" is taken as given (a login node submitting to GPU nodes).
 
     nvidia-smi is asked rather than torch so that Snakemake's own process never creates a
     CUDA context that would hold GPU memory for the whole run.
     """
+    if device != "auto":
+        return device, slug(device)
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30)

@@ -13,5 +13,7 @@ rule calibrate:
         f"logs/{SLUG}/calibrate.log",
     resources:
         gpu=1,
+    conda:
+        "../../envs/measure.yaml"
     script:
         "../scripts/calibrate.py"

@@ -15,5 +15,7 @@ rule e2e:
         f"logs/{SLUG}/e2e.log",
     resources:
         gpu=1,
+    conda:
+        "../../envs/measure.yaml"
     script:
         "../scripts/e2e.py"

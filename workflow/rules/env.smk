@@ -8,6 +8,8 @@ rule env_before:
         f"logs/{SLUG}/env_before.log",
     resources:
         gpu=1,
+    conda:
+        "../../envs/measure.yaml"
     script:
         "../scripts/env_record.py"
 
@@ -20,5 +22,7 @@ rule env:
         json=f"{FRESH}/env.json",
     log:
         f"logs/{SLUG}/env.log",
+    conda:
+        "../../envs/measure.yaml"
     script:
         "../scripts/env_finish.py"

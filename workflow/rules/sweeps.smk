@@ -21,6 +21,8 @@ rule sweep:
         f"logs/{SLUG}/{{study}}_{{dtype}}.log",
     resources:
         gpu=1,
+    conda:
+        "../../envs/measure.yaml"
     script:
         "../scripts/sweep.py"
 
@@ -32,5 +34,7 @@ rule merge_sweep:
         csv=f"{FRESH}/{{study}}.csv",
     log:
         f"logs/{SLUG}/{{study}}_merge.log",
+    conda:
+        "../../envs/measure.yaml"
     script:
         "../scripts/merge_csv.py"

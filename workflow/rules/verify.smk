@@ -8,5 +8,7 @@ rule verify:
         verify=config["verify"],
     log:
         "logs/verify.log",
+    conda:
+        "../../envs/report.yaml"
     script:
         "../scripts/verify.py"

@@ -34,8 +34,11 @@ if SLUG:
     include: "workflow/rules/calibrate.smk"
     include: "workflow/rules/sweeps.smk"
     include: "workflow/rules/e2e.smk"
+    include: "workflow/rules/publish.smk"
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/report.smk"
+
+localrules: verify, aggregate, figures, paper  # CPU work stays on the submitting node (config/profiles/slurm)
 
 
 rule all:

@@ -1,0 +1,54 @@
+"""The end-to-end decoder block: every configuration computes the same function (CPU, float32)."""
+import pytest
+import torch
+
+from rooflab.e2e import CONFIGS, DecoderBlock, PartTimer, flops
+
+
+@pytest.fixture
+def block():
+    return DecoderBlock(width=64, heads=4, kv_heads=2, mlp_ratio=4, dtype=torch.float32, device="cpu")
+
+
+def test_eager_matches_sdpa_in_prefill(block):
+    x = torch.randn(2, 9, 64)
+    eager = block.forward(x, "eager", PartTimer(False))
+    sdpa = block.forward(x, "sdpa", PartTimer(False))
+    torch.testing.assert_close(eager, sdpa, rtol=1e-5, atol=1e-5)
+
+
+def test_decode_step_equals_the_last_prefill_position(block):
+    x = torch.randn(1, 7, 64)
+    full = block.forward(x, "sdpa", PartTimer(False))
+    # keys/values of the first six tokens, as a cache whose last slot the step fills
+    h = torch.nn.functional.rms_norm(x, (64,), block.ln1)
+    _, k, v = block._split(h @ block.w_qkv)
+    cache = (k.clone(), v.clone())
+    cache[0][:, :, -1].fill_(float("nan"))   # poison the slot the step must write
+    cache[1][:, :, -1].fill_(float("nan"))
+    for config in ("eager", "sdpa"):
+        step = block.forward(x[:, -1:], config, PartTimer(False), tuple(c.clone() for c in cache))
+        torch.testing.assert_close(step, full[:, -1:], rtol=1e-5, atol=1e-5)
+
+
+def test_our_kernels_swap_in_without_changing_the_result(block):
+    x = torch.randn(1, 5, 64)
+    ref = block.forward(x, "eager", PartTimer(False))
+    for config in ("ours_softmax", "ours_attention"):
+        torch.testing.assert_close(block.forward(x, config, PartTimer(False)), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_flops_count_matmuls_and_halve_causal_prefill(block):
+    dense = 2.0 * block.params() * 8
+    assert flops(block, 1, 8, 0) == pytest.approx(dense + 4.0 * 4 * 8 * 8 * 16 / 2)
+    assert flops(block, 1, 1, 100) == pytest.approx(2.0 * block.params() + 4.0 * 4 * 100 * 16)
+
+
+def test_every_phase_measures_the_pytorch_default_and_our_swap():
+    for phase in ("prefill", "decode"):
+        assert {"eager", "ours_softmax", "ours_attention"} <= set(CONFIGS[phase])
+
+
+def test_bad_head_split_is_refused():
+    with pytest.raises(ValueError, match="do not divide"):
+        DecoderBlock(width=64, heads=5, kv_heads=1, mlp_ratio=4, dtype=torch.float32, device="cpu")

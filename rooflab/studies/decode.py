@@ -1,0 +1,151 @@
+"""Decode attention: one query token per sequence against a KV cache (B, Hkv, Lmax, D).
+
+Traffic: the K and V bytes that must be read, 2 * sum(seqlens) * Hkv * D * element_size
+(kernels.decode.decode_traffic); the metric is that count over the median time, against the
+measured read-only ceiling. FLOPs: 4 * Hq * D * sum(seqlens) (q.K and p.V, two per
+multiply-add). With ragged lengths a peer that reads the whole cache under a mask is charged
+for the valid prefix only, so its TB/s is what a user gets, not what its loads move.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+
+from rooflab.bench import TOLERANCE, Ceiling, Unsupported, error_metrics
+
+STUDY = "decode"
+LENGTH_SEED = 20240607     # ragged lengths: one fixed generator, so every run and impl sees the same
+INPUT_SEED = 0             # q, k_cache, v_cache
+
+
+def shapes(grid: list[dict]) -> list[dict]:
+    keys = ("batch", "heads_q", "heads_kv", "cache_len", "head_dim")
+    return [{**{k: int(entry[k]) for k in keys}, "ragged": bool(entry.get("ragged", False))} for entry in grid]
+
+
+def seqlens_for(shape: dict) -> torch.Tensor:
+    """(B,) int32 lengths on the CPU: all cache_len, or ragged draws in 1..cache_len.
+
+    Ragged: uniform draws from a fixed generator; with two or more sequences the first is
+    1 token long and the second is full, so both extremes are always present.
+    """
+    batch, cache_len = shape["batch"], shape["cache_len"]
+    if not shape.get("ragged", False):
+        return torch.full((batch,), cache_len, dtype=torch.int32)
+    gen = torch.Generator().manual_seed(LENGTH_SEED)
+    lengths = torch.randint(1, cache_len + 1, (batch,), generator=gen, dtype=torch.int32)
+    if batch >= 2:
+        lengths[0], lengths[1] = 1, cache_len
+    return lengths
+
+
+def make_inputs(shape: dict, dtype: torch.dtype, device: str) -> dict:
+    b, hq, hkv, n, d = (shape[k] for k in ("batch", "heads_q", "heads_kv", "cache_len", "head_dim"))
+    gen = torch.Generator(device=device).manual_seed(INPUT_SEED)
+    q = torch.randn(b, hq, d, generator=gen, device=device, dtype=dtype)             # (B, Hq, D)
+    k_cache = torch.randn(b, hkv, n, d, generator=gen, device=device, dtype=dtype)   # (B, Hkv, Lmax, D)
+    v_cache = torch.randn(b, hkv, n, d, generator=gen, device=device, dtype=dtype)
+    seqlens = seqlens_for(shape).to(device)                                          # (B,)
+    return {"q": q, "k_cache": k_cache, "v_cache": v_cache, "seqlens": seqlens,
+            "ragged": bool(shape.get("ragged", False))}
+
+
+def reference(inputs: dict) -> torch.Tensor:
+    """float64, one sequence on its valid prefix at a time (bounded memory at B=64, L=128k)."""
+    from kernels.decode import reference as decode_reference
+    return decode_reference(inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"])
+
+
+def check(out, ref, inputs):
+    return error_metrics(out, ref)
+
+
+def tolerance(dtype: str) -> float:
+    return TOLERANCE[dtype]
+
+
+def work(shape: dict, dtype: str) -> tuple[float, float]:
+    from kernels.decode import decode_traffic
+    element = torch.tensor([], dtype=getattr(torch, dtype)).element_size()
+    total = int(seqlens_for(shape).sum())
+    kv_bytes, _ = decode_traffic(total, shape["batch"], shape["heads_q"], shape["heads_kv"],
+                                 shape["head_dim"], element)
+    return float(kv_bytes), 4.0 * shape["heads_q"] * shape["head_dim"] * total
+
+
+def ceiling(dtype: str, ceilings: dict) -> Ceiling:
+    return Ceiling("tbps", ceilings.get("read_tbps"), ceilings.get("datasheet_bandwidth_tbps"))
+
+
+# ---- implementations: each factory takes the inputs and returns a zero-argument callable ----
+
+def _ours(inputs):
+    import kernels
+    q, k, v = inputs["q"], inputs["k_cache"], inputs["v_cache"]
+    lens = inputs["seqlens"] if inputs["ragged"] else None
+    return lambda: kernels.decode_attention(q, k, v, lens)
+
+
+def _ours_nosplit(inputs):
+    from kernels.decode import decode_attention_nosplit
+    q, k, v = inputs["q"], inputs["k_cache"], inputs["v_cache"]
+    lens = inputs["seqlens"] if inputs["ragged"] else None
+    return lambda: decode_attention_nosplit(q, k, v, lens)
+
+
+def _sdpa(backend_name: str, masks: bool):
+    """SDPA with one backend forced; GQA via enable_gqa, else KV heads expanded before timing."""
+    def factory(inputs):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+        backend = getattr(SDPBackend, backend_name)
+        q = inputs["q"].unsqueeze(2)                              # (B, Hq, 1, D)
+        k, v = inputs["k_cache"], inputs["v_cache"]               # (B, Hkv, Lmax, D)
+        mask = None
+        if inputs["ragged"]:
+            if not masks:
+                raise Unsupported(f"SDPA's {backend_name} backend takes no attention mask, "
+                                  "so it cannot stop at each sequence's length")
+            valid = torch.arange(k.shape[2], device=k.device) < inputs["seqlens"][:, None]   # (B, Lmax)
+            mask = torch.zeros(valid.shape, device=k.device, dtype=q.dtype)
+            mask = mask.masked_fill_(~valid, float("-inf"))[:, None, None, :]               # (B, 1, 1, Lmax)
+        group = q.shape[1] // k.shape[1]
+
+        def call(kk, vv, gqa):
+            with sdpa_kernel(backend):
+                return sdpa(q, kk, vv, attn_mask=mask, enable_gqa=gqa)
+
+        reasons = []
+        attempts = [(k, v, group > 1)]
+        if group > 1:
+            # Backends without enable_gqa get the KV heads repeated here, outside the timed callable.
+            attempts.append((None, None, False))
+        for kk, vv, gqa in attempts:
+            if kk is None:
+                kk = k.repeat_interleave(group, dim=1)            # (B, Hq, Lmax, D)
+                vv = v.repeat_interleave(group, dim=1)
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    call(kk, vv, gqa)
+            except RuntimeError as exc:
+                if "out of memory" in str(exc).lower():
+                    raise
+                why = "; ".join(str(w.message) for w in caught) or str(exc)
+                reasons.append(f"{'enable_gqa' if gqa else 'plain'}: {why}")
+                continue
+            return lambda: call(kk, vv, gqa).squeeze(2)           # (B, Hq, D)
+        raise Unsupported(f"SDPA {backend_name} refuses this case: " + " | ".join(reasons))
+    return factory
+
+
+def impls() -> dict:
+    return {
+        "ours": _ours,
+        "ours_nosplit": _ours_nosplit,
+        "sdpa_flash": _sdpa("FLASH_ATTENTION", masks=False),
+        "sdpa_cudnn": _sdpa("CUDNN_ATTENTION", masks=True),
+        "sdpa_efficient": _sdpa("EFFICIENT_ATTENTION", masks=True),
+    }

@@ -1,0 +1,251 @@
+"""kernels.decode in Triton's CPU interpreter against a float64 reference, and the decode study's plumbing."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import kernels
+from kernels import decode
+from kernels.decode import choose_splits, decode_attention, decode_attention_nosplit, decode_traffic, reference
+from rooflab.bench import TOLERANCE
+from rooflab.studies import decode as study
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _interpreter_index_fix():
+    """Triton 3.6's interpreter turns 1-element arrays into loop bounds with int(), which NumPy >= 2.4
+    rejects (triton-lang/triton#9171, fixed upstream); squeeze them first for this module's tests."""
+    from triton.runtime import interpreter
+    if np.lib.NumpyVersion(np.__version__) < "2.4.0":
+        yield
+        return
+    original = interpreter._patch_lang_tensor
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    interpreter._patch_lang_tensor = patched
+    yield
+    interpreter._patch_lang_tensor = original
+
+
+@pytest.fixture
+def poison(monkeypatch):
+    """Every torch.empty the wrapper allocates (output, partial outputs, lse) starts as NaN."""
+    empty = torch.empty
+
+    def nan_empty(*args, **kwargs):
+        t = empty(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+
+    monkeypatch.setattr(torch, "empty", nan_empty)
+
+
+def _inputs(batch, heads_q, heads_kv, cache_len, head_dim, dtype, scale=1.0):
+    q = (torch.randn(batch, heads_q, head_dim) * scale).to(dtype)     # (B, Hq, D)
+    k = torch.randn(batch, heads_kv, cache_len, head_dim).to(dtype)   # (B, Hkv, L, D)
+    v = torch.randn(batch, heads_kv, cache_len, head_dim).to(dtype)
+    return q, k, v
+
+
+def _ragged(batch, cache_len):
+    """Lengths with both extremes: 1 and cache_len, then random ones."""
+    lens = torch.randint(1, cache_len + 1, (batch,), dtype=torch.int32)
+    lens[0] = 1
+    if batch > 1:
+        lens[1] = cache_len
+    return lens
+
+
+def _assert_close(out, ref, dtype):
+    assert out.dtype == dtype
+    assert torch.isfinite(out).all(), "unwritten or non-finite outputs"
+    rel = float((out.double() - ref).norm() / ref.norm().clamp_min(1e-30))
+    assert rel < TOLERANCE[str(dtype).removeprefix("torch.")], rel
+
+
+CASES = [  # batch, heads_q, heads_kv, cache_len, head_dim, ragged, num_splits, dtype
+    (3, 4, 4, 37, 64, True, None, torch.float16),      # GQA 1, odd length
+    (3, 8, 2, 301, 128, True, 3, torch.bfloat16),      # GQA 4, three splits
+    (2, 16, 2, 130, 80, True, 2, torch.float16),       # GQA 8, D = 80 padded to 128
+    (2, 8, 1, 301, 64, False, 5, torch.float16),       # GQA 8, uneven last split
+    (1, 2, 2, 1, 64, False, None, torch.bfloat16),     # a one-token cache
+    (4, 4, 2, 200, 64, True, 1, torch.bfloat16),       # one split: no combine kernel
+    (2, 4, 1, 300, 16, True, 64, torch.float16),       # more splits asked than tiles: clamped
+]
+
+
+@pytest.mark.parametrize("batch,heads_q,heads_kv,cache_len,head_dim,ragged,num_splits,dtype", CASES)
+def test_matches_reference(poison, batch, heads_q, heads_kv, cache_len, head_dim, ragged, num_splits, dtype):
+    q, k, v = _inputs(batch, heads_q, heads_kv, cache_len, head_dim, dtype)
+    lens = _ragged(batch, cache_len) if ragged else None
+    out = decode_attention(q, k, v, lens, num_splits=num_splits)
+    _assert_close(out, reference(q, k, v, lens), dtype)
+
+
+def test_split_counts_agree(poison):
+    q, k, v = _inputs(3, 8, 2, 301, 64, torch.float16)
+    lens = torch.tensor([1, 301, 170], dtype=torch.int32)
+    ref = reference(q, k, v, lens)
+    outs = [decode_attention(q, k, v, lens, num_splits=s) for s in (1, 2, 3, 4)]
+    for out in outs:
+        _assert_close(out, ref, torch.float16)
+    for out in outs[1:]:
+        assert (out.float() - outs[0].float()).abs().max() < 2e-3
+
+
+def test_nosplit_matches_reference(poison):
+    q, k, v = _inputs(2, 8, 2, 150, 64, torch.bfloat16)
+    lens = torch.tensor([150, 1], dtype=torch.int64)
+    _assert_close(decode_attention_nosplit(q, k, v, lens), reference(q, k, v, lens), torch.bfloat16)
+
+
+def test_public_api_is_exported():
+    assert kernels.decode_attention is decode_attention
+
+
+def test_strided_caches_and_query(poison):
+    batch, heads_q, heads_kv, cache_len, head_dim = 2, 4, 2, 45, 64
+    # K: a window of a longer cache; V: stored token-major (B, L, Hkv, D); q: every other column block.
+    k_big = torch.randn(batch, heads_kv, cache_len + 19, head_dim).half()
+    k = k_big[:, :, 7:7 + cache_len]
+    v = torch.randn(batch, cache_len, heads_kv, head_dim).half().transpose(1, 2)
+    q = torch.randn(batch, heads_q, 2 * head_dim).half()[..., ::2]
+    assert not (k.is_contiguous() or v.is_contiguous() or q.is_contiguous())
+    lens = torch.tensor([45, 13], dtype=torch.int32)
+    ref = reference(q, k, v, lens)
+    for splits in (None, 1, 2):
+        _assert_close(decode_attention(q, k, v, lens, num_splits=splits), ref, torch.float16)
+
+
+def test_cache_past_length_is_never_read(poison):
+    q, k, v = _inputs(3, 4, 1, 100, 64, torch.float16)
+    lens = torch.tensor([1, 100, 57], dtype=torch.int32)
+    for b, n in enumerate(lens.tolist()):
+        k[b, :, n:] = float("nan")
+        v[b, :, n:] = float("inf")
+    ref = reference(q, k, v, lens)
+    for splits in (None, 1, 3):
+        _assert_close(decode_attention(q, k, v, lens, num_splits=splits), ref, torch.float16)
+
+
+def test_length_zero_gives_zeros(poison):
+    q, k, v = _inputs(3, 4, 2, 40, 64, torch.float16)
+    lens = torch.tensor([0, 40, 5], dtype=torch.int32)
+    ref = reference(q, k, v, lens)
+    for splits in (1, 3):
+        out = decode_attention(q, k, v, lens, num_splits=splits)
+        assert torch.equal(out[0], torch.zeros_like(out[0]))
+        _assert_close(out[1:], ref[1:], torch.float16)
+
+
+def test_large_logits_and_custom_scale(poison):
+    # Logits in the hundreds: exp would overflow without the running max.
+    q, k, v = _inputs(2, 4, 4, 77, 64, torch.float16, scale=30.0)
+    ref = reference(q, k, v, sm_scale=0.5)
+    for splits in (1, 3):
+        _assert_close(decode_attention(q, k, v, sm_scale=0.5, num_splits=splits), ref, torch.float16)
+
+
+def test_reference_chunks_heads_under_a_budget():
+    q, k, v = _inputs(2, 8, 4, 33, 16, torch.float32)
+    lens = torch.tensor([33, 9])
+    whole = reference(q, k, v, lens)
+    assert torch.allclose(reference(q, k, v, lens, budget_bytes=1), whole)
+    # Against a direct GQA computation of the same thing.
+    expected = torch.empty_like(whole)
+    for b, n in enumerate(lens.tolist()):
+        kk = k[b, :, :n].double().repeat_interleave(2, dim=0)
+        vv = v[b, :, :n].double().repeat_interleave(2, dim=0)
+        p = torch.softmax(torch.einsum("hd,hnd->hn", q[b].double(), kk) / math.sqrt(16), dim=-1)
+        expected[b] = torch.einsum("hn,hnd->hd", p, vv)
+    assert torch.allclose(whole, expected)
+
+
+@pytest.mark.parametrize("batch,heads_kv,cache_len", [(1, 32, 4096), (1, 32, 131072), (8, 32, 4096),
+                                                      (64, 32, 1024), (4, 8, 16384), (1, 1, 37)])
+def test_choose_splits(batch, heads_kv, cache_len):
+    block_n, sms = 64, 132
+    splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sms)
+    assert chunk % block_n == 0
+    assert (splits - 1) * chunk < cache_len <= splits * chunk      # every split holds keys
+    if splits > 1:
+        assert chunk >= decode.MIN_CHUNK_BLOCKS * block_n
+        assert batch * heads_kv < decode.TARGET_WAVES * sms        # only split when the grid is short
+
+
+def test_decode_traffic():
+    kv, qo = decode_traffic(3000, 2, 8, 2, 128, 2)
+    assert kv == 2 * 3000 * 2 * 128 * 2
+    assert qo == 2 * 2 * 8 * 128 * 2
+
+
+BAD = [
+    (lambda q, k, v: decode_attention(q.float(), k.float(), v.float()), "dtype"),
+    (lambda q, k, v: decode_attention(q, k.bfloat16(), v), "share a dtype"),
+    (lambda q, k, v: decode_attention(q[0], k, v), "3 dimensions"),
+    (lambda q, k, v: decode_attention(q, k[0], v), "4 dimensions"),
+    (lambda q, k, v: decode_attention(q[:, :3], k, v), "multiple"),
+    (lambda q, k, v: decode_attention(q[:1], k, v), "batch"),
+    (lambda q, k, v: decode_attention(q[..., :8], k, v), "head_dim"),
+    (lambda q, k, v: decode_attention(q, k, v[:, :, :5]), "differ in shape"),
+    (lambda q, k, v: decode_attention(q, k[:, :, :0], v[:, :, :0]), "no tokens"),
+    (lambda q, k, v: decode_attention(q, k, v, torch.tensor([3, 4.0])), "integer"),
+    (lambda q, k, v: decode_attention(q, k, v, [3, 4]), "integer"),
+    (lambda q, k, v: decode_attention(q, k, v, torch.tensor([3])), "shape"),
+    (lambda q, k, v: decode_attention(q, k, v, torch.tensor([3, 17])), "0..16"),
+    (lambda q, k, v: decode_attention(q, k, v, torch.tensor([-1, 4])), "0..16"),
+    (lambda q, k, v: decode_attention(q, k, v, num_splits=0), "num_splits"),
+    (lambda q, k, v: decode_attention(q, k, v, sm_scale=float("nan")), "sm_scale"),
+    (lambda q, k, v: decode_attention("q", k, v), "torch.Tensor"),
+]
+
+
+@pytest.mark.parametrize("call,needle", BAD)
+def test_bad_input_raises_value_error(call, needle):
+    q, k, v = _inputs(2, 4, 2, 16, 32, torch.float16)
+    with pytest.raises(ValueError, match=needle):
+        call(q, k, v)
+
+
+def test_head_dim_over_256_raises():
+    q, k, v = _inputs(1, 1, 1, 2, 272, torch.float16)
+    with pytest.raises(ValueError, match="head_dim must be"):
+        decode_attention(q, k, v)
+
+
+# ---- the study module ----
+
+def test_study_shapes_and_lengths():
+    grid = [{"batch": 4, "heads_q": 8, "heads_kv": 2, "cache_len": 50, "head_dim": 64, "ragged": True},
+            {"batch": 1, "heads_q": 2, "heads_kv": 2, "cache_len": 9, "head_dim": 32, "ragged": False}]
+    ragged, full = study.shapes(grid)
+    lens = study.seqlens_for(ragged)
+    assert torch.equal(lens, study.seqlens_for(ragged))             # deterministic
+    assert lens.min() == 1 and lens.max() == 50 and lens.dtype == torch.int32
+    assert study.seqlens_for(full).tolist() == [9]
+    nbytes, flops = study.work(ragged, "float16")
+    assert nbytes == 2 * int(lens.sum()) * 2 * 64 * 2
+    assert flops == 4 * 8 * 64 * int(lens.sum())
+    ceiling = study.ceiling("float16", {"read_tbps": 4.35, "datasheet_bandwidth_tbps": 4.8})
+    assert (ceiling.metric, ceiling.measured, ceiling.datasheet) == ("tbps", 4.35, 4.8)
+
+
+@pytest.mark.parametrize("ragged", [True, False])
+def test_study_roundtrip_on_cpu(ragged):
+    shape = study.shapes([{"batch": 3, "heads_q": 4, "heads_kv": 2, "cache_len": 70, "head_dim": 32,
+                           "ragged": ragged}])[0]
+    inputs = study.make_inputs(shape, torch.bfloat16, "cpu")
+    assert torch.equal(inputs["seqlens"], study.seqlens_for(shape))
+    ref = study.reference(inputs)
+    factories = study.impls()
+    assert {"ours", "ours_nosplit", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"} <= factories.keys()
+    for name in ("ours", "ours_nosplit"):
+        max_abs, rel = study.check(factories[name](inputs)(), ref, inputs)
+        assert rel <= study.tolerance("bfloat16"), (name, rel)
+    # A wrong answer is caught: the full-cache result differs when lengths are ragged.
+    if ragged:
+        wrong = decode_attention(inputs["q"], inputs["k_cache"], inputs["v_cache"])
+        assert study.check(wrong, ref, inputs)[1] > study.tolerance("bfloat16")

@@ -1,0 +1,162 @@
+"""Selections shared by the figures and the paper, so both show the same numbers.
+
+Speedups are ratios of median times of rows measured in the same run on the same GPU,
+shape and dtype (`events` timing unless asked otherwise); an `incorrect` row never
+yields a speedup. The best peer of a case is its fastest correct implementation that
+is not ours (torch, torch.compile, Liger, the SDPA backends, eager, the seeds' designs).
+"""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from rooflab.schema import SHAPE_COLUMNS
+
+METRIC = {"softmax": "tbps", "attention": "tflops", "decode": "tbps", "e2e": None}
+UNIT = {"tbps": "TB/s", "tflops": "TFLOP/s", "median_ms": "ms"}
+BASELINE = {"softmax": "torch"}          # the everyday call each study is also compared with
+SHORT = {"rows": "rows", "cols": "cols", "batch": "B", "heads_q": "Hq", "heads_kv": "Hkv", "seqlen_q": "Nq",
+         "seqlen_k": "Nk", "head_dim": "D", "cache_len": "L", "phase": "", "seqlen": "S", "width": "width",
+         "heads": "H", "part": ""}
+
+
+def is_ours(impl: str) -> bool:
+    return impl == "ours" or impl.startswith("ours_")
+
+
+def ceiling_name(study: str, dtype: str) -> str | None:
+    """The measured ceiling a study's rows are a fraction of (ceilings.csv name)."""
+    if study == "softmax":
+        return "copy_tbps"
+    if study == "decode":
+        return "read_tbps"
+    if study == "attention":
+        return {"float16": "matmul_fp16_tflops", "bfloat16": "matmul_bf16_tflops"}.get(dtype)
+    return None
+
+
+def shape_label(row, study: str) -> str:
+    """'rows=8192 cols=4096', 'B=4 Hq=32 Hkv=32 Nq=4096 Nk=4096 D=128 causal', ..."""
+    parts = []
+    for col in SHAPE_COLUMNS[study]:
+        value = row[col]
+        if value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NA:
+            continue
+        if col in ("causal", "ragged"):
+            parts.append(col if bool(value) else ("non-causal" if col == "causal" else ""))
+        elif SHORT[col]:
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)
+            parts.append(f"{SHORT[col]}={value}")
+        else:
+            parts.append(str(value))
+    return " ".join(p for p in parts if p)
+
+
+def primary_gpu(results: pd.DataFrame, fresh_slug: str | None = None) -> str | None:
+    """The GPU the per-study figures show: this run's GPU, else the one with most correct rows."""
+    if results.empty:
+        return None
+    if fresh_slug and (results["gpu"] == fresh_slug).any():
+        return fresh_slug
+    counts = results[results["status"] == "ok"].groupby("gpu").size()
+    if counts.empty:
+        return sorted(results["gpu"].unique())[0]
+    best = counts.max()
+    return sorted(counts[counts == best].index)[0]
+
+
+def moved_bytes(row) -> float | None:
+    """Bytes a row moved, recovered from its own tbps x time (the study's count)."""
+    if pd.notna(row.get("tbps")) and pd.notna(row.get("median_ms")):
+        return float(row["tbps"]) * 1e12 * float(row["median_ms"]) * 1e-3
+    return None
+
+
+def study_work(study: str, shape: dict, dtype: str) -> tuple[float | None, float | None]:
+    """(bytes, FLOPs) from the study module's own count, or (None, None) where it is not importable."""
+    try:
+        from rooflab import studies
+        return studies.load(study).work(shape, dtype)
+    except Exception:  # a study module still being written, or one without this count
+        return None, None
+
+
+ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+
+
+def compulsory_bytes(row) -> float:
+    """Attention's unavoidable traffic: read Q, K and V once and write O once (the roofline's x)."""
+    q_and_o = 2 * row["batch"] * row["heads_q"] * row["seqlen_q"] * row["head_dim"]
+    k_and_v = 2 * row["batch"] * row["heads_kv"] * row["seqlen_k"] * row["head_dim"]
+    return float(q_and_o + k_and_v) * ELEMENT_BYTES[row["dtype"]]
+
+
+def intensity(row, study: str) -> float | None:
+    """FLOP per byte of a row: tflops / tbps when the row has both; for attention rows with only
+    a FLOP rate, FLOPs over the compulsory traffic (Q, K, V read once, O written once)."""
+    if pd.notna(row.get("tflops")) and pd.notna(row.get("tbps")) and row["tbps"] > 0:
+        return float(row["tflops"]) / float(row["tbps"])
+    if study == "attention" and pd.notna(row.get("tflops")) and pd.notna(row.get("median_ms")):
+        flops = float(row["tflops"]) * 1e12 * float(row["median_ms"]) * 1e-3
+        return flops / compulsory_bytes(row)
+    return None
+
+
+def _plain(value):
+    if hasattr(value, "item"):
+        return value.item()
+    return value
+
+
+def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str = "events") -> pd.DataFrame:
+    """One row per (gpu, dtype, shape) where `ours` has a row: ours against the baseline and the best peer.
+
+    Columns: gpu, dtype, <shape>, shape, ours_status, ours_ms, ours_metric, ours_frac, bytes,
+    baseline_ms, vs_baseline, best_impl, best_ms, best_metric, vs_best, vs_best_low, vs_best_high.
+    vs_* = peer time / our time (above 1: ours faster); low/high from p80/p20 of both rows.
+    """
+    keys = ["gpu", "dtype", *SHAPE_COLUMNS[study]]
+    metric = METRIC[study]
+    frame = frame[frame["timing"] == timing]
+    records = []
+    for key, group in frame.groupby(keys, sort=True, dropna=False):
+        mine = group[group["impl"] == ours]
+        if mine.empty:
+            continue
+        mine = mine.iloc[0]
+        rec = dict(zip(keys, key))
+        rec["shape"] = shape_label(mine, study)
+        ok = mine["status"] == "ok" and pd.notna(mine["median_ms"])
+        rec.update(ours_status=mine["status"], ours_ms=mine["median_ms"] if ok else None,
+                   ours_metric=mine[metric] if (ok and metric) else None,
+                   ours_frac=mine["frac_ceiling"] if ok else None, bytes=moved_bytes(mine))
+        peers = group[(~group["impl"].map(is_ours)) & (group["status"] == "ok") & group["median_ms"].notna()]
+        base = peers[peers["impl"] == BASELINE.get(study, "")]
+        rec["baseline_ms"] = base["median_ms"].iloc[0] if not base.empty else None
+        rec["vs_baseline"] = rec["baseline_ms"] / rec["ours_ms"] if ok and rec["baseline_ms"] else None
+        if not peers.empty:
+            best = peers.loc[peers["median_ms"].idxmin()]
+            rec.update(best_impl=best["impl"], best_ms=best["median_ms"],
+                       best_metric=best[metric] if metric else None)
+            if ok:
+                rec["vs_best"] = best["median_ms"] / mine["median_ms"]
+                rec["vs_best_low"] = _q(best, "p20_ms") / _q(mine, "p80_ms")
+                rec["vs_best_high"] = _q(best, "p80_ms") / _q(mine, "p20_ms")
+        records.append(rec)
+    cols = keys + ["shape", "ours_status", "ours_ms", "ours_metric", "ours_frac", "bytes", "baseline_ms", "vs_baseline",
+                   "best_impl", "best_ms", "best_metric", "vs_best", "vs_best_low", "vs_best_high"]
+    return pd.DataFrame.from_records(records, columns=cols)
+
+
+def _q(row, col: str) -> float:
+    value = row[col]
+    return float(value) if pd.notna(value) else float(row["median_ms"])
+
+
+def geomean(values) -> float | None:
+    values = [float(v) for v in values if v is not None and pd.notna(v) and v > 0]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))

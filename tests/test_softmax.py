@@ -1,0 +1,256 @@
+"""kernels.softmax in Triton's CPU interpreter against a float64 reference.
+
+Every strategy is forced directly (STRATEGIES[name].run into a NaN-poisoned output) and reached
+through the dispatch of softmax(); rows hold -inf entries, an all -inf row (NaN, as torch gives)
+and large magnitudes. Tolerances compare the output to the float64 softmax of the same (rounded)
+input: fp32 rtol 1e-5 / atol 1e-6, fp16 rtol 2e-3 / atol 1e-5, bf16 rtol 1.6e-2 / atol 1e-4
+(about two units in the last place of the output's dtype; NaN must match NaN exactly).
+"""
+import numpy as np
+import pytest
+import torch
+
+import kernels
+import kernels.softmax as sm
+from kernels.softmax import STRATEGIES, Config, choose, config, reference, softmax, traffic_bytes
+
+DTYPES = [torch.float32, torch.float16, torch.bfloat16]
+TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6),
+       torch.float16: dict(rtol=2e-3, atol=1e-5),
+       torch.bfloat16: dict(rtol=1.6e-2, atol=1e-4)}
+NINF = float("-inf")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _interpreter_index_fix():
+    """Triton 3.6's interpreter turns 1-element arrays into loop bounds with int(), which NumPy >= 2.4
+    rejects (triton-lang/triton#9171, fixed upstream); squeeze them first for this module's tests."""
+    from triton.runtime import interpreter
+    if np.lib.NumpyVersion(np.__version__) < "2.4.0":
+        yield
+        return
+    original = interpreter._patch_lang_tensor
+
+    def patched(tensor, scope):
+        original(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
+
+    interpreter._patch_lang_tensor = patched
+    yield
+    interpreter._patch_lang_tensor = original
+
+
+@pytest.fixture
+def poison(monkeypatch):
+    """Every torch.empty the wrapper allocates starts as NaN, so unwritten elements show."""
+    empty = torch.empty
+
+    def nan_empty(*args, **kwargs):
+        t = empty(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+
+    monkeypatch.setattr(torch, "empty", nan_empty)
+
+
+def logits(rows, cols, dtype, scale=3.0):
+    """(rows, cols) logits with -inf entries and, from 3 rows up, an all -inf row."""
+    x = torch.randn(rows, cols) * scale
+    x[0, ::3] = NINF                          # -inf entries (all of a length-1 row)
+    if rows >= 3:
+        x[2] = NINF                           # an all -inf row: torch gives NaN
+    return x.to(dtype)
+
+
+def check(out, x, dim=-1):
+    ref = reference(x, dim)
+    assert out.shape == x.shape and out.dtype == x.dtype
+    torch.testing.assert_close(out.to(torch.float64), ref, equal_nan=True, **TOL[x.dtype])
+
+
+def run_poisoned(name, x, cfg=None):
+    out = torch.full(x.shape, float("nan"), dtype=x.dtype)
+    result = STRATEGIES[name].run(x, out=out, cfg=cfg)
+    assert result is out
+    return out
+
+
+# ---- every strategy, forced ----
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("cols", [1, 7, 128, 1000, 4097])
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_strategy_forced(name, cols, dtype):
+    if not STRATEGIES[name].supports(cols):
+        pytest.skip(f"{name} does not handle {cols} columns")
+    x = logits(5, cols, dtype)
+    check(run_poisoned(name, x), x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("name", ["looped", "split"])
+def test_long_rows(name, dtype):
+    """70,000 columns: several tiles per row (looped) and several segments per row (split)."""
+    x = logits(3, 70000, dtype)
+    cfg = config(name, 70000, dtype)
+    assert triton_cdiv(70000, cfg.block) > 1
+    check(run_poisoned(name, x), x)
+
+
+def triton_cdiv(a, b):
+    return -(-a // b)
+
+
+@pytest.mark.parametrize("name,cfg,rows,cols", [
+    ("rows", Config(block=16, num_warps=4, rows=4, per_sm=1), 600, 13),    # 132 programs loop over 150 tiles
+    ("row", Config(block=64, num_warps=4, per_sm=1), 300, 50),             # 132 programs loop over 300 rows
+    ("looped", Config(block=32, num_warps=4, per_sm=1), 140, 100),         # 4 tiles a row, 2 rows for some
+    ("split", Config(block=256, num_warps=4), 2, 40000),                   # 157 segments: partials combined in chunks
+    ("split", Config(block=64, num_warps=4), 4, 200),                      # last segment mostly masked
+])
+def test_launch_configs(name, cfg, rows, cols):
+    x = logits(rows, cols, torch.float32)
+    check(run_poisoned(name, x, cfg), x)
+
+
+def test_split_segment_all_neg_inf():
+    """A segment entirely -inf (max -inf, sum 0) must not turn a finite row into NaN."""
+    x = torch.randn(2, 300)
+    x[0, :256] = NINF
+    x[1, 100:] = NINF
+    check(run_poisoned("split", x, Config(block=64, num_warps=4)), x)
+
+
+@pytest.mark.parametrize("dtype,value", [(torch.float32, 1e4), (torch.float16, 6e4), (torch.bfloat16, 1e38)],
+                         ids=["fp32", "fp16", "bf16"])
+@pytest.mark.parametrize("name", list(STRATEGIES))
+def test_large_magnitudes(name, dtype, value):
+    x = torch.rand(4, 257) * 2 * value - value
+    x[1, 5] = value                            # the max of its row is the dtype's large value
+    x[3] = value                               # a row of equal large values: uniform output
+    x = x.to(dtype)
+    out = run_poisoned(name, x)
+    assert not out.isnan().any()
+    check(out, x)
+
+
+# ---- the public API ----
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", [(64, 1), (64, 200), (300, 2000), (2, 20000)])
+def test_softmax_dispatch(poison, shape, dtype):
+    """Each shape class through softmax(): rows, row (>= 2 rows per SM), split (few long rows)."""
+    x = logits(*shape, dtype)
+    check(softmax(x), x)
+
+
+def test_dispatch_rule():
+    sms = 132
+    assert choose(65536, 128, torch.float16, sms) == "rows"
+    assert choose(16384, 1024, torch.float16, sms) == "rows"
+    assert choose(8192, 4096, torch.float16, sms) == "row"
+    assert choose(4096, 32768, torch.bfloat16, sms) == "row"
+    assert choose(4096, 32768, torch.float32, sms) == "split"
+    assert choose(64, 4096, torch.float16, sms) == "split"          # too few rows to fill the GPU
+    assert choose(1024, 131072, torch.bfloat16, sms) == "split"
+    assert choose(16, 4194304, torch.bfloat16, sms) == "split"
+    for rows, cols in [(1, 1), (5, 1025), (10**6, 8), (3, 10**7)]:
+        for dtype in DTYPES:
+            name = choose(rows, cols, dtype, sms)
+            assert STRATEGIES[name].supports(cols)
+
+
+@pytest.mark.xfail(strict=True, reason="importing the submodule kernels.softmax (as the study does) rebinds "
+                   "the package attribute kernels.softmax from the function to the module")
+def test_kernels_package_exports_softmax(poison):
+    import kernels.softmax  # noqa: F401  (rooflab.studies.softmax imports it before calling)
+    x = logits(4, 33, torch.float32)
+    check(kernels.softmax(x, dim=-1), x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dim", [0, 1, 2, -1, -3])
+def test_dims_3d(poison, dim, dtype):
+    x = (torch.randn(4, 6, 9) * 3).to(dtype)
+    x[1, 2, :] = NINF
+    check(softmax(x, dim=dim), x, dim)
+
+
+@pytest.mark.parametrize("make", [
+    lambda b: b.t(),                      # transposed: last dim strided, made contiguous
+    lambda b: b[:, ::2],                  # step in the last dim
+    lambda b: b[::2, :],                  # step in the rows: a row stride, no copy
+    lambda b: b[1:, 3:40],                # sliced: row stride > cols, offset start
+    lambda b: b[:1, :].expand(5, -1),     # row stride 0
+], ids=["transposed", "col-step", "row-step", "sliced", "expanded"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_strided_inputs(poison, make, dtype):
+    x = make((torch.randn(24, 48) * 3).to(dtype))
+    check(softmax(x), x)
+    check(softmax(x, dim=0), x, 0)
+
+
+def test_row_stride_input_is_not_copied(poison, monkeypatch):
+    base = torch.randn(8, 40)
+    x = base[:, 5:37]                     # rows 40 apart, contiguous within a row
+    monkeypatch.setattr(torch.Tensor, "contiguous", lambda self, *a, **k: pytest.fail("copied"))
+    check(softmax(x), x)
+
+
+@pytest.mark.parametrize("shape,dim", [((0, 5), -1), ((5, 0), -1), ((5, 0), 0), ((2, 0, 3), 1), ((0,), 0)])
+def test_empty(shape, dim):
+    x = torch.randn(shape)
+    out = softmax(x, dim=dim)
+    assert out.shape == x.shape and out.dtype == x.dtype
+
+
+def test_zero_dim():
+    x = torch.tensor(2.5)
+    for dim in (0, -1):
+        out = softmax(x, dim=dim)
+        assert out.shape == () and out.item() == 1.0
+
+
+def test_traffic_model():
+    assert traffic_bytes(8192, 4096, torch.float16) == 2 * 8192 * 4096 * 2
+    assert traffic_bytes(256, 262144, torch.float32) == 2 * 256 * 262144 * 4
+
+
+# ---- bad input ----
+
+@pytest.mark.parametrize("args,match", [
+    ((torch.arange(6).reshape(2, 3),), "dtype int64"),
+    ((torch.randn(2, 3, dtype=torch.float64),), "dtype float64"),
+    (([1.0, 2.0],), "torch.Tensor"),
+    ((torch.randn(2, 3), 2), "dim 2 is out of range"),
+    ((torch.randn(2, 3), -3), "dim -3 is out of range"),
+    ((torch.randn(2, 3), 1.0), "dim must be an int"),
+    ((torch.randn(2, 3), True), "dim must be an int"),
+])
+def test_bad_input(args, match):
+    with pytest.raises(ValueError, match=match):
+        softmax(*args)
+
+
+def test_cpu_tensor_without_interpreter(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(ValueError, match="CUDA tensor"):
+        softmax(torch.randn(2, 3))
+
+
+def test_strategy_bad_input():
+    x = torch.randn(4, 8)
+    with pytest.raises(ValueError, match="2 dimensions"):
+        STRATEGIES["row"].run(x.reshape(2, 2, 8))
+    with pytest.raises(ValueError, match="contiguous last dimension"):
+        STRATEGIES["row"].run(x.t())
+    with pytest.raises(ValueError, match="out must be"):
+        STRATEGIES["row"].run(x, out=torch.empty(4, 9))
+    with pytest.raises(ValueError, match="at most 4096 columns"):
+        STRATEGIES["rows"].run(torch.randn(1, 5000))
+    with pytest.raises(ValueError, match="unknown strategy"):
+        config("tiles", 10, torch.float32)
+    assert not STRATEGIES["row"].supports(0) and STRATEGIES["split"].supports(10**8)
+
+
+def test_interpreter_uses_fixed_sm_count():
+    assert sm.num_sms(torch.device("cpu")) == sm.INTERPRETER_SMS

@@ -1,0 +1,398 @@
+"""Flash attention forward (the FlashAttention-2 algorithm), written for Hopper in Triton.
+
+attention(q, k, v, causal=False, sm_scale=None) -> o
+    q (B, Hq, Nq, D), k and v (B, Hkv, Nk, D), Hq % Hkv == 0; o (B, Hq, Nq, D) in q's dtype.
+
+Conventions
+- Grouped-query attention: query head h reads key/value head h // (Hq // Hkv); K and V are
+  indexed, never expanded.
+- Causal masks are aligned to the bottom-right corner, as FlashAttention-2 does: query i sees
+  keys j <= i + (Nk - Nq). For Nq == Nk this is the usual lower triangle. When Nq > Nk the first
+  Nq - Nk queries see no key at all; their output rows are zeros (FlashAttention-2's
+  convention; torch SDPA's math backend returns NaN for such rows, and torch's `is_causal=True`
+  aligns the mask top-left instead).
+- sm_scale defaults to 1/sqrt(D) and must be a positive finite number. Softmax runs in fp32
+  with exp2: log2(e) is folded into the scale once.
+- D from 16 to 256, any value (80, 96, 112 included): the kernel works on D rounded up to a
+  power of two and masks (or zero-fills, through the tensor descriptors) the padding.
+- fp16 and bf16 inputs; scores, softmax statistics and the output accumulator are fp32; the
+  probabilities are cast to the input dtype for the second matrix product.
+
+Work, counted in one place (`attention_flops`): two matrix products of 2*D FLOPs per visible
+(query, key) pair, i.e. 4*B*Hq*Nq*Nk*D without a mask. Causal square shapes count half of
+that (the convention FlashAttention's papers and the SDPA benchmarks use); causal Nq != Nk
+count the visible pairs exactly. Memory traffic (`attention_bytes`): q, k, v read once and
+o written once.
+
+Kernel design
+- One program per (block of BLOCK_M queries, batch * query head). Programs of one head are
+  adjacent in launch order, so the K/V tiles they stream are shared in L2; with a causal mask
+  the heaviest query blocks of each head start first, so the lightest ones fill the tail.
+- The key loop is split in two: blocks every query of the program sees in full run without
+  any mask; only the blocks on the diagonal (causal) or past the end of K (Nk % BLOCK_N != 0)
+  take the masked path.
+- Contiguous rows (last stride 1, 16-byte aligned strides and base) are loaded through
+  per-head tensor descriptors (TMA on Hopper), which zero-fill rows past Nq / Nk and columns
+  past D and clip the output store; other layouts use masked pointer loads with any strides.
+- On a GPU the block shape, warps, pipeline depth and warp specialization are autotuned per
+  (Nq bucket, Nk bucket, D, causal, dtype, load path); the interpreter uses one small config.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._checks import check_same_device, check_tensor, interpreting
+
+DTYPES = (torch.float16, torch.bfloat16)
+MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 256
+LOG2E = 1.4426950408889634  # exp(x) == exp2(x * log2(e))
+
+
+# ---------------------------------------------------------------- work counted once, used by the study
+
+def visible_pairs(seqlen_q: int, seqlen_k: int, causal: bool) -> float:
+    """(query, key) pairs the FLOP count charges for one head (see the module docstring)."""
+    if not causal:
+        return float(seqlen_q * seqlen_k)
+    if seqlen_q == seqlen_k:
+        return seqlen_q * seqlen_k / 2.0
+    # query i sees max(0, i + Nk - Nq + 1) keys; summed over i this is 1 + ... + Nk minus the
+    # rows cut off above the first query when Nk > Nq
+    cut = max(seqlen_k - seqlen_q, 0)
+    return float((seqlen_k * (seqlen_k + 1) - cut * (cut + 1)) // 2)
+
+
+def attention_flops(batch: int, heads_q: int, seqlen_q: int, seqlen_k: int, head_dim: int,
+                    causal: bool) -> float:
+    """FLOPs of one forward pass: 2 * D for q.k and 2 * D for p.v per visible pair."""
+    return 4.0 * batch * heads_q * head_dim * visible_pairs(seqlen_q, seqlen_k, causal)
+
+
+def attention_bytes(batch: int, heads_q: int, heads_kv: int, seqlen_q: int, seqlen_k: int,
+                    head_dim: int, element_size: int) -> float:
+    """Compulsory traffic: q and o (B, Hq, Nq, D) once each, k and v (B, Hkv, Nk, D) once each."""
+    return float(element_size * head_dim * batch * (2 * heads_q * seqlen_q + 2 * heads_kv * seqlen_k))
+
+
+# ---------------------------------------------------------------- kernel
+
+@triton.jit
+def _load_tile(src, row0, n_rows, stride_row, stride_col,
+               HEAD_DIM: tl.constexpr, ROWS: tl.constexpr, BLOCK_D: tl.constexpr,
+               CHECK_ROWS: tl.constexpr, USE_TMA: tl.constexpr):
+    """Rows [row0, row0 + ROWS) of a (n_rows, HEAD_DIM) matrix as a (ROWS, BLOCK_D) tile, zero-padded."""
+    if USE_TMA:
+        tile = src.load([row0, 0])  # the descriptor zero-fills rows >= n_rows and columns >= HEAD_DIM
+    else:
+        rows = row0 + tl.arange(0, ROWS)
+        cols = tl.arange(0, BLOCK_D)
+        ptrs = src + rows.to(tl.int64)[:, None] * stride_row + cols[None, :] * stride_col
+        if CHECK_ROWS:
+            if BLOCK_D == HEAD_DIM:
+                tile = tl.load(ptrs, mask=rows[:, None] < n_rows, other=0.0)
+            else:
+                tile = tl.load(ptrs, mask=(rows[:, None] < n_rows) & (cols[None, :] < HEAD_DIM), other=0.0)
+        else:
+            if BLOCK_D == HEAD_DIM:
+                tile = tl.load(ptrs)
+            else:
+                tile = tl.load(ptrs, mask=cols[None, :] < HEAD_DIM, other=0.0)
+    return tile
+
+
+@triton.jit
+def _attn_blocks(acc, l_i, m_i, q, k_src, v_src,
+                 stride_kn, stride_kd, stride_vn, stride_vd,
+                 lo, hi, offs_m, diag, N_K, qk_scale,
+                 HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                 MASKED: tl.constexpr, CAUSAL: tl.constexpr, USE_TMA: tl.constexpr,
+                 WARP_SPEC: tl.constexpr):
+    """Fold key blocks [lo, hi) into the running (acc, l_i, m_i) of one query block.
+
+    Scores live in the log2 domain: s = (q . k) * sm_scale * log2(e), p = exp2(s - m).
+    MASKED blocks hide keys j > i + diag (CAUSAL; this also hides j >= N_K for every real
+    query i < N_Q) or keys j >= N_K (not CAUSAL); unmasked blocks are known to be fully visible.
+    """
+    offs_n = tl.arange(0, BLOCK_N)
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPEC):
+        start_n = tl.multiple_of(start_n, BLOCK_N)
+        k = _load_tile(k_src, start_n, N_K, stride_kn, stride_kd, HEAD_DIM, BLOCK_N, BLOCK_D, MASKED, USE_TMA)
+        qk = tl.dot(q, k.T)  # (BLOCK_M, BLOCK_N), fp32
+        if MASKED:
+            cols = start_n + offs_n
+            if CAUSAL:
+                visible = cols[None, :] <= offs_m[:, None] + diag
+            else:
+                visible = cols[None, :] < N_K
+            s = tl.where(visible, qk * qk_scale, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(s, 1))
+            # a row with nothing visible yet keeps m = -inf; subtract 0 so that p = 0, not NaN
+            m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
+            p = tl.math.exp2(s - m_sub[:, None])
+            alpha = tl.math.exp2(m_i - m_sub)
+        else:
+            # qk_scale > 0, so max(qk) * scale == max(qk * scale) and one FMA per score remains
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+            p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+            alpha = tl.math.exp2(m_i - m_new)
+        l_ij = tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        v = _load_tile(v_src, start_n, N_K, stride_vn, stride_vd, HEAD_DIM, BLOCK_N, BLOCK_D, MASKED, USE_TMA)
+        acc = tl.dot(p.to(v.dtype), v, acc)  # (BLOCK_M, BLOCK_D)
+        l_i = l_i * alpha + l_ij
+        m_i = m_new
+    return acc, l_i, m_i
+
+
+@triton.jit
+def _attn_fwd(Q, K, V, O,
+              stride_qb, stride_qh, stride_qm, stride_qd,
+              stride_kb, stride_kh, stride_kn, stride_kd,
+              stride_vb, stride_vh, stride_vn, stride_vd,
+              stride_ob, stride_oh, stride_om, stride_od,
+              H_Q, GROUP, N_Q, N_K, qk_scale,
+              NQ_BUCKET, NK_BUCKET,  # autotuning key only
+              HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr, USE_TMA: tl.constexpr,
+              BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, WARP_SPEC: tl.constexpr, EVEN_K: tl.constexpr):
+    # grid: (cdiv(N_Q, BLOCK_M), B * H_Q); query blocks of one head are adjacent in launch order
+    pid_m = tl.program_id(0)
+    if CAUSAL:
+        pid_m = tl.num_programs(0) - 1 - pid_m  # heaviest block of each head first
+    pid_bh = tl.program_id(1)
+    b = pid_bh // H_Q
+    h = pid_bh % H_Q
+    h_kv = h // GROUP
+    start_m = pid_m * BLOCK_M
+
+    q_base = Q + b.to(tl.int64) * stride_qb + h.to(tl.int64) * stride_qh  # (N_Q, HEAD_DIM)
+    k_base = K + b.to(tl.int64) * stride_kb + h_kv.to(tl.int64) * stride_kh  # (N_K, HEAD_DIM)
+    v_base = V + b.to(tl.int64) * stride_vb + h_kv.to(tl.int64) * stride_vh  # (N_K, HEAD_DIM)
+    o_base = O + b.to(tl.int64) * stride_ob + h.to(tl.int64) * stride_oh  # (N_Q, HEAD_DIM)
+    if USE_TMA:
+        q_src = tl.make_tensor_descriptor(q_base, [N_Q, HEAD_DIM], [stride_qm, 1], [BLOCK_M, BLOCK_D])
+        k_src = tl.make_tensor_descriptor(k_base, [N_K, HEAD_DIM], [stride_kn, 1], [BLOCK_N, BLOCK_D])
+        v_src = tl.make_tensor_descriptor(v_base, [N_K, HEAD_DIM], [stride_vn, 1], [BLOCK_N, BLOCK_D])
+        o_dst = tl.make_tensor_descriptor(o_base, [N_Q, HEAD_DIM], [stride_om, 1], [BLOCK_M, BLOCK_D])
+    else:
+        q_src = q_base
+        k_src = k_base
+        v_src = v_base
+        o_dst = o_base
+
+    # keys [0, full_hi) are visible to every query of this block; [full_hi, hi) need the mask
+    diag = N_K - N_Q  # query i sees keys j <= i + diag (bottom-right alignment)
+    if CAUSAL:
+        hi = tl.minimum(start_m + BLOCK_M + diag, N_K)
+        full_hi = tl.maximum(tl.minimum(start_m + 1 + diag, N_K), 0) // BLOCK_N * BLOCK_N
+    else:
+        hi = N_K
+        full_hi = N_K // BLOCK_N * BLOCK_N
+
+    offs_m = start_m + tl.arange(0, BLOCK_M)
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
+    acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
+    q = _load_tile(q_src, start_m, N_Q, stride_qm, stride_qd, HEAD_DIM, BLOCK_M, BLOCK_D, True, USE_TMA)
+
+    if WARP_SPEC:
+        # Hopper's automatic warp specialization takes a kernel with one key loop: every block
+        # of it goes through the mask unless none is needed (non-causal, Nk % BLOCK_N == 0)
+        acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_kd, stride_vn, stride_vd,
+                                     0, hi, offs_m, diag, N_K, qk_scale,
+                                     HEAD_DIM, BLOCK_N, BLOCK_D, CAUSAL or not EVEN_K, CAUSAL, USE_TMA, True)
+    else:
+        acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_kd, stride_vn, stride_vd,
+                                     0, full_hi, offs_m, diag, N_K, qk_scale,
+                                     HEAD_DIM, BLOCK_N, BLOCK_D, False, CAUSAL, USE_TMA, False)
+        acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_kd, stride_vn, stride_vd,
+                                     full_hi, hi, offs_m, diag, N_K, qk_scale,
+                                     HEAD_DIM, BLOCK_N, BLOCK_D, True, CAUSAL, USE_TMA, False)
+
+    # rows that saw no key (causal, Nq > Nk) have l_i == 0 and acc == 0: they store zeros
+    inv_l = 1.0 / tl.where(l_i == 0.0, 1.0, l_i)
+    out = (acc * inv_l[:, None]).to(O.dtype.element_ty)
+    if USE_TMA:
+        o_dst.store([start_m, 0], out)  # clipped to (N_Q, HEAD_DIM)
+    else:
+        cols = tl.arange(0, BLOCK_D)
+        ptrs = o_dst + offs_m.to(tl.int64)[:, None] * stride_om + cols[None, :] * stride_od
+        tl.store(ptrs, out, mask=(offs_m[:, None] < N_Q) & (cols[None, :] < HEAD_DIM))
+
+
+# ---------------------------------------------------------------- configs
+
+def _config(block_m, block_n, warps, stages, warp_spec=False):
+    return triton.Config({"BLOCK_M": block_m, "BLOCK_N": block_n, "WARP_SPEC": warp_spec},
+                         num_warps=warps, num_stages=stages)
+
+
+# Hopper: a warpgroup (4 warps) issues wgmma for 64 query rows, so 8 warps cover BLOCK_M = 128.
+# With WARP_SPEC the compiler adds a producer warpgroup for the TMA loads and splits the
+# 4-warp program's BLOCK_M between two consumer warpgroups (12 warps in all).
+CONFIGS = [
+    _config(128, 128, 8, 3),
+    _config(128, 128, 8, 2),
+    _config(128, 64, 8, 3),
+    _config(128, 64, 4, 3),
+    _config(64, 64, 4, 3),
+    _config(128, 64, 8, 2),
+    _config(128, 64, 4, 3, True),
+    _config(128, 64, 4, 2, True),
+    _config(128, 128, 4, 2, True),
+    _config(64, 64, 4, 2, True),
+]
+INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 16, "WARP_SPEC": False, "num_warps": 4, "num_stages": 1}
+SMEM_BYTES = 227 * 1024  # Hopper's largest shared-memory allocation per program
+
+
+def _smem_bytes(cfg, block_d, element_size=2):
+    """Shared memory a config needs: q, `stages` K and V tiles, and (warp-specialized) a q-sized staging tile."""
+    block_m, block_n = cfg.kwargs["BLOCK_M"], cfg.kwargs["BLOCK_N"]
+    tiles = block_m * block_d * (2 if cfg.kwargs["WARP_SPEC"] else 1) + 2 * block_n * block_d * cfg.num_stages
+    return tiles * element_size
+
+
+def _prune(configs, named_args, **kwargs):
+    """Configs that fit shared memory at this head dim, with query blocks no taller than needed."""
+    block_d, use_tma = kwargs["BLOCK_D"], kwargs["USE_TMA"]
+    nq = named_args["NQ_BUCKET"]
+    kept = [c for c in configs
+            if _smem_bytes(c, block_d) <= SMEM_BYTES
+            and (use_tma or not c.kwargs["WARP_SPEC"])  # warp specialization needs TMA loads
+            and (c.kwargs["BLOCK_M"] <= max(nq, 64))]
+    return kept or [_config(64, 32, 4, 2)]
+
+
+_attn_fwd_tuned = triton.autotune(
+    configs=CONFIGS,
+    key=["NQ_BUCKET", "NK_BUCKET", "HEAD_DIM", "CAUSAL", "USE_TMA"],  # + the tensors' dtypes
+    prune_configs_by={"early_config_prune": _prune},
+)(triton.heuristics({"EVEN_K": lambda args: args["N_K"] % args["BLOCK_N"] == 0})(_attn_fwd))
+
+
+# ---------------------------------------------------------------- wrapper
+
+def _tma_compatible(t: torch.Tensor) -> bool:
+    """Tensor descriptors need a unit last stride and 16-byte aligned base and strides."""
+    size = t.element_size()
+    return (t.stride(-1) == 1 and t.data_ptr() % 16 == 0
+            and all((s * size) % 16 == 0 for s in t.stride()[:-1]))
+
+
+def _use_tma(*tensors: torch.Tensor) -> bool:
+    if interpreting():
+        return all(_tma_compatible(t) for t in tensors)
+    if not (tensors[0].is_cuda and torch.cuda.get_device_capability(tensors[0].device)[0] >= 9):
+        return False
+    return all(_tma_compatible(t) for t in tensors)
+
+
+def _scratch(size: int, alignment: int, stream):
+    """Global memory for the tensor descriptors the kernel builds on the device."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
+
+
+def _bucket(n: int) -> int:
+    return max(16, triton.next_power_of_2(n))
+
+
+def _check(q, k, v, causal, sm_scale):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        check_tensor(name, t, DTYPES, ndim=4)
+    check_same_device(q=q, k=k, v=v)
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    (bq, hq, _, d), (bk, hk, nk, dk) = q.shape, k.shape
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
+    if bq != bk:
+        raise ValueError(f"q has batch {bq} but k/v have batch {bk}")
+    if dk != d:
+        raise ValueError(f"q has head dim {d} but k/v have head dim {dk}")
+    if not MIN_HEAD_DIM <= d <= MAX_HEAD_DIM:
+        raise ValueError(f"head dim {d} is outside the supported range [{MIN_HEAD_DIM}, {MAX_HEAD_DIM}]")
+    if hk == 0 or hq % hk != 0:
+        raise ValueError(f"query heads ({hq}) must be a multiple of key/value heads ({hk})")
+    if not isinstance(causal, bool):
+        raise ValueError(f"causal must be a bool, got {type(causal).__name__}")
+    if sm_scale is not None and not (isinstance(sm_scale, (int, float)) and math.isfinite(sm_scale) and sm_scale > 0):
+        raise ValueError(f"sm_scale must be a positive finite number, got {sm_scale!r}")
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              sm_scale: float | None = None) -> torch.Tensor:
+    """softmax(q k^T * sm_scale [+ causal mask]) v for q (B, Hq, Nq, D), k/v (B, Hkv, Nk, D)."""
+    return _forward(q, k, v, causal, sm_scale)
+
+
+def _forward(q, k, v, causal, sm_scale, config: dict | None = None) -> torch.Tensor:
+    """attention() with an optional fixed config (BLOCK_M, BLOCK_N, WARP_SPEC, num_warps,
+    num_stages) instead of the autotuned (GPU) or interpreter one; used by tests and probes."""
+    _check(q, k, v, causal, sm_scale)
+    batch, heads_q, seqlen_q, head_dim = q.shape
+    heads_kv, seqlen_k = k.shape[1], k.shape[2]
+    scale = float(sm_scale) if sm_scale is not None else 1.0 / math.sqrt(head_dim)
+    o = torch.empty((batch, heads_q, seqlen_q, head_dim), dtype=q.dtype, device=q.device)  # (B, Hq, Nq, D)
+    if o.numel() == 0:
+        return o
+    if seqlen_k == 0:  # nothing to attend to: zeros, like the rows that see no key
+        return o.zero_()
+
+    use_tma = _use_tma(q, k, v, o)
+    if use_tma and not interpreting():
+        triton.set_allocator(_scratch)
+    args = (q, k, v, o, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
+            heads_q, heads_q // heads_kv, seqlen_q, seqlen_k, scale * LOG2E,
+            _bucket(seqlen_q), _bucket(seqlen_k))
+    meta = dict(HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)), CAUSAL=causal,
+                USE_TMA=use_tma)
+
+    def grid(cfg):
+        return (triton.cdiv(seqlen_q, cfg["BLOCK_M"]), batch * heads_q)
+
+    if config is None and interpreting():
+        config = INTERPRETER_CONFIG
+    with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
+        if config is None:
+            _attn_fwd_tuned[grid](*args, **meta)
+        else:
+            if config.get("WARP_SPEC") and not use_tma:
+                raise ValueError("WARP_SPEC needs the tensor-descriptor path (contiguous rows)")
+            cfg = dict(config, EVEN_K=seqlen_k % config["BLOCK_N"] == 0)
+            _attn_fwd[grid(cfg)](*args, **meta, **cfg)
+    return o
+
+
+def chosen_config(q: torch.Tensor, k: torch.Tensor, causal: bool) -> triton.Config | None:
+    """The config autotuning picked for this case (after at least one call), for reports."""
+    use_tma = _use_tma(q, k, k, q)
+    key = (_bucket(q.shape[2]), _bucket(k.shape[2]), q.shape[3], causal, use_tma)
+    for cached, cfg in _attn_fwd_tuned.cache.items():
+        if cached[:5] == key and str(q.dtype) in cached[5:]:
+            return cfg
+    return None
+
+
+def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+              sm_scale: float | None = None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Materialised attention in `dtype` with this module's conventions (GQA, bottom-right mask,
+    zero rows where a query sees no key). Memory: B * Hq * Nq * Nk scores."""
+    _, heads_q, seqlen_q, head_dim = q.shape
+    heads_kv, seqlen_k = k.shape[1], k.shape[2]
+    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(head_dim)
+    group = heads_q // heads_kv
+    q, k, v = q.to(dtype), k.to(dtype), v.to(dtype)
+    k = k.repeat_interleave(group, dim=1)  # (B, Hq, Nk, D)
+    v = v.repeat_interleave(group, dim=1)
+    scores = (q @ k.transpose(-1, -2)) * scale  # (B, Hq, Nq, Nk)
+    if causal:
+        rows = torch.arange(seqlen_q, device=q.device)[:, None]
+        cols = torch.arange(seqlen_k, device=q.device)[None, :]
+        scores = scores.masked_fill(cols > rows + (seqlen_k - seqlen_q), float("-inf"))
+    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # rows with no visible key -> 0
+    return probs @ v  # (B, Hq, Nq, D)

@@ -1,0 +1,285 @@
+"""kernels.attention, kernels.seeds.attention and rooflab.studies.attention in Triton's CPU
+interpreter (TRITON_INTERPRET=1, set by conftest.py), against a float64 torch reference."""
+import math
+
+import numpy as np
+import pytest
+import torch
+import triton.language as tl
+import triton.runtime.interpreter as interpreter
+
+import kernels._checks
+from kernels import attention as attn
+from kernels.attention import attention
+from kernels.seeds.attention import seed_attention
+from rooflab.studies import attention as study
+
+
+def _interpreter_compat():
+    """Two gaps of Triton 3.6's interpreter that these kernels reach:
+    - with numpy >= 2.4, int() of a one-element array raises, and the interpreter turns loop
+      bounds computed from program ids into ints that way;
+    - it multiplies bf16 tiles as their raw uint16 bits in tl.dot.
+    """
+    if getattr(interpreter, "_rooflab_compat", False):
+        return
+    patch_tensor = interpreter._patch_lang_tensor
+
+    def _patch_lang_tensor(tensor, scope):
+        patch_tensor(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
+
+    def _as_f32(handle):
+        if handle.dtype.scalar != tl.bfloat16:
+            return handle
+        bits = handle.data.astype(np.uint32) << 16
+        return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
+
+    create_dot = interpreter.InterpreterBuilder.create_dot
+
+    def _create_dot(self, a, b, d, *args):
+        return create_dot(self, _as_f32(a), _as_f32(b), d, *args)
+
+    interpreter._patch_lang_tensor = _patch_lang_tensor
+    interpreter.InterpreterBuilder.create_dot = _create_dot
+    interpreter._rooflab_compat = True
+
+
+_interpreter_compat()
+
+TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}  # relative L2 error vs float64
+
+
+def _inputs(b, hq, hkv, nq, nk, d, dtype, scale=1.0):
+    q = torch.randn(b, hq, nq, d).mul_(scale).to(dtype)
+    k = torch.randn(b, hkv, nk, d).mul_(scale).to(dtype)
+    v = torch.randn(b, hkv, nk, d).to(dtype)
+    return q, k, v
+
+
+def _rel(out, ref):
+    assert out.shape == ref.shape
+    assert torch.isfinite(out).all(), "non-finite output"
+    diff = (out.double() - ref).norm()
+    return float(diff / ref.norm()) if ref.norm() > 0 else float(diff)
+
+
+@pytest.fixture
+def poisoned_empty(monkeypatch):
+    """torch.empty returns NaN-filled tensors, so any output element the kernel skips shows."""
+    real_empty = torch.empty
+
+    def empty(*args, **kwargs):
+        t = real_empty(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+    monkeypatch.setattr(torch, "empty", empty)
+
+
+CASES = [
+    # batch, heads_q, heads_kv, seqlen_q, seqlen_k, head_dim, causal
+    (1, 2, 2, 1, 1, 64, True),
+    (1, 2, 2, 1, 1, 64, False),
+    (2, 2, 2, 17, 17, 64, True),
+    (1, 2, 2, 65, 65, 64, True),
+    (1, 2, 2, 65, 65, 64, False),
+    (1, 2, 1, 17, 40, 80, True),      # Nq < Nk: chunked prefill, bottom-right mask
+    (1, 4, 2, 40, 17, 96, True),      # Nq > Nk: the first 23 queries see no key -> zeros
+    (1, 2, 2, 1, 33, 112, True),      # one query against a longer key sequence
+    (1, 4, 1, 33, 33, 16, True),      # GQA 4:1
+    (1, 4, 2, 33, 50, 128, False),    # GQA 2:1, non-causal, Nk not a block multiple
+    (1, 1, 1, 9, 12, 256, True),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "b{}h{}/{}q{}k{}d{}{}".format(*c[:6], "c" if c[6] else ""))
+def test_matches_float64_reference(case, dtype, poisoned_empty):
+    b, hq, hkv, nq, nk, d, causal = case
+    q, k, v = _inputs(b, hq, hkv, nq, nk, d, dtype)
+    out = attention(q, k, v, causal=causal)
+    assert out.dtype == dtype and out.shape == (b, hq, nq, d)
+    assert _rel(out, attn.reference(q, k, v, causal)) < TOL[dtype]
+
+
+def test_rows_without_visible_keys_are_zero():
+    q, k, v = _inputs(1, 2, 2, 40, 17, 64, torch.float16)
+    out = attention(q, k, v, causal=True)
+    assert torch.equal(out[:, :, :23], torch.zeros_like(out[:, :, :23]))
+    assert out[:, :, 23:].abs().sum() > 0
+
+
+def _strided(layout):
+    """Non-contiguous q, k, v: views whose rows the tensor descriptors can still address
+    ("descriptor"), or that need the pointer path (k with a non-unit last stride, v with rows
+    65 elements apart, not 16-byte aligned)."""
+    q = torch.randn(2, 37, 4, 72).to(torch.float16)[..., :64].transpose(1, 2)   # (2, 4, 37, 64)
+    if layout == "descriptor":
+        k = torch.randn(2, 45, 2, 64).to(torch.float16).transpose(1, 2)         # (2, 2, 45, 64)
+        v = torch.randn(2, 2, 90, 64).to(torch.float16)[:, :, ::2]              # row stride 128
+    else:
+        k = torch.randn(2, 2, 64, 45).to(torch.float16).transpose(-1, -2)       # stride_d 45
+        v = torch.randn(2, 2, 45, 65).to(torch.float16)[..., :64]               # row stride 65
+    return q, k, v
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("layout", ["descriptor", "pointer"])
+def test_strided_inputs(layout, causal, poisoned_empty):
+    q, k, v = _strided(layout)
+    assert not q.is_contiguous() and not k.is_contiguous() and not v.is_contiguous()
+    assert attn._use_tma(q, k, v, torch.empty(1)) == (layout == "descriptor")
+    out = attention(q, k, v, causal=causal)
+    assert _rel(out, attn.reference(q, k, v, causal)) < TOL[torch.float16]
+
+
+def test_custom_scale_and_large_logits():
+    q, k, v = _inputs(1, 2, 2, 33, 33, 64, torch.float16, scale=8.0)  # logits in the hundreds
+    for sm_scale in (0.05, 1.0):
+        out = attention(q, k, v, causal=True, sm_scale=sm_scale)
+        assert _rel(out, attn.reference(q, k, v, True, sm_scale)) < TOL[torch.float16]
+
+
+@pytest.mark.parametrize("causal,nq,nk", [(True, 48, 48), (True, 20, 45), (True, 45, 20), (False, 40, 50)])
+def test_warp_specialized_single_loop(causal, nq, nk):
+    """The GPU's warp-specialized configs run every key block through one masked loop."""
+    q, k, v = _inputs(1, 2, 1, nq, nk, 32, torch.float16)
+    cfg = {"BLOCK_M": 32, "BLOCK_N": 16, "WARP_SPEC": True, "num_warps": 4, "num_stages": 1}
+    out = attn._forward(q, k, v, causal, None, config=cfg)
+    assert _rel(out, attn.reference(q, k, v, causal)) < TOL[torch.float16]
+
+
+def test_empty_and_keyless_shapes():
+    q, k, v = _inputs(1, 2, 2, 0, 5, 64, torch.float16)
+    assert attention(q, k, v).shape == (1, 2, 0, 64)
+    q, k, v = _inputs(1, 2, 2, 3, 0, 64, torch.float16)
+    assert torch.equal(attention(q, k, v), torch.zeros(1, 2, 3, 64, dtype=torch.float16))
+
+
+def test_flop_count():
+    # causal square: half of N^2 by convention; otherwise the visible pairs exactly
+    assert attn.attention_flops(2, 3, 64, 64, 128, True) == 4 * 2 * 3 * 64 * 64 * 128 / 2
+    assert attn.attention_flops(2, 3, 64, 80, 128, False) == 4 * 2 * 3 * 64 * 80 * 128
+    for nq, nk in ((17, 40), (40, 17), (1, 9), (9, 1)):
+        rows = torch.arange(nq)[:, None]
+        visible = int((torch.arange(nk)[None, :] <= rows + nk - nq).sum())
+        assert attn.visible_pairs(nq, nk, True) == visible
+
+
+def _bad(**over):
+    q, k, v = _inputs(1, 4, 2, 8, 8, 64, torch.float16)
+    args = dict(q=q, k=k, v=v, causal=False, sm_scale=None)
+    args.update(over)
+    return args
+
+
+@pytest.mark.parametrize("args,match", [
+    (_bad(q=torch.randn(4, 8, 64).half()), "dimensions"),
+    (_bad(q=torch.randn(1, 4, 8, 64)), "dtype float32"),
+    (_bad(k=torch.randn(1, 2, 8, 64).bfloat16(), v=torch.randn(1, 2, 8, 64).bfloat16()), "share a dtype"),
+    (_bad(k=torch.randn(1, 3, 8, 64).half(), v=torch.randn(1, 3, 8, 64).half()), "multiple"),
+    (_bad(v=torch.randn(1, 2, 9, 64).half()), "same shape"),
+    (_bad(k=torch.randn(2, 2, 8, 64).half(), v=torch.randn(2, 2, 8, 64).half()), "batch"),
+    (_bad(k=torch.randn(1, 2, 8, 32).half(), v=torch.randn(1, 2, 8, 32).half()), "head dim"),
+    (_bad(q=torch.randn(1, 4, 8, 8).half(), k=torch.randn(1, 2, 8, 8).half(), v=torch.randn(1, 2, 8, 8).half()), "range"),
+    (_bad(q=torch.randn(1, 4, 8, 512).half(), k=torch.randn(1, 2, 8, 512).half(),
+          v=torch.randn(1, 2, 8, 512).half()), "range"),
+    (_bad(sm_scale=-1.0), "sm_scale"),
+    (_bad(sm_scale=float("nan")), "sm_scale"),
+    (_bad(causal=1), "causal"),
+    (_bad(k=[[1.0]]), "torch.Tensor"),
+])
+def test_bad_input_raises_value_error(args, match):
+    with pytest.raises(ValueError, match=match):
+        attention(**args)
+
+
+def test_cpu_tensor_outside_interpreter_raises(monkeypatch):
+    monkeypatch.setattr(kernels._checks, "interpreting", lambda: False)
+    with pytest.raises(ValueError, match="CUDA"):
+        attention(**_bad())
+
+
+# ---- the seed's design
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("n", [1, 65, 130])
+def test_seed_attention(n, dtype):
+    q, k, v = _inputs(1, 2, 2, n, n, 64, dtype)
+    out = seed_attention(q, k, v)
+    assert _rel(out, attn.reference(q, k, v, True)) < TOL[dtype]
+
+
+@pytest.mark.parametrize("shapes,causal,match", [
+    (((1, 2, 8, 64), (1, 2, 8, 64)), False, "causal"),
+    (((1, 4, 8, 64), (1, 2, 8, 64)), True, "square multi-head"),
+    (((1, 2, 8, 64), (1, 2, 12, 64)), True, "square multi-head"),
+    (((1, 2, 8, 80), (1, 2, 8, 80)), True, "power-of-two"),
+])
+def test_seed_attention_scope(shapes, causal, match):
+    q = torch.randn(*shapes[0]).half()
+    k = torch.randn(*shapes[1]).half()
+    with pytest.raises(ValueError, match=match):
+        seed_attention(q, k, k.clone(), causal=causal)
+
+
+# ---- the study module on the CPU
+
+SHAPE = {"batch": 2, "heads_q": 4, "heads_kv": 2, "seqlen_q": 33, "seqlen_k": 33, "head_dim": 64, "causal": True}
+
+
+def test_study_shapes_defaults():
+    (shape,) = study.shapes([{"batch": 1, "heads_q": 8, "seqlen_q": 128, "head_dim": 64, "causal": 0}])
+    assert shape == {"batch": 1, "heads_q": 8, "heads_kv": 8, "seqlen_q": 128, "seqlen_k": 128,
+                     "head_dim": 64, "causal": False}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("impl", ["ours", "seed_attention", "eager"])
+def test_study_roundtrip(impl, dtype):
+    inputs = study.make_inputs(SHAPE, getattr(torch, dtype), "cpu")
+    ref = study.reference(inputs)
+    assert ref.shape == (2, 3, len(inputs["ref_rows"]), 64)
+    if impl == "seed_attention":
+        shape = dict(SHAPE, heads_kv=SHAPE["heads_q"])
+        inputs = study.make_inputs(shape, getattr(torch, dtype), "cpu")
+        ref = study.reference(inputs)
+    _, rel = study.check(study.impls()[impl](inputs)(), ref, inputs)
+    assert rel < study.tolerance(dtype)
+
+
+def test_study_check_catches_a_wrong_mask():
+    inputs = study.make_inputs(SHAPE, torch.float16, "cpu")
+    wrong = attention(inputs["q"], inputs["k"], inputs["v"], causal=False)
+    _, rel = study.check(wrong, study.reference(inputs), inputs)
+    assert rel > 10 * study.tolerance("float16")
+
+
+def test_study_reference_subset_is_bounded():
+    big = dict(SHAPE, seqlen_q=32768, seqlen_k=32768, heads_q=32, heads_kv=8, batch=4)
+    batches, heads, rows = study._ref_subset(big)
+    assert batches == [0, 3] and len(heads) == 3 and len(rows) <= 256
+    assert rows[0] == 0 and rows[-1] == 32767
+    assert len({h // 4 for h in heads}) == 3  # three different key/value groups
+
+
+def test_study_unsupported_peers():
+    inputs = study.make_inputs(dict(SHAPE, causal=False), torch.float16, "cpu")
+    with pytest.raises(study.Unsupported, match="causal"):
+        study.impls()["seed_attention"](inputs)
+    inputs = study.make_inputs(SHAPE, torch.float16, "cpu")
+    with pytest.raises(study.Unsupported, match="GQA"):
+        study.impls()["seed_attention"](inputs)
+
+
+def test_study_work_and_memory():
+    big = {"batch": 4, "heads_q": 32, "heads_kv": 32, "seqlen_q": 16384, "seqlen_k": 16384,
+           "head_dim": 128, "causal": True}
+    nbytes, flops = study.work(big, "float16")
+    assert nbytes == 4 * 2 * 4 * 32 * 16384 * 128
+    assert flops == 4 * 4 * 32 * 16384 * 16384 * 128 / 2
+    io = study.memory_bytes("ours", big, "float16")
+    assert io == nbytes
+    assert study.memory_bytes("eager", big, "float16") == io + 2 * 2 * 4 * 32 * 16384 * 16384
+    ceiling = study.ceiling("bfloat16", {"matmul_bf16_tflops": 680.0, "datasheet_bf16_tflops": 989.0})
+    assert (ceiling.metric, ceiling.measured, ceiling.datasheet) == ("tflops", 680.0, 989.0)
+    assert math.isclose(study.tolerance("float16"), 1e-2)

@@ -40,9 +40,9 @@ the H200 (no autotuning at run time, so nothing is compiled beyond one kernel pe
 """
 from __future__ import annotations
 
+import ctypes
 import functools
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -293,19 +293,37 @@ def num_sms(device: torch.device) -> int:
 _OCCUPANCY: dict = {}
 
 
-def _resident_per_sm(kernel, key: tuple, device: torch.device, warmup: Callable[[], object]) -> int:
-    """Programs of a compiled kernel that fit on one SM at once (registers, threads, shared memory)."""
+def _resident_per_sm(key: tuple, device: torch.device, warmup: Callable[[], object]) -> int:
+    """Programs of a compiled kernel that fit on one SM at once.
+
+    Asks the CUDA driver (cuOccupancyMaxActiveBlocksPerMultiprocessor); where that is not
+    reachable, counts registers, threads and shared memory the way the driver does.
+    """
     if key not in _OCCUPANCY:
         compiled = warmup()
         compiled._init_handles()
-        info = _device(device.index)
         threads = 32 * compiled.metadata.num_warps
-        regs = -(-max(compiled.n_regs, 1) // 8) * 8 * threads    # allocated 8 registers at a time
-        fit = min(info["regs"] // regs, info["threads"] // threads, 32)
-        if compiled.metadata.shared:
-            fit = min(fit, info["smem"] // compiled.metadata.shared)
+        smem = compiled.metadata.shared
+        try:
+            blocks = ctypes.c_int(0)
+            status = _libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+                ctypes.byref(blocks), ctypes.c_void_p(compiled.function), threads, ctypes.c_size_t(smem))
+            if status != 0:
+                raise OSError(f"CUDA driver error {status}")
+            fit = blocks.value
+        except (OSError, AttributeError):
+            info = _device(device.index)
+            regs = -(-max(compiled.n_regs, 1) // 8) * 8 * threads    # allocated 8 registers at a time
+            fit = min(info["regs"] // regs, info["threads"] // threads, 32)
+            if smem:
+                fit = min(fit, info["smem"] // (smem + 1024))          # 1 KB reserved per block
         _OCCUPANCY[key] = max(fit, 0)
     return _OCCUPANCY[key]
+
+
+@functools.lru_cache(maxsize=1)
+def _libcuda():
+    return ctypes.CDLL("libcuda.so.1")
 
 
 def _vec(x: torch.Tensor, out: torch.Tensor) -> int:
@@ -378,7 +396,7 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> None:
         args = (out, x, part_max, part_sum, arrive, depart, x.stride(0), out.stride(0),
                 rows, cols, n_segs)
         key = ("split", x.device, x.dtype, cfg.block, cfg.num_warps, cfg.prefetch, vec)
-        resident = _resident_per_sm(_split_kernel, key, x.device, lambda: _split_kernel.warmup(
+        resident = _resident_per_sm(key, x.device, lambda: _split_kernel.warmup(
             *args, MODE=_FUSED, launch_cooperative_grid=True, grid=(1,), **common))
         per_sm = min(resident, cfg.per_sm or SPLIT_MAX_PER_SM)
         rows_per_round = min(per_sm * num_sms(x.device) // n_segs, rows)

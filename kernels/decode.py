@@ -6,35 +6,37 @@ q is (B, Hq, D), the caches are (B, Hkv, Lmax, D) with any strides, n_b = seqlen
 G = Hq // Hkv query heads share each KV head (grouped-query attention).
 
 Decoding reads the whole valid cache once and does almost no arithmetic per byte, so the
-only question is how fast the cache streams from memory. Two kernels:
+only question is how fast the cache streams from memory. One kernel, one program per
+(split, batch, kv head):
 
-1. `_decode_split_kernel`, one program per (split, batch, kv head). Each reads a contiguous
-   chunk of its sequence's K and V once, in BLOCK_N-token tiles, for its whole query group
-   at once: the G query heads are the M dimension of a small tl.dot (padded to 16), so a KV
-   head is never read twice. An online softmax keeps a running max and sum; the program
-   writes its normalised partial output (fp32) and log-sum-exp (base 2). Programs whose
-   chunk starts past the sequence's length exit at once.
-2. `_decode_combine_kernel`, one program per (batch, query head), merges the splits that
-   hold keys, weighting each by exp2(lse_s - max lse), into the output in the input dtype.
+1. Each program reads a contiguous chunk of its sequence's K and V once, in BLOCK_N-token
+   tiles, for its whole query group at once: the G query heads are the M dimension of a small
+   tl.dot (padded to 16), so a KV head is never read twice. An online softmax keeps a running
+   max and sum. Programs whose chunk starts past the sequence's length exit at once.
+2. With S > 1 splits, each program writes its normalised partial output (fp32) and its
+   log-sum-exp (base 2), then bumps a per-(batch, kv head) counter. The program that arrives
+   last merges the splits holding keys, weighting each by exp2(lse_s - max lse), into the
+   output in the input dtype. Merging in the same launch saves a second kernel launch
+   (host time that is not hidden when the cache is small) and the idle gap between kernels.
+   With S = 1 the program normalises and writes the output directly, and there is no counter.
 
-With one split the first kernel normalises and writes the output itself and the second is
-not launched (`decode_attention_nosplit` always does this: one program per (batch, kv head)).
+`decode_attention_nosplit` always uses S = 1 (one program per (batch, kv head)).
 
-Number of splits (`choose_splits`): B * Hkv programs alone leave most of the GPU idle at
-small batch; each sequence is cut into S chunks of a whole number of BLOCK_N tiles so that
-B * Hkv * S fills the SMs for several waves (see TARGET_WAVES), with no chunk shorter than
-MIN_CHUNK_BLOCKS tiles. S depends on the cache shape only (B, Hkv, Lmax), never on the
-values in `seqlens`, so the host never waits for the GPU.
+Number of splits (`choose_splits`): the B * Hkv programs of an unsplit launch fill the GPU
+once there are about as many as SMs. Below that, each sequence is cut into S chunks of a
+whole number of BLOCK_N tiles so that B * Hkv * S is about TARGET_WAVES times the SM count,
+with no chunk shorter than MIN_CHUNK_BLOCKS tiles. S depends on the cache shape (B, Hkv,
+Lmax) only, never on the values in `seqlens`, so the host never waits for the GPU.
 
 Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
 length 0 attends to nothing and its output is defined as zeros. Lengths on the host are
 checked and raise ValueError; lengths already on the GPU are not read back (that would stall
-the host every call): the kernels clamp them to 0..Lmax, so they never read outside the cache.
+the host every call): the kernel clamps them to 0..Lmax, so it never reads outside the cache.
 
 Traffic (`decode_traffic`, the count the decode study divides by): the K and V bytes actually
 read, 2 * sum(n_b) * Hkv * D * element_size, plus q and out, 2 * B * Hq * D * element_size.
-The partial outputs (B * Hq * S * (D + 1) fp32 values written and read back) are overhead
-and not counted.
+The partial outputs (B * Hq * S * (D + 1) fp32 values written, and read back by one program
+per kv head) are overhead and not counted.
 """
 from __future__ import annotations
 
@@ -50,10 +52,11 @@ from kernels._checks import check_same_device, check_tensor, interpreting
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
 INTERPRETER_SMS = 132        # SM count assumed in the CPU interpreter (an H100/H200)
-TARGET_WAVES = 4             # aim for B * Hkv * S >= TARGET_WAVES * SMs programs
-MIN_CHUNK_BLOCKS = 2         # a split reads at least this many BLOCK_N tiles
-COMBINE_BLOCK_S = 16         # splits merged per step of the combine kernel
+TARGET_WAVES = 8             # split until B * Hkv * S >= TARGET_WAVES * SMs programs
+MIN_CHUNK_BLOCKS = 4         # a split reads at least this many BLOCK_N tiles
+MERGE_BLOCK_S = 16           # splits merged per step by the last program
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
+LOG2E = math.log2(math.e)
 
 
 def decode_traffic(seqlens_total: int, batch: int, heads_q: int, heads_kv: int, head_dim: int,
@@ -73,19 +76,51 @@ def _mma(a, b, UPCAST: tl.constexpr):
 
 
 @triton.jit
-def _decode_split_kernel(
-    Q, K, V, Lens, Out, Lse,
+def _merge_splits(Part, Lse, Out, row, n_valid, num_splits,
+                  HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Out[row] = sum_s exp2(lse_s) * Part[row, s] / sum_s exp2(lse_s) over the first n_valid splits."""
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_d = offs_d < HEAD_DIM
+    p_ptrs = Part + (row * num_splits + offs_s)[:, None] * HEAD_DIM + offs_d[None, :]   # (BLOCK_S, BLOCK_D)
+    l_ptrs = Lse + row * num_splits + offs_s                                             # (BLOCK_S,)
+    m_i = tl.full([BLOCK_S], float("-inf"), tl.float32)    # per-lane running max of the lse
+    l_i = tl.zeros([BLOCK_S], tl.float32)
+    acc = tl.zeros([BLOCK_S, BLOCK_D], tl.float32)
+    for s0 in range(0, n_valid, BLOCK_S):
+        mask_s = (s0 + offs_s) < n_valid
+        # .cg: read the other programs' partials from L2, never from this SM's L1.
+        lse = tl.load(l_ptrs, mask=mask_s, other=float("-inf"), cache_modifier=".cg")
+        part = tl.load(p_ptrs, mask=mask_s[:, None] & mask_d[None, :], other=0.0, cache_modifier=".cg")
+        m_new = tl.maximum(m_i, lse)
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.math.exp2(m_i - m_safe)
+        w = tl.math.exp2(lse - m_safe)
+        l_i = l_i * alpha + w
+        acc = acc * alpha[:, None] + w[:, None] * part
+        m_i = m_new
+        p_ptrs += BLOCK_S * HEAD_DIM
+        l_ptrs += BLOCK_S
+    # Merge the BLOCK_S lanes: rescale each to the overall max, then reduce.
+    m = tl.max(m_i, 0)
+    scale = tl.math.exp2(m_i - m)                      # lanes that saw no split: exp2(-inf) = 0
+    out = tl.sum(acc * scale[:, None], 0) / tl.sum(l_i * scale, 0)
+    tl.store(Out + row * HEAD_DIM + offs_d, out.to(Out.dtype.element_ty), mask=mask_d)
+
+
+@triton.jit
+def _decode_kernel(
+    Q, K, V, Lens, Out, Part, Lse, Count,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_ob, stride_oh, stride_os, stride_od,
-    stride_lb, stride_lh, stride_ls,
-    heads_kv, cache_len, chunk_len, qk_scale,
+    heads_kv, cache_len, chunk_len, num_splits, qk_scale,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+    BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
     HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
 ):
-    # Out is (B, Hq, S, D) fp32 and Lse (B, Hq, S) fp32 when SPLIT, else Out is (B, Hq, D).
+    # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, S, D) fp32, Lse (B, Hq, S) fp32 and
+    # Count (B * Hkv,) int32 zeros, all contiguous.
     split = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // heads_kv
@@ -95,24 +130,31 @@ def _decode_split_kernel(
         seqlen = tl.minimum(tl.maximum(tl.load(Lens + b).to(tl.int32), 0), cache_len)
     start = split * chunk_len
     end = tl.minimum(start + chunk_len, seqlen)
-    if SPLIT:
-        if start >= end:   # this chunk lies past the sequence: the combine kernel skips it
-            return
 
     offs_g = tl.arange(0, BLOCK_G)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     mask_g = offs_g < GROUP
     mask_d = offs_d < HEAD_DIM
+    out_mask = mask_g[:, None] & mask_d[None, :]
     b64 = b.to(tl.int64)
-    h64 = h.to(tl.int64)
-    start64 = start.to(tl.int64)
-    heads = h * GROUP + offs_g                                               # query heads of this KV head
+    heads = h * GROUP + offs_g                                   # this KV head's query heads
+    rows = b64 * (heads_kv * GROUP) + heads                      # their index in (B * Hq)
+
+    if SPLIT:
+        if start >= end:   # this chunk lies past the sequence: nothing to read or merge
+            # A length-0 sequence has no split with keys; split 0 writes its zeros.
+            zero = tl.zeros([BLOCK_G, BLOCK_D], tl.float32).to(Out.dtype.element_ty)
+            tl.store(Out + rows[:, None] * HEAD_DIM + offs_d[None, :], zero,
+                     mask=out_mask & (seqlen == 0) & (split == 0))
+            return
 
     q_ptrs = Q + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :] * stride_qd
-    q = tl.load(q_ptrs, mask=mask_g[:, None] & mask_d[None, :], other=0.0)   # (BLOCK_G, BLOCK_D)
+    q = tl.load(q_ptrs, mask=out_mask, other=0.0)                                  # (BLOCK_G, BLOCK_D)
+    start64 = start.to(tl.int64)
+    h64 = h.to(tl.int64)
     k_ptrs = (K + b64 * stride_kb + h64 * stride_kh + start64 * stride_kn
-              + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd)    # (BLOCK_N, BLOCK_D)
+              + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd)          # (BLOCK_N, BLOCK_D)
     v_ptrs = (V + b64 * stride_vb + h64 * stride_vh + start64 * stride_vn
               + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd)
     k_step = tl.full([], BLOCK_N, tl.int64) * stride_kn
@@ -124,81 +166,45 @@ def _decode_split_kernel(
     for n0 in range(start, end, BLOCK_N):
         mask_n = (n0 + offs_n) < end
         k = tl.load(k_ptrs, mask=mask_n[:, None] & mask_d[None, :], other=0.0)
-        s = _mma(q, tl.trans(k), UPCAST_DOT) * qk_scale                               # (BLOCK_G, BLOCK_N)
+        s = _mma(q, tl.trans(k), UPCAST_DOT) * qk_scale                           # (BLOCK_G, BLOCK_N)
         s = tl.where(mask_n[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, 1))
         alpha = tl.math.exp2(m_i - m_new)
         p = tl.math.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, 1)
         v = tl.load(v_ptrs, mask=mask_n[:, None] & mask_d[None, :], other=0.0)
-        acc = acc * alpha[:, None] + _mma(p.to(v.dtype), v, UPCAST_DOT)            # (BLOCK_G, BLOCK_D)
+        acc = acc * alpha[:, None] + _mma(p.to(v.dtype), v, UPCAST_DOT)          # (BLOCK_G, BLOCK_D)
         m_i = m_new
         k_ptrs += k_step
         v_ptrs += v_step
 
-    out_mask = mask_g[:, None] & mask_d[None, :]
     if SPLIT:
         # start < end, so every row saw at least one key and l_i > 0.
-        o_ptrs = (Out + b64 * stride_ob + heads[:, None] * stride_oh + split * stride_os
-                  + offs_d[None, :] * stride_od)
-        tl.store(o_ptrs, acc / l_i[:, None], mask=out_mask)
-        tl.store(Lse + b64 * stride_lb + heads * stride_lh + split * stride_ls,
-                 m_i + tl.math.log2(l_i), mask=mask_g)
+        tl.store(Part + (rows * num_splits + split)[:, None] * HEAD_DIM + offs_d[None, :],
+                 acc / l_i[:, None], mask=out_mask)
+        tl.store(Lse + rows * num_splits + split, m_i + tl.math.log2(l_i), mask=mask_g)
+        # Every thread's stores precede the counter bump (barrier), and the release/acquire
+        # atomic makes them visible to the program that arrives last.
+        tl.debug_barrier()
+        arrived = tl.atomic_add(Count + bh, 1, sem="acq_rel", scope="gpu")
+        n_valid = tl.cdiv(seqlen, chunk_len)                     # splits holding keys
+        if arrived == n_valid - 1:
+            for g in range(GROUP):
+                _merge_splits(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP + g, n_valid, num_splits,
+                              HEAD_DIM, BLOCK_S, BLOCK_D)
     else:
-        l_safe = tl.where(l_i > 0, l_i, 1.0)                 # length 0: acc is 0, out is 0
-        o_ptrs = Out + b64 * stride_ob + heads[:, None] * stride_oh + offs_d[None, :] * stride_od
-        tl.store(o_ptrs, (acc / l_safe[:, None]).to(Out.dtype.element_ty), mask=out_mask)
+        l_safe = tl.where(l_i > 0, l_i, 1.0)                     # length 0: acc is 0, out is 0
+        tl.store(Out + rows[:, None] * HEAD_DIM + offs_d[None, :],
+                 (acc / l_safe[:, None]).to(Out.dtype.element_ty), mask=out_mask)
 
 
-@triton.jit
-def _decode_combine_kernel(
-    Part, Lse, Lens, Out,
-    stride_pb, stride_ph, stride_ps, stride_pd,
-    stride_lb, stride_lh, stride_ls,
-    stride_ob, stride_oh, stride_od,
-    heads_q, cache_len, chunk_len,
-    HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr, HAS_LENS: tl.constexpr,
-):
-    # Part (B, Hq, S, D) fp32 and Lse (B, Hq, S) fp32 -> Out (B, Hq, D) in the input dtype.
-    bh = tl.program_id(0)
-    b = bh // heads_q
-    h = bh % heads_q
-    seqlen = cache_len
-    if HAS_LENS:
-        seqlen = tl.minimum(tl.maximum(tl.load(Lens + b).to(tl.int32), 0), cache_len)
-    n_valid = tl.cdiv(seqlen, chunk_len)             # splits that hold at least one key
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
-    offs_s = tl.arange(0, BLOCK_S)
-    offs_d = tl.arange(0, BLOCK_D)
-    mask_d = offs_d < HEAD_DIM
-    b64 = b.to(tl.int64)
-    p_ptrs = Part + b64 * stride_pb + h * stride_ph + offs_s[:, None] * stride_ps + offs_d[None, :] * stride_pd
-    l_ptrs = Lse + b64 * stride_lb + h * stride_lh + offs_s * stride_ls
 
-    m_i = tl.full([BLOCK_S], float("-inf"), tl.float32)    # per-lane running max of the lse
-    l_i = tl.zeros([BLOCK_S], tl.float32)
-    acc = tl.zeros([BLOCK_S, BLOCK_D], tl.float32)
-    for s0 in range(0, n_valid, BLOCK_S):
-        mask_s = (s0 + offs_s) < n_valid
-        lse = tl.load(l_ptrs, mask=mask_s, other=float("-inf"))              # (BLOCK_S,)
-        part = tl.load(p_ptrs, mask=mask_s[:, None] & mask_d[None, :], other=0.0)  # (BLOCK_S, BLOCK_D)
-        m_new = tl.maximum(m_i, lse)
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.math.exp2(m_i - m_safe)
-        w = tl.math.exp2(lse - m_safe)
-        l_i = l_i * alpha + w
-        acc = acc * alpha[:, None] + w[:, None] * part
-        m_i = m_new
-        p_ptrs += BLOCK_S * stride_ps
-        l_ptrs += BLOCK_S * stride_ls
-    # Merge the BLOCK_S lanes: rescale each to the overall max, then reduce.
-    m = tl.max(m_i, 0)
-    m_safe = tl.where(m == float("-inf"), 0.0, m)
-    scale = tl.math.exp2(m_i - m_safe)                 # lanes that saw nothing: exp2(-inf) = 0
-    total = tl.sum(l_i * scale, 0)
-    out = tl.sum(acc * scale[:, None], 0) / tl.where(total > 0, total, 1.0)   # length 0: zeros
-    tl.store(Out + b64 * stride_ob + h * stride_oh + offs_d * stride_od,
-             out.to(Out.dtype.element_ty), mask=mask_d)
+def _pow2(n: int) -> int:
+    """Smallest power of two >= n (n >= 1)."""
+    return 1 << (n - 1).bit_length()
 
 
 @functools.lru_cache(maxsize=None)
@@ -213,37 +219,44 @@ def sm_count(device: torch.device) -> int:
     return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
 
 
+@functools.lru_cache(maxsize=None)
 def launch_config(head_dim: int, element_size: int) -> tuple[int, int, int]:
-    """(BLOCK_N, num_warps, num_stages) for a head dimension: keeps num_stages K+V tiles in shared memory."""
-    block_d = max(16, triton.next_power_of_2(head_dim))
-    if block_d <= 64:
-        return 128, 4, 4
-    if block_d <= 128:
-        return 64, 4, 4
-    return 32, 4, 4
+    """(BLOCK_N, num_warps, num_stages): about 32 KB of K+V per tile, num_stages tiles in flight.
+
+    On the H200 at D = 128, fp16, BLOCK_N of 32, 64 and 128 with 3-4 stages all stream
+    within noise of each other once the grid is full; 64 x 4 warps x 4 stages is kept.
+    """
+    block_d = max(16, _pow2(head_dim))
+    block_n = max(16, min(128, 8192 // block_d))
+    return block_n, 4, 4
 
 
 def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int) -> tuple[int, int]:
     """(S, chunk_len): split each sequence into S chunks of chunk_len tokens (a multiple of block_n)."""
-    n_blocks = triton.cdiv(cache_len, block_n)
+    n_blocks = _cdiv(cache_len, block_n)
     programs = batch * heads_kv
-    wanted = triton.cdiv(TARGET_WAVES * num_sms, programs)
-    splits = max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS))
-    return _chunking(n_blocks, splits, block_n)
+    if programs >= num_sms:
+        return 1, n_blocks * block_n
+    wanted = _cdiv(TARGET_WAVES * num_sms, programs)
+    return _chunking(n_blocks, max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
 
 
 def _chunking(n_blocks: int, splits: int, block_n: int) -> tuple[int, int]:
-    blocks_per_split = triton.cdiv(n_blocks, max(1, min(splits, n_blocks)))
-    return triton.cdiv(n_blocks, blocks_per_split), blocks_per_split * block_n
+    blocks_per_split = _cdiv(n_blocks, max(1, min(splits, n_blocks)))
+    return _cdiv(n_blocks, blocks_per_split), blocks_per_split * block_n
 
 
 def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits):
+    """Shape, dtype and device checks; returns seqlens on q's device (or None)."""
     check_tensor("q", q, DTYPES, ndim=3)
-    check_tensor("k_cache", k_cache, DTYPES, ndim=4)
-    check_tensor("v_cache", v_cache, DTYPES, ndim=4)
-    check_same_device(q=q, k_cache=k_cache, v_cache=v_cache)
-    if k_cache.dtype != q.dtype or v_cache.dtype != q.dtype:
-        raise ValueError(f"q, k_cache and v_cache must share a dtype, got {q.dtype}, {k_cache.dtype}, {v_cache.dtype}")
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        if not isinstance(cache, torch.Tensor) or cache.dtype != q.dtype:
+            kind = cache.dtype if isinstance(cache, torch.Tensor) else type(cache).__name__
+            raise ValueError(f"{name} must be a tensor of q's dtype ({q.dtype}), got {kind}")
+        if cache.dim() != 4:
+            raise ValueError(f"{name} must have 4 dimensions (B, Hkv, Lmax, D), got shape {tuple(cache.shape)}")
+    if k_cache.device != q.device or v_cache.device != q.device:
+        check_same_device(q=q, k_cache=k_cache, v_cache=v_cache)
     batch, heads_q, head_dim = q.shape
     if k_cache.shape != v_cache.shape:
         raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} differ in shape")
@@ -280,7 +293,7 @@ def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits):
 
 
 def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_n=None, num_warps=None, num_stages=None):
-    """Shared launcher; num_splits=None chooses S with choose_splits, 1 skips the combine kernel."""
+    """Shared launcher; num_splits=None chooses S with choose_splits, 1 writes the output directly."""
     seqlens = _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits)
     batch, heads_q, head_dim = q.shape
     _, heads_kv, cache_len, _ = k_cache.shape
@@ -288,44 +301,30 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_n=None, nu
     if batch == 0 or heads_q == 0:
         return out
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, q.element_size())
-    block_n = block_n or cfg_n
-    num_warps = num_warps or cfg_w
-    num_stages = num_stages or cfg_s
+    block_n, num_warps, num_stages = block_n or cfg_n, num_warps or cfg_w, num_stages or cfg_s
+    n_blocks = _cdiv(cache_len, block_n)
     if num_splits is None:
         splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sm_count(q.device))
     else:
-        splits, chunk = _chunking(triton.cdiv(cache_len, block_n), num_splits, block_n)
-    if splits == 1:
-        chunk = cache_len
+        splits, chunk = _chunking(n_blocks, num_splits, block_n)
     group = heads_q // heads_kv
-    scale = (1.0 / math.sqrt(head_dim) if sm_scale is None else float(sm_scale)) * math.log2(math.e)
-    block_d = max(16, triton.next_power_of_2(head_dim))
-    lens = seqlens if seqlens is not None else q        # dummy pointer when HAS_LENS is False
-    common = dict(GROUP=group, HEAD_DIM=head_dim, BLOCK_G=max(16, triton.next_power_of_2(group)),
-                  BLOCK_N=block_n, BLOCK_D=block_d, HAS_LENS=seqlens is not None,
-                  num_warps=num_warps, num_stages=num_stages,
-                  # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
-                  UPCAST_DOT=interpreting() and q.dtype == torch.bfloat16)
-    strides = (*q.stride(), *k_cache.stride(), *v_cache.stride())
-    grid = (splits, batch * heads_kv)
-    if splits == 1:
-        _decode_split_kernel[grid](
-            q, k_cache, v_cache, lens, out, out,
-            *strides, out.stride(0), out.stride(1), 0, out.stride(2), 0, 0, 0,
-            heads_kv, cache_len, chunk, scale, SPLIT=False, **common)
-        return out
-    part = torch.empty(batch, heads_q, splits, head_dim, device=q.device, dtype=torch.float32)  # (B, Hq, S, D)
-    lse = torch.empty(batch, heads_q, splits, device=q.device, dtype=torch.float32)              # (B, Hq, S)
-    _decode_split_kernel[grid](
-        q, k_cache, v_cache, lens, part, lse,
-        *strides, *part.stride(), *lse.stride(),
-        heads_kv, cache_len, chunk, scale, SPLIT=True, **common)
-    _decode_combine_kernel[(batch * heads_q,)](
-        part, lse, lens, out,
-        *part.stride(), *lse.stride(), *out.stride(),
-        heads_q, cache_len, chunk,
-        HEAD_DIM=head_dim, BLOCK_S=COMBINE_BLOCK_S, BLOCK_D=block_d, HAS_LENS=seqlens is not None,
-        num_warps=4)
+    scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
+    if splits > 1:
+        part = torch.empty(batch, heads_q, splits, head_dim, device=q.device, dtype=torch.float32)  # (B, Hq, S, D)
+        lse = torch.empty(batch, heads_q, splits, device=q.device, dtype=torch.float32)              # (B, Hq, S)
+        count = torch.zeros(batch * heads_kv, device=q.device, dtype=torch.int32)                   # (B * Hkv,)
+    else:
+        part = lse = count = out                     # unused when SPLIT is False
+    _decode_kernel[(splits, batch * heads_kv)](
+        q, k_cache, v_cache, q if seqlens is None else seqlens, out, part, lse, count,
+        *q.stride(), *k_cache.stride(), *v_cache.stride(),
+        heads_kv, cache_len, chunk, splits, scale,
+        GROUP=group, HEAD_DIM=head_dim, BLOCK_G=max(16, _pow2(group)), BLOCK_N=block_n,
+        BLOCK_D=max(16, _pow2(head_dim)), BLOCK_S=MERGE_BLOCK_S,
+        HAS_LENS=seqlens is not None, SPLIT=splits > 1,
+        # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
+        UPCAST_DOT=q.dtype == torch.bfloat16 and interpreting(),
+        num_warps=num_warps, num_stages=num_stages)
     return out
 
 

@@ -171,9 +171,11 @@ def test_choose_splits(batch, heads_kv, cache_len):
     splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sms)
     assert chunk % block_n == 0
     assert (splits - 1) * chunk < cache_len <= splits * chunk      # every split holds keys
-    if splits > 1:
+    if batch * heads_kv >= sms:                                    # the unsplit grid fills the GPU
+        assert splits == 1
+    elif splits > 1:
         assert chunk >= decode.MIN_CHUNK_BLOCKS * block_n
-        assert batch * heads_kv < decode.TARGET_WAVES * sms        # only split when the grid is short
+        assert batch * heads_kv * (splits - 1) < decode.TARGET_WAVES * sms
 
 
 def test_decode_traffic():
@@ -184,7 +186,7 @@ def test_decode_traffic():
 
 BAD = [
     (lambda q, k, v: decode_attention(q.float(), k.float(), v.float()), "dtype"),
-    (lambda q, k, v: decode_attention(q, k.bfloat16(), v), "share a dtype"),
+    (lambda q, k, v: decode_attention(q, k.bfloat16(), v), "q.s dtype"),
     (lambda q, k, v: decode_attention(q[0], k, v), "3 dimensions"),
     (lambda q, k, v: decode_attention(q, k[0], v), "4 dimensions"),
     (lambda q, k, v: decode_attention(q[:, :3], k, v), "multiple"),

@@ -83,25 +83,13 @@ def study_work(study: str, shape: dict, dtype: str) -> tuple[float | None, float
         return None, None
 
 
-ELEMENT_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
-
-
-def compulsory_bytes(row) -> float:
-    """Attention's unavoidable traffic: read Q, K and V once and write O once (the roofline's x)."""
-    q_and_o = 2 * row["batch"] * row["heads_q"] * row["seqlen_q"] * row["head_dim"]
-    k_and_v = 2 * row["batch"] * row["heads_kv"] * row["seqlen_k"] * row["head_dim"]
-    return float(q_and_o + k_and_v) * ELEMENT_BYTES[row["dtype"]]
-
-
 def intensity(row, study: str) -> float | None:
-    """FLOP per byte of a row: tflops / tbps when the row has both; for attention rows with only
-    a FLOP rate, FLOPs over the compulsory traffic (Q, K, V read once, O written once)."""
+    """FLOP per byte of a row: tflops / tbps when the row has both, else from the study's own counts."""
     if pd.notna(row.get("tflops")) and pd.notna(row.get("tbps")) and row["tbps"] > 0:
         return float(row["tflops"]) / float(row["tbps"])
-    if study == "attention" and pd.notna(row.get("tflops")) and pd.notna(row.get("median_ms")):
-        flops = float(row["tflops"]) * 1e12 * float(row["median_ms"]) * 1e-3
-        return flops / compulsory_bytes(row)
-    return None
+    shape = {c: _plain(row[c]) for c in SHAPE_COLUMNS[study]}
+    nbytes, flops = study_work(study, shape, row["dtype"])
+    return flops / nbytes if nbytes and flops else None
 
 
 def _plain(value):
@@ -132,7 +120,7 @@ def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str
         rec.update(ours_status=mine["status"], ours_ms=mine["median_ms"] if ok else None,
                    ours_metric=mine[metric] if (ok and metric) else None,
                    ours_frac=mine["frac_ceiling"] if ok else None, bytes=moved_bytes(mine))
-        peers = group[(~group["impl"].map(is_ours)) & (group["status"] == "ok") & group["median_ms"].notna()]
+        peers = group[(~group["impl"].map(is_ours).astype(bool)) & (group["status"] == "ok") & group["median_ms"].notna()]
         base = peers[peers["impl"] == BASELINE.get(study, "")]
         rec["baseline_ms"] = base["median_ms"].iloc[0] if not base.empty else None
         rec["vs_baseline"] = rec["baseline_ms"] / rec["ours_ms"] if ok and rec["baseline_ms"] else None

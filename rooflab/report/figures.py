@@ -185,7 +185,7 @@ def softmax_speedup(fig, data: FigureData):
 
 def softmax_strategies(fig, data: FigureData):
     frame = data.rows("softmax")
-    frame = frame[frame["impl"].map(is_ours)]
+    frame = frame[frame["impl"].map(is_ours).astype(bool)]
     if _ok(frame[frame["impl"] != "ours"]).empty:
         return "no correct rows of the forced softmax strategies (impl ours_<strategy>)"
     dtypes = [d for d in DTYPE_SHORT if d in set(frame["dtype"])]
@@ -317,12 +317,8 @@ def _memory_cutoff(data: FigureData, shape: dict, dtype: str, ns: list[int]) -> 
     if not limit:
         return None
     for n in sorted(ns):
-        case = dict(shape, seqlen_q=n, seqlen_k=n)
-        try:
-            need = memory_bytes(case, dtype, "eager")
-        except TypeError:
-            need = memory_bytes(case, dtype)
-        if need and need > limit:
+        need = memory_bytes("eager", dict(shape, seqlen_q=n, seqlen_k=n), dtype)
+        if need > limit:
             return n
     return None
 

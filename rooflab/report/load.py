@@ -217,7 +217,10 @@ class Aggregate:
         cols = list(columns(name) + extra)
         if part.empty:
             return pd.DataFrame(columns=cols)
-        return typed_shapes(part[cols].reset_index(drop=True), name, f"aggregate {name}")
+        part = typed_shapes(part[cols].reset_index(drop=True), name, f"aggregate {name}")
+        for col in ("message",) + extra:
+            part[col] = part[col].astype(object).where(part[col].notna(), None)
+        return part
 
     def ceiling(self, gpu: str) -> dict[str, float]:
         part = self.ceilings[self.ceilings["gpu"] == gpu]

@@ -1,0 +1,119 @@
+"""The loader: valid folders aggregate, bad ones are named in `problems` and skipped, the fresh run wins."""
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rooflab.report import load
+
+FIXTURES = Path(__file__).parent / "fixtures" / "results"
+GOOD, PARTIAL, BROKEN = (FIXTURES / n for n in ("fixture-gpu", "fixture-gpu-partial", "fixture-gpu-broken"))
+
+
+@pytest.fixture(scope="module")
+def agg():
+    return load.collect([GOOD, PARTIAL, BROKEN])
+
+
+def test_valid_folder_appears_in_aggregate(agg):
+    good = agg.results[agg.results["gpu"] == "fixture-gpu"]
+    for study in ("softmax", "attention", "decode", "e2e"):
+        expected = len(pd.read_csv(GOOD / f"{study}.csv"))
+        assert (good["study"] == study).sum() == expected
+    assert agg.envs["fixture-gpu"]["gpu"] == "Fixture GPU (test data)"
+    assert agg.ceiling("fixture-gpu")["copy_tbps"] == pytest.approx(4.2)
+
+
+def test_malformed_folder_is_named_and_skipped(agg):
+    assert "fixture-gpu-broken" not in agg.envs
+    assert not (agg.results["gpu"] == "fixture-gpu-broken").any()
+    assert any(str(BROKEN) in p and "env.json" in p for p in agg.problems)
+
+
+def test_bad_single_csv_is_named_and_the_rest_kept(agg):
+    partial = agg.results[agg.results["gpu"] == "fixture-gpu-partial"]
+    assert set(partial["study"]) == {"softmax"}
+    line = next(p for p in agg.problems if "decode.csv" in p)
+    assert line.startswith(f"skipped file {PARTIAL / 'decode.csv'}") and "status" in line
+    assert len(agg.problems) == 2
+
+
+def test_study_frames_have_typed_shapes(agg):
+    attention = agg.study("attention")
+    assert str(attention["seqlen_q"].dtype) == "Int64"
+    assert set(attention["causal"]) == {True}
+    assert list(attention.columns) == list(load.columns("attention"))
+
+
+def test_round_trip_through_files(agg, tmp_path):
+    paths = [tmp_path / n for n in ("r.csv", "p.csv", "c.csv", "e.json", "problems.txt")]
+    load.write(agg, *paths)
+    back = load.read(*paths)
+    assert len(back.results) == len(agg.results)
+    assert back.problems == agg.problems
+    assert back.study("decode")["ragged"].tolist() == agg.study("decode")["ragged"].tolist()
+    pd.testing.assert_frame_equal(back.study("softmax"), agg.study("softmax"), check_dtype=False)
+
+
+def test_problems_file_is_empty_without_problems(tmp_path):
+    agg = load.collect([GOOD])
+    paths = [tmp_path / n for n in ("r.csv", "p.csv", "c.csv", "e.json", "problems.txt")]
+    load.write(agg, *paths)
+    assert paths[-1].read_text() == ""
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_fresh_folder_wins_over_committed_one(tmp_path):
+    committed = _copy(GOOD, tmp_path / "data" / "results" / "fixture-gpu")
+    fresh = _copy(GOOD, tmp_path / "results" / "fixture-gpu")
+    (fresh / "decode.csv").unlink()
+    for order in ([committed, fresh], [fresh, committed]):
+        agg = load.collect(order, fresh_slug="fixture-gpu")
+        assert "decode" not in set(agg.results["study"])
+        assert any(f"skipped folder {committed}: superseded by {fresh}" == p for p in agg.problems)
+
+
+@pytest.mark.parametrize("breakage, expected", [
+    (lambda d: (d / "ceilings.csv").unlink(), "ceilings.csv: missing"),
+    (lambda d: (d / "env.json").write_text("{not json"), "env.json: not readable JSON"),
+    (lambda d: (d / "ceilings.csv").write_text("name,value,unit\ncopy_tbps,4.2,TB/s\n"), "lacks measured ceilings"),
+    (lambda d: (d / "ceilings.csv").write_text("name,value,unit\n" + "".join(
+        f"{n},{'-1' if n == 'read_tbps' else '1'},x\n" for n in load.MEASURED_CEILINGS)), "not positive numbers"),
+])
+def test_bad_env_or_ceilings_skip_the_folder(tmp_path, breakage, expected):
+    folder = _copy(GOOD, tmp_path / "fixture-gpu")
+    breakage(folder)
+    agg = load.collect([folder])
+    assert agg.results.empty and not agg.envs
+    assert agg.problems == [p for p in agg.problems if p.startswith(f"skipped folder {folder}")]
+    assert expected in agg.problems[0]
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda f: f.assign(gpu="another-gpu"), "rows name GPU ['another-gpu']"),
+    (lambda f: f.assign(rows="many"), "shape column 'rows'"),
+    (lambda f: f.assign(cols=-3), "shape column 'cols'"),
+    (lambda f: f.drop(columns=["p80_ms"]), "missing columns ['p80_ms']"),
+    (lambda f: f.iloc[0:0], "no rows"),
+])
+def test_bad_study_file_is_skipped_by_name(tmp_path, edit, expected):
+    folder = _copy(GOOD, tmp_path / "fixture-gpu")
+    frame = pd.read_csv(folder / "softmax.csv")
+    edit(frame).to_csv(folder / "softmax.csv", index=False)
+    agg = load.collect([folder])
+    assert "softmax" not in set(agg.results["study"]) and "decode" in set(agg.results["study"])
+    assert len(agg.problems) == 1 and f"skipped file {folder / 'softmax.csv'}" in agg.problems[0]
+    assert expected in agg.problems[0]
+
+
+def test_unreadable_csv_is_skipped(tmp_path):
+    folder = _copy(GOOD, tmp_path / "fixture-gpu")
+    (folder / "attention.csv").write_bytes(b"\xff\xfe\x00garbage\x00\n\x00")
+    agg = load.collect([folder])
+    assert "attention" not in set(agg.results["study"])
+    assert any("attention.csv" in p for p in agg.problems)

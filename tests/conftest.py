@@ -1,7 +1,7 @@
 """Test set-up: kernels run in Triton's CPU interpreter; the repository root is importable."""
-import os
+from rooflab import interpreter
 
-os.environ.setdefault("TRITON_INTERPRET", "1")  # must precede the first `import triton`
+interpreter.enable()  # TRITON_INTERPRET=1 before anything imports the kernels
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

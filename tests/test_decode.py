@@ -1,7 +1,6 @@
 """kernels.decode in Triton's CPU interpreter against a float64 reference, and the decode study's plumbing."""
 import math
 
-import numpy as np
 import pytest
 import torch
 
@@ -10,25 +9,6 @@ from kernels import decode
 from kernels.decode import choose_splits, decode_attention, decode_attention_nosplit, decode_traffic, reference
 from rooflab.bench import TOLERANCE
 from rooflab.studies import decode as study
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _interpreter_index_fix():
-    """Triton 3.6's interpreter turns 1-element arrays into loop bounds with int(), which NumPy >= 2.4
-    rejects (triton-lang/triton#9171, fixed upstream); squeeze them first for this module's tests."""
-    from triton.runtime import interpreter
-    if np.lib.NumpyVersion(np.__version__) < "2.4.0":
-        yield
-        return
-    original = interpreter._patch_lang_tensor
-
-    def patched(tensor, scope):
-        original(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
-
-    interpreter._patch_lang_tensor = patched
-    yield
-    interpreter._patch_lang_tensor = original
 
 
 @pytest.fixture

@@ -74,6 +74,12 @@ def work(shape: dict, dtype: str) -> tuple[float, float]:
     return float(kv_bytes), 4.0 * shape["heads_q"] * shape["head_dim"] * total
 
 
+def input_bytes(shape: dict, dtype: str) -> int:
+    """Size of the K and V caches at full length: what `decode.max_cache_gib` bounds."""
+    element = torch.tensor([], dtype=getattr(torch, dtype)).element_size()
+    return 2 * shape["batch"] * shape["heads_kv"] * shape["cache_len"] * shape["head_dim"] * element
+
+
 def ceiling(dtype: str, ceilings: dict) -> Ceiling:
     return Ceiling("tbps", ceilings.get("read_tbps"), ceilings.get("datasheet_bandwidth_tbps"))
 

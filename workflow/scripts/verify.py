@@ -1,7 +1,7 @@
 """Rule verify: every kernel checked in Triton's CPU interpreter -> results/verify/interpreter.csv."""
-import os
+from rooflab import interpreter
 
-os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
+interpreter.enable()  # TRITON_INTERPRET=1 before anything imports the kernels
 
 import pandas as pd  # noqa: E402
 

@@ -123,3 +123,9 @@ def test_ratio_claims_other_gpu_not_comparable():
     measured = results(row(gpu="nvidia-h200", ms=0.045), row(gpu="nvidia-h200", impl="torch", ms=0.109))
     (r,) = ratio_claims(published, measured)
     assert r.verdict == NOT_COMPARABLE and r.ours_gpu == "nvidia-h200" and r.ours == pytest.approx(0.109 / 0.045)
+
+
+def test_other_gpu_time_claim_reports_our_throughput_with_its_unit():
+    v = judge(claim(impl="torch", median_ms=0.1334), results(row(gpu="nvidia-h200", impl="torch", ms=0.109)))
+    assert v.verdict == NOT_COMPARABLE and v.metric == "median_ms"
+    assert v.ours_metric == "tbps" and v.ours == pytest.approx(NBYTES / 0.109e-3 / 1e12)

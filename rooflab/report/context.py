@@ -277,39 +277,53 @@ def _claimed_text(v) -> str:
     return f"{num(v.claimed)} {unit}"
 
 
+def _gpu_notes(pairs) -> list[str]:
+    """'Claims measured on ...; ours on ...' from (claim gpu, source) and our GPUs, for a table's notes."""
+    claim_gpus = {}
+    for source, gpu in pairs["claims"]:
+        claim_gpus.setdefault(gpu, set()).add(source[:3])
+    notes = [f"Seed {', '.join(sorted(seeds))}: published on {gpu}." for gpu, seeds in sorted(claim_gpus.items())]
+    if pairs["ours"]:
+        notes.append(f"Ours: measured on {', '.join(sorted(pairs['ours']))}.")
+    return notes
+
+
 def claims_view(agg: Aggregate, prefer: list[str]) -> dict:
     verdicts = judge_all(agg.published, agg.results, prefer)
     rows = []
     for v in verdicts:
-        unit = UNIT.get(v.metric, "")
         if v.ours is not None:
-            ours = f"{num(v.ours)} {unit}"
+            ours = f"{num(v.ours)} {UNIT[v.ours_metric]}"
             if v.ours_low is not None:
                 ours += f" [{num(v.ours_low)}, {num(v.ours_high)}]"
         else:
             ours = v.ours_status or DASH
-        rows.append([v.source[:3], v.impl, v.shape, dt(v.dtype), f"{_claimed_text(v)} ({v.claim_gpu})",
-                     f"{ours} ({v.ours_gpu})" if v.ours_gpu else DASH, ratio(v.ratio),
-                     f"{pct(v.claimed_frac)} / {pct(v.ours_frac)}", v.verdict])
+        rows.append([v.source[:3], v.impl, v.shape, dt(v.dtype), _claimed_text(v), ours, ratio(v.ratio),
+                     pct(v.claimed_frac), pct(v.ours_frac), v.verdict])
     counts = {k: sum(v.verdict == k for v in verdicts) for k in (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE)}
-    table = Table(columns=["seed", "impl", "shape", "dtype", "claimed (GPU)", "ours [spread] (GPU)", "ours / claimed",
-                           "peak share: claim / ours", "verdict"], rows=rows,
-                  align=["l", "l", "p{3.1cm}", "l", "p{2.0cm}", "p{2.6cm}", "r", "r", "l"],
+    notes = _gpu_notes({"claims": {(v.source, v.claim_gpu) for v in verdicts},
+                        "ours": {v.ours_gpu for v in verdicts if v.ours_gpu}})
+    table = Table(columns=["seed", "impl", "shape", "dtype", "claimed", "ours [spread]", "ratio",
+                           "claim %", "ours %", "verdict"], rows=rows,
+                  align=["l", "l", "p{2.5cm}", "l", "r", "p{2.4cm}", "r", "r", "r", "l"],
                   caption="Every published number of the seeds against our measurement of the same implementation, "
-                          "shape and dtype.")
+                          "shape and dtype. Ratio: our throughput over the claimed one (same GPU only); claim % and "
+                          "ours %: each as a share of its own GPU's datasheet peak.", notes=notes)
     ratios = ratio_claims(agg.published, agg.results, prefer)
-    ratio_rows = [[r.source[:3], r.shape, dt(r.dtype), f"{r.faster} over {r.slower}", f"{ratio(r.claimed)} ({r.claim_gpu})",
-                   f"{ratio(r.ours)} [{ratio(r.ours_low)}, {ratio(r.ours_high)}] ({r.ours_gpu})" if r.ours_gpu else DASH,
+    ratio_rows = [[r.source[:3], r.shape, dt(r.dtype), f"{r.faster} over {r.slower}", ratio(r.claimed),
+                   f"{ratio(r.ours)} [{ratio(r.ours_low)}, {ratio(r.ours_high)}]" if r.ours_gpu else DASH,
                    r.verdict] for r in ratios]
-    ratio_table = Table(columns=["seed", "shape", "dtype", "speedup of", "claimed (GPU)", "ours [spread] (GPU)", "verdict"],
-                        rows=ratio_rows, align=["l", "p{3.2cm}", "l", "p{2.6cm}", "p{2.0cm}", "p{3.0cm}", "l"],
+    ratio_notes = _gpu_notes({"claims": {(r.source, r.claim_gpu) for r in ratios},
+                              "ours": {r.ours_gpu for r in ratios if r.ours_gpu}})
+    ratio_table = Table(columns=["seed", "shape", "dtype", "speedup of", "claimed", "ours [spread]", "verdict"],
+                        rows=ratio_rows, align=["l", "p{3.4cm}", "l", "p{3.4cm}", "r", "p{3.0cm}", "l"],
                         caption="The seeds' relative claims (one implementation k times faster than another at one "
-                                "shape), measured the same way.")
+                                "shape), measured the same way.", notes=ratio_notes)
     far = [v for v in verdicts if v.claimed_frac is not None and v.ours_frac is not None]
     return {"n": len(verdicts), "counts": {k.replace(" ", "_"): n for k, n in counts.items()}, "table": table,
             "ratio_table": ratio_table, "n_ratios": len(ratios),
             "ratio_compared": sum(r.ours is not None for r in ratios),
-            "tolerance": pct(TOLERANCE), "sources": sorted(set(agg.published["source"])) if len(agg.published) else [],
+            "sources": sorted(set(agg.published["source"])) if len(agg.published) else [],
             "above": [{"impl": v.impl, "shape": v.shape, "dtype": dt(v.dtype), "claim_gpu": v.claim_gpu,
                        "claimed_frac": pct(v.claimed_frac), "ours_gpu": v.ours_gpu, "ours_frac": pct(v.ours_frac)}
                       for v in far if v.claimed_frac > v.ours_frac]}

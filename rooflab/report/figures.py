@@ -291,9 +291,9 @@ def cross_gpu(fig, data: FigureData):
         for k, who in enumerate(("ours", "best peer")):
             sub = part[part["who"] == who].set_index("gpu").reindex(gpus)
             xs = [i + (k - 0.5) * 0.38 for i in range(len(gpus))]
-            ax.bar(xs, sub["med"], width=0.36, color=color("ours") if who == "ours" else "#7f7f7f", label=who)
-            ax.errorbar(xs, sub["med"], yerr=[sub["med"] - sub["lo"], sub["hi"] - sub["med"]], fmt="none",
-                        ecolor="black", lw=0.8, capsize=2)
+            med, lo, hi = (sub[c].to_numpy(dtype=float) for c in ("med", "lo", "hi"))
+            ax.bar(xs, med, width=0.36, color=color("ours") if who == "ours" else "#7f7f7f", label=who)
+            ax.errorbar(xs, med, yerr=[med - lo, hi - med], fmt="none", ecolor="black", lw=0.8, capsize=2)
         ax.set_xticks(range(len(gpus)))
         ax.set_xticklabels(gpus, rotation=20, fontsize=7)
         ax.axhline(1.0, color="black", lw=0.8)

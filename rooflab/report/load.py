@@ -171,10 +171,13 @@ def read_folder(path: str | Path) -> tuple[Folder | None, list[str]]:
     return Folder(slug, path, env, ceilings, studies), problems
 
 
-def read_published(directory: str | Path) -> tuple[pd.DataFrame, list[str]]:
-    """Every data/published/*.csv validated like a result file; each row names its source and section."""
+def read_published(paths) -> tuple[pd.DataFrame, list[str]]:
+    """data/published/*.csv (a directory, or a list of files) validated like result files;
+    each row must name its source and section."""
+    if isinstance(paths, (str, Path)):
+        paths = sorted(Path(paths).glob("*.csv"))
     frames, problems = [], []
-    for csv in sorted(Path(directory).glob("*.csv")):
+    for csv in map(Path, paths):
         try:
             frame = read_results(csv)
             lacking = [c for c in ("source", "section") if c not in frame or frame[c].isna().any()]
@@ -194,10 +197,10 @@ def read_published(directory: str | Path) -> tuple[pd.DataFrame, list[str]]:
 # ---------------------------------------------------------------- the aggregate
 
 def _concat(frames: list[pd.DataFrame], cols: tuple[str, ...]) -> pd.DataFrame:
-    frames = [f.reindex(columns=list(cols)) for f in frames if not f.empty]
+    frames = [f.dropna(axis=1, how="all") for f in frames if not f.empty]
     if not frames:
         return pd.DataFrame(columns=list(cols))
-    return pd.concat(frames, ignore_index=True)[list(cols)]
+    return pd.concat(frames, ignore_index=True).reindex(columns=list(cols))
 
 
 @dataclass
@@ -236,7 +239,7 @@ def _is_fresh(path: Path, fresh_slug: str | None) -> bool:
     return path.name == fresh_slug and "data" not in path.parts[:-1]
 
 
-def collect(result_dirs, fresh_slug: str | None = None, published_dir: str | Path | None = None) -> Aggregate:
+def collect(result_dirs, fresh_slug: str | None = None, published=None) -> Aggregate:
     """Read every folder and the published tables. Two folders of one slug: the fresh one wins, else the later."""
     chosen: dict[str, Path] = {}
     problems: list[str] = []
@@ -260,7 +263,8 @@ def collect(result_dirs, fresh_slug: str | None = None, published_dir: str | Pat
         envs[slug] = folder.env
         ceilings.append(folder.ceilings.assign(gpu=slug))
         results += list(folder.studies.values())
-    published, found = read_published(published_dir) if published_dir else (_concat([], RESULT_COLUMNS + PUBLISHED_COLUMNS), [])
+    published, found = read_published(published) if published is not None else \
+        (_concat([], RESULT_COLUMNS + PUBLISHED_COLUMNS), [])
     return Aggregate(
         results=_concat(results, RESULT_COLUMNS),
         published=published,

@@ -137,13 +137,13 @@ class Latex:
     def table(self, table: Table) -> Raw:
         if not table.rows:
             return Raw("")
-        spec = "".join(table.alignment())
+        spec = "".join(r">{\raggedright\arraybackslash}" + a if a.startswith("p{") else a for a in table.alignment())
         head = " & ".join(f"\\textbf{{{self.escape(c)}}}" for c in table.columns) + r" \\"
         rows = "\n".join(" & ".join(self.escape(c) for c in row) + r" \\" for row in table.rows)
         caption = f"\\caption{{{self.escape(table.caption)}}}\\\\\n" if table.caption else ""
         notes = "".join(f"\n\n{self.escape(n)}" for n in table.notes)
         return Raw(
-            "{\\footnotesize\n"
+            "{\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
             f"\\begin{{longtable}}{{{spec}}}\n{caption}\\toprule\n{head}\n\\midrule\n\\endhead\n"
             f"{rows}\n\\bottomrule\n\\end{{longtable}}}}{notes}"
         )

@@ -38,7 +38,8 @@ class Verdict:
     claimed: float | None             # the published number (or None for a status claim)
     claimed_status: str
     ours_gpu: str | None = None
-    ours: float | None = None         # our number in the claim's metric
+    ours: float | None = None         # our number: in the claim's metric on its GPU, else in ours_metric
+    ours_metric: str | None = None    # tbps | tflops | median_ms: the unit of `ours`
     ours_low: float | None = None     # our spread, widened by TOLERANCE
     ours_high: float | None = None
     ours_status: str | None = None
@@ -135,7 +136,7 @@ def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: fl
             verdict.note = f"published {status} on {claim['gpu']}, ours {row['status']} on {row['gpu']}: memory sizes differ"
             return verdict
         if row["status"] == "ok" and tput_metric and _num(row.get(tput_metric)) is not None:
-            verdict.ours = float(row[tput_metric])
+            verdict.ours, verdict.ours_metric = float(row[tput_metric]), tput_metric
             verdict.ours_frac = fraction(row["gpu"], study, row["dtype"], tput_metric, verdict.ours)
             if verdict.ours_frac is None:
                 verdict.ours_frac = _num(row.get("frac_datasheet"))
@@ -160,7 +161,7 @@ def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: fl
         verdict.note = f"published ok, ours {row['status']}"
         return verdict
     value, low, high = _spread(row, metric, tol)
-    verdict.ours, verdict.ours_low, verdict.ours_high = value, low, high
+    verdict.ours, verdict.ours_low, verdict.ours_high, verdict.ours_metric = value, low, high, metric
     verdict.ratio = verdict.claimed / value if metric == "median_ms" else value / verdict.claimed
     verdict.verdict = REPRODUCED if low <= verdict.claimed <= high else NOT_REPRODUCED
     if tput_metric and _num(row.get(tput_metric)) is not None:

@@ -22,9 +22,10 @@ rule aggregate:
     params:
         result_dirs=RESULT_DIRS,
         fresh_slug=FRESH_SLUG,
-        published="data/published",
     log:
         "logs/report/aggregate.log",
+    conda:
+        "../../envs/report.yaml"
     script:
         "../scripts/aggregate.py"
 
@@ -41,6 +42,8 @@ rule figures:
         fresh_slug=FRESH_SLUG,
     log:
         "logs/report/figures.log",
+    conda:
+        "../../envs/report.yaml"
     script:
         "../scripts/figures.py"
 
@@ -61,5 +64,7 @@ rule paper:
         fresh_slug=FRESH_SLUG,
     log:
         "logs/report/paper.log",
+    conda:
+        "../../envs/report.yaml"
     script:
         "../scripts/paper.py"

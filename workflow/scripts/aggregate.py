@@ -3,7 +3,7 @@ from rooflab.report import load
 from rooflab.workflow import log_to
 
 log_to(snakemake.log[0])
-agg = load.collect(snakemake.params.result_dirs, snakemake.params.fresh_slug, snakemake.params.published)
+agg = load.collect(snakemake.params.result_dirs, snakemake.params.fresh_slug, snakemake.input.published)
 out = snakemake.output
 load.write(agg, out.results, out.published, out.ceilings, out.envs, out.problems)
 for gpu in agg.gpus:

@@ -53,6 +53,7 @@ def test_round_trip_through_files(agg, tmp_path):
     assert len(back.results) == len(agg.results)
     assert back.problems == agg.problems
     assert back.study("decode")["ragged"].tolist() == agg.study("decode")["ragged"].tolist()
+    assert set(back.results["causal"].dropna()) == {True}        # booleans, not the strings of the CSV
     pd.testing.assert_frame_equal(back.study("softmax"), agg.study("softmax"), check_dtype=False)
 
 
@@ -117,3 +118,14 @@ def test_unreadable_csv_is_skipped(tmp_path):
     agg = load.collect([folder])
     assert "attention" not in set(agg.results["study"])
     assert any("attention.csv" in p for p in agg.problems)
+
+
+def test_verdicts_survive_the_round_trip(tmp_path):
+    from rooflab.report.verdicts import judge_all
+    agg = load.collect([GOOD], None, Path(__file__).resolve().parents[1] / "data" / "published")
+    paths = [tmp_path / n for n in ("r.csv", "p.csv", "c.csv", "e.json", "problems.txt")]
+    load.write(agg, *paths)
+    back = load.read(*paths)
+    before = [v.as_dict() for v in judge_all(agg.published, agg.results)]
+    assert [v.as_dict() for v in judge_all(back.published, back.results)] == before
+    assert any(v["ours_gpu"] == "fixture-gpu" for v in before)

@@ -114,6 +114,15 @@ def _panels(fig, n: int, sharey: bool = False):
     return flat[:n]
 
 
+def _impl_lines(ax, frame: pd.DataFrame, x: str, y: str) -> None:
+    """One line per implementation over its correct rows, ours first and drawn heavier."""
+    groups = sorted(_ok(frame).groupby("impl"), key=lambda kv: (kv[0] != "ours", kv[0]))
+    for i, (impl, rows) in enumerate(groups):
+        rows = rows.sort_values(x)
+        ax.plot(rows[x], rows[y], marker="o", ms=3, color=color(impl, i), label=impl,
+                lw=2.2 if impl == "ours" else 1.2, zorder=3 if impl == "ours" else 2)
+
+
 def _largest_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """For each row length, only the shape with the most rows (the same shape for every impl)."""
     biggest = frame.groupby("cols")["rows"].transform("max")
@@ -138,10 +147,7 @@ def softmax_bandwidth(fig, data: FigureData):
     dtypes = [d for d in DTYPE_SHORT if d in set(frame["dtype"])]
     for ax, dtype in zip(_panels(fig, len(dtypes), sharey=True), dtypes):
         part = _largest_rows(frame[frame["dtype"] == dtype])
-        for i, (impl, rows) in enumerate(sorted(_ok(part).groupby("impl"), key=lambda kv: kv[0] != "ours")):
-            rows = rows.sort_values("cols")
-            ax.plot(rows["cols"], rows["tbps"], marker="o", ms=3, color=color(impl, i), label=impl,
-                    lw=2.2 if impl == "ours" else 1.2, zorder=3 if impl == "ours" else 2)
+        _impl_lines(ax, part, "cols", "tbps")
         _mark_failed(ax, part, "cols", set())
         _ceiling_lines(ax, data.ceiling("copy_tbps"), data.ceiling("datasheet_bandwidth_tbps"), "copy")
         ax.set_xscale("log", base=2)
@@ -166,12 +172,13 @@ def softmax_speedup(fig, data: FigureData):
                    edgecolors=color("torch"), label=f"vs torch, {DTYPE_SHORT.get(dtype, dtype)}")
         ax.scatter(part["bytes"], part["vs_best"], marker=markers.get(dtype, "o"), color=color("ours"),
                    label=f"vs best peer, {DTYPE_SHORT.get(dtype, dtype)}", s=18)
-    failed = table[table["ours_status"] != "ok"]
-    for _, row in failed.iterrows():
-        nbytes = row["bytes"] or study_work("softmax", {"rows": int(row["rows"]), "cols": int(row["cols"])}, row["dtype"])[0]
+    failed = table[table["ours_status"] != "ok"]     # ours incorrect, unsupported, oom or error: no speedup
+    for k, (_, row) in enumerate(failed.iterrows()):
+        shape = {"rows": int(row["rows"]), "cols": int(row["cols"])}
+        nbytes = row["bytes"] if pd.notna(row["bytes"]) else study_work("softmax", shape, row["dtype"])[0]
         if nbytes:
             ax.plot(nbytes, 1.0, marker="x", color="red", ms=9, mew=2, ls="none",
-                    label="ours not correct/ran" if _ == failed.index[0] else None)
+                    label="ours: no correct row" if k == 0 else None)
     ax.axhline(1.0, color="black", lw=0.8)
     ax.axvline(data.graph_below, color="gray", ls=":", lw=1)
     ax.text(data.graph_below, ax.get_ylim()[1], f" {data.graph_below / 1e6:.3g} MB", va="top", fontsize=7, color="gray")
@@ -336,10 +343,7 @@ def attention_tflops(fig, data: FigureData):
               if not frame[(frame["head_dim"] == d) & (frame["causal"] == c)].empty]
     for ax, (d, causal) in zip(_panels(fig, len(panels), sharey=True), panels):
         part = frame[(frame["head_dim"] == d) & (frame["causal"] == causal)]
-        for i, (impl, rows) in enumerate(sorted(_ok(part).groupby("impl"), key=lambda kv: kv[0] != "ours")):
-            rows = rows.sort_values("seqlen_q")
-            ax.plot(rows["seqlen_q"], rows["tflops"], marker="o", ms=3, color=color(impl, i), label=impl,
-                    lw=2.2 if impl == "ours" else 1.2)
+        _impl_lines(ax, part, "seqlen_q", "tflops")
         oom = part[part["status"] == "oom"]
         for k, (_, row) in enumerate(oom.iterrows()):
             ax.plot(row["seqlen_q"], 0, marker="v", color=color(row["impl"]), ms=8, ls="none", clip_on=False,
@@ -377,10 +381,7 @@ def decode_bandwidth(fig, data: FigureData):
     batches = sorted(set(frame["batch"]))
     for ax, b in zip(_panels(fig, len(batches), sharey=True), batches):
         part = frame[frame["batch"] == b]
-        for i, (impl, rows) in enumerate(sorted(_ok(part).groupby("impl"), key=lambda kv: kv[0] != "ours")):
-            rows = rows.sort_values("cache_len")
-            ax.plot(rows["cache_len"], rows["tbps"], marker="o", ms=3, color=color(impl, i), label=impl,
-                    lw=2.2 if impl == "ours" else 1.2)
+        _impl_lines(ax, part, "cache_len", "tbps")
         _mark_failed(ax, part, "cache_len", set())
         _ceiling_lines(ax, data.ceiling("read_tbps"), data.ceiling("datasheet_bandwidth_tbps"), "read")
         ax.set_xscale("log", base=2)

@@ -288,6 +288,9 @@ def read(results_csv, published_csv, ceilings_csv, envs_json, problems_txt) -> A
     """The aggregate back from the files `write` produced."""
     def frame(path, cols):
         data = pd.read_csv(path, keep_default_na=True, na_values=[""], dtype={c: object for c in BOOL_COLUMNS + TEXT_COLUMNS})
+        for col in BOOL_COLUMNS:
+            if col in data:
+                data[col] = data[col].map(lambda v: None if pd.isna(v) else _as_bool(v)).astype(object)
         return data.reindex(columns=list(cols))
     problems = [line for line in Path(problems_txt).read_text().splitlines() if line.strip()]
     return Aggregate(

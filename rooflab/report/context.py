@@ -68,10 +68,6 @@ def dt(dtype: str) -> str:
     return DTYPE_SHORT.get(dtype, dtype)
 
 
-def _int(value):
-    return int(value) if not _missing(value) else None
-
-
 # ---------------------------------------------------------------- per study
 
 def _status_counts(frame: pd.DataFrame) -> dict:

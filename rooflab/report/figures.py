@@ -20,7 +20,6 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from rooflab.report import datasheet  # noqa: E402
 from rooflab.report.analysis import (ceiling_name, comparisons, intensity, is_ours, moved_bytes,  # noqa: E402
                                      primary_gpu, study_work)
 from rooflab.report.catalog import FIGURES  # noqa: E402

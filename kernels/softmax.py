@@ -5,38 +5,41 @@ writes every output element once, so a (rows, cols) problem moves
 
     bytes = 2 * rows * cols * element_size
 
-and achieved bandwidth is that count over the time (`traffic_bytes` below is the one place it is
-computed). Every strategy here reads the input from HBM once, except `looped` and the two-launch
-form of `split`, which read a tile a second time (from L2 when it is still resident there).
-All arithmetic is in fp32; the output has the input's dtype.
+and achieved bandwidth is that count over the time (`traffic_bytes`, the one place it is
+computed). `rows`, `row` and `split` with one tile per segment read the input from HBM once;
+`looped` and split's longer segments read a tile a second time, from L2 while it is still
+there (the tiles are read back in reverse order, most recent first). All arithmetic is in fp32;
+the output has the input's dtype. Loads and stores stream (evict_first) with 16-byte accesses
+wherever the row length, strides and base addresses allow (the VEC hint).
 
-Strategies (each is a separate kernel; `STRATEGIES[name].run(x2d)` runs one on a 2-D tensor
-whose last dimension is contiguous):
+Strategies (each a separate kernel; `STRATEGIES[name].run(x2d)` runs one on a 2-D tensor whose
+last dimension is contiguous):
 
-    rows    several rows per program: a (ROWS, BLOCK) tile, BLOCK = next_pow2(cols), for short rows
-    row     one row per program, the whole row held in registers (BLOCK = next_pow2(cols))
-    looped  one row per program streamed in tiles: pass 1 keeps a running max and a rescaled
-            sum of exponentials, pass 2 re-reads the row (in reverse, so the tiles read last,
-            most likely still in L2, come first), normalises and writes
-    split   each row cut into segments of BLOCK columns, one program a segment: phase 1 writes
-            each segment's (max, sum of exp), phase 2 combines the row's partials and writes the
-            segment normalised. On a GPU both phases run in one persistent cooperative launch:
-            a program keeps its segment in registers while it waits for the other segments of
-            its row, so the input crosses HBM once; rows are handled in rounds of
-            (programs // segments) rows, the next round's segment loaded before the wait.
-            Where the row's segments cannot all be resident at once, and in Triton's CPU
-            interpreter (which runs programs one after another), the phases are two launches.
+    rows    several short rows per program: (ROWS, BLOCK) tiles, BLOCK = next_pow2(cols)
+    row     one row per program, the whole row in registers (BLOCK = next_pow2(cols))
+    looped  one row per program in tiles: pass 1 keeps a running max and a rescaled sum of
+            exponentials, pass 2 reads the row again, normalises and writes
+    split   each row cut into segments, one program a segment: phase 1 publishes the segment's
+            (max, sum of exp), phase 2 combines the row's partials and writes the segment
+            normalised. On a GPU both phases are one persistent cooperative launch: rows go in
+            rounds of (programs // segments) rows, every segment of a round resident at once
+            (the driver refuses the launch otherwise); a one-tile segment stays in registers
+            across the wait, and the next round's segment is loaded during it. Rows longer than
+            the resident programs can hold in registers get segments of several tiles, read a
+            second time from L2. In Triton's CPU interpreter, which runs programs one after
+            another, the phases are two launches.
 
-Dispatch rule (`choose`), from measurements on an H200 (132 SMs; see the study's results):
+Dispatch rule (`choose`; SMs from the device, 132 in the interpreter):
 
-    cols <= 1024                                   -> rows
-    cols <= 16384 (fp32) / 32768 (fp16, bf16),
-        and rows >= 2 * SMs                        -> row
-    otherwise (long rows, or few rows)             -> split, persistent when resident
-    CPU interpreter, rows too few to matter         -> as above; split runs as two launches
+    cols <= 512                                     -> rows
+    cols <= 16384 and rows >= 2 * SMs               -> row
+    otherwise (longer rows, or too few rows)        -> split
 
-Launch parameters per strategy come from `config(strategy, cols, dtype)`, a table measured on
-the H200 (no autotuning at run time, so nothing is compiled beyond one kernel per shape class).
+Launch table (`config`): register-resident tiles hold 16 elements a thread, the setting of the
+fastest measured peer at each anchor shape on the H200 (4 warps at 1024-2048 columns, 8 at 4096,
+32 at 32768); split's segments are 8192 columns, halved (down to 2048) while there would be
+fewer than two programs per SM. The thresholds and the table are first settings, to be checked
+against the study's ours_<strategy> rows, which time every strategy at every shape.
 """
 from __future__ import annotations
 
@@ -53,12 +56,15 @@ from kernels._checks import check_tensor, interpreting
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
-# ---- defaults (all measured on one H200; see the module docstring) ----
+# ---- defaults (see the module docstring: first settings, not yet timed for these kernels) ----
 INTERPRETER_SMS = 132        # SM count assumed in the CPU interpreter, where no device is queried
-ROWS_MAX_COLS = 1024         # rows per program up to here ...
-ROW_MAX_COLS = {4: 16384, 2: 32768}   # ... one row per program (by element size) up to here ...
+ROWS_MAX_COLS = 512          # rows per program up to here ...
+ROW_MAX_COLS = 16384         # ... one row per program up to here ...
 ROW_MIN_ROWS_PER_SM = 2      # ... when there are at least this many rows per SM; else split
-SPLIT_MAX_PER_SM = 4         # cap on persistent split programs per SM (before occupancy)
+ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
+SPLIT_BLOCK = 8192           # split: columns per segment tile ...
+SPLIT_MIN_BLOCK = 2048       # ... narrowed down to this when rows are too few to fill the GPU
+SPLIT_MAX_PER_SM = 4         # split: resident programs per SM used at most
 VECTOR_BYTES = 16            # widest global access (ld.global.v4.b32)
 PARTIALS_BLOCK = 128         # partials combined this many at a time by split's phase 2
 
@@ -124,108 +130,166 @@ def _row_kernel(out_ptr, x_ptr,
 
 
 @triton.jit
+def _tiles_stats(x_row, start, n_tiles, n_cols, BLOCK: tl.constexpr, VEC: tl.constexpr):
+    """(max, sum of exp(x - max)) of n_tiles tiles of BLOCK columns from `start`, in one pass.
+
+    Tiles that are all -inf (or masked) give (-inf, 0). Loads ask L2 to keep the tiles, which
+    the normalising pass reads again.
+    """
+    cols = tl.arange(0, BLOCK)
+    m = tl.full([], -float("inf"), tl.float32)    # running max
+    s = tl.full([], 0.0, tl.float32)              # running sum of exp(x - m)
+    for t in range(0, n_tiles):
+        offs = start + t * BLOCK + cols
+        mask = tl.max_constancy(offs < n_cols, VEC)
+        x = tl.load(x_row + offs, mask=mask, other=-float("inf"),
+                    eviction_policy="evict_last").to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)   # no -inf - -inf while all -inf
+        s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
+        m = m_new
+    return m, s
+
+
+@triton.jit
+def _tiles_normalize(o_row, x_row, start, n_tiles, n_cols, row_max, inv_sum,
+                     BLOCK: tl.constexpr, VEC: tl.constexpr):
+    """Write exp(x - row_max) * inv_sum over the same tiles, last tile first (likeliest in L2)."""
+    cols = tl.arange(0, BLOCK)
+    for t in range(0, n_tiles):
+        offs = start + (n_tiles - 1 - t) * BLOCK + cols
+        mask = tl.max_constancy(offs < n_cols, VEC)
+        x = tl.load(x_row + offs, mask=mask, other=-float("inf"),
+                    eviction_policy="evict_first").to(tl.float32)
+        y = tl.exp(x - row_max) * inv_sum          # row_max == -inf (all -inf row) gives NaN
+        tl.store(o_row + offs, y.to(o_row.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+
+
+@triton.jit
 def _looped_kernel(out_ptr, x_ptr,
                    x_row_stride, out_row_stride,
                    n_rows, n_cols,
                    BLOCK: tl.constexpr, VEC: tl.constexpr):
     """One row per program in tiles of BLOCK: online max and sum, then a normalising pass."""
-    cols = tl.arange(0, BLOCK)
     n_tiles = tl.cdiv(n_cols, BLOCK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
         x_row = x_ptr + tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
         o_row = out_ptr + tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
-        m = tl.full([], -float("inf"), tl.float32)    # running max
-        s = tl.full([], 0.0, tl.float32)              # running sum of exp(x - m)
-        for t in range(0, n_tiles):
-            offs = t * BLOCK + cols
-            mask = tl.max_constancy(offs < n_cols, VEC)
-            x = tl.load(x_row + offs, mask=mask, other=-float("inf"),
-                        eviction_policy="evict_last").to(tl.float32)
-            m_new = tl.maximum(m, tl.max(x, axis=0))
-            m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)   # no -inf - -inf while all -inf
-            s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
-            m = m_new
-        inv = 1.0 / s
-        for t in range(0, n_tiles):
-            offs = (n_tiles - 1 - t) * BLOCK + cols     # last tiles first: they are still in L2
-            mask = tl.max_constancy(offs < n_cols, VEC)
-            x = tl.load(x_row + offs, mask=mask, other=-float("inf"),
-                        eviction_policy="evict_first").to(tl.float32)
-            y = tl.exp(x - m) * inv                     # m == -inf (all -inf row) gives NaN
-            tl.store(o_row + offs, y.to(out_ptr.dtype.element_ty), mask=mask,
-                     eviction_policy="evict_first")
+        m, s = _tiles_stats(x_row, 0, n_tiles, n_cols, BLOCK, VEC)
+        _tiles_normalize(o_row, x_row, 0, n_tiles, n_cols, m, 1.0 / s, BLOCK, VEC)
 
 
 @triton.jit
+def _block_stats(x):
+    """(max, sum of exp(x - max)) of a block held in registers; (-inf, 0) if it is all -inf."""
+    m = tl.max(x, axis=0)
+    m_safe = tl.where(m == -float("inf"), 0.0, m)
+    return m, tl.sum(tl.exp(x - m_safe), axis=0)
+
+
+@triton.jit
+def _publish(part_max_ptr, part_sum_ptr, arrive_ptr, slot, row, m, s, MODE: tl.constexpr):
+    """Write a segment's partials; in the fused mode also announce them to the row's programs."""
+    if MODE == _PARTIALS:
+        tl.store(part_max_ptr + slot, m)
+        tl.store(part_sum_ptr + slot, s)
+    else:
+        tl.atomic_xchg(part_max_ptr + slot, m, sem="relaxed")
+        tl.atomic_xchg(part_sum_ptr + slot, s, sem="relaxed")
+        tl.debug_barrier()
+        tl.atomic_add(arrive_ptr + row, 1, sem="release")
+
+
+@triton.jit
+def _wait(arrive_ptr, row, n_segs):
+    """Spin until every segment of `row` has published (its programs are all resident)."""
+    arrived = tl.atomic_add(arrive_ptr + row, 0, sem="acquire")
+    while arrived < n_segs:
+        arrived = tl.atomic_add(arrive_ptr + row, 0, sem="acquire")
+
+
+@triton.jit
+def _combine(part_max_ptr, part_sum_ptr, part, n_segs, PARTIALS_BLOCK: tl.constexpr):
+    """Row max M = max m_j and sum S = sum s_j * exp(m_j - M) from the row's partials."""
+    offs = tl.arange(0, PARTIALS_BLOCK)
+    row_max = tl.full([], -float("inf"), tl.float32)
+    for j in range(0, n_segs, PARTIALS_BLOCK):
+        pm = tl.load(part_max_ptr + part + j + offs, mask=j + offs < n_segs, other=-float("inf"),
+                     volatile=True)
+        row_max = tl.maximum(row_max, tl.max(pm, axis=0))
+    row_sum = tl.full([], 0.0, tl.float32)
+    for j in range(0, n_segs, PARTIALS_BLOCK):
+        pm = tl.load(part_max_ptr + part + j + offs, mask=j + offs < n_segs, other=-float("inf"),
+                     volatile=True)
+        ps = tl.load(part_sum_ptr + part + j + offs, mask=j + offs < n_segs, other=0.0, volatile=True)
+        row_sum += tl.sum(ps * tl.exp(pm - row_max), axis=0)    # all -inf segments add 0
+    return row_max, row_sum
+
+
+@triton.jit
+def _depart(arrive_ptr, depart_ptr, row, n_segs):
+    """The last program to leave a row re-arms its counters (zero) for the next launch."""
+    departed = tl.atomic_add(depart_ptr + row, 1, sem="acq_rel")
+    if departed == n_segs - 1:
+        tl.atomic_xchg(arrive_ptr + row, 0, sem="relaxed")
+        tl.atomic_xchg(depart_ptr + row, 0, sem="relaxed")
+
+
+# Sizes and strides are not specialised on (the VEC hints carry their divisibility), so one
+# compiled kernel, and one occupancy, serves every shape of a dtype and configuration.
+@triton.jit(do_not_specialize=["x_row_stride", "out_row_stride", "n_rows", "n_cols", "n_segs", "seg_tiles"])
 def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart_ptr,
                   x_row_stride, out_row_stride,
-                  n_rows, n_cols, n_segs,
+                  n_rows, n_cols, n_segs, seg_tiles,
                   BLOCK: tl.constexpr, VEC: tl.constexpr, PARTIALS_BLOCK: tl.constexpr,
-                  MODE: tl.constexpr, PREFETCH: tl.constexpr):
-    """Each row cut into n_segs segments of BLOCK columns, one program a segment.
+                  MODE: tl.constexpr, ONE_TILE: tl.constexpr, PREFETCH: tl.constexpr):
+    """Each row cut into n_segs segments of seg_tiles tiles of BLOCK columns, one program a segment.
 
-    part_max, part_sum: (n_rows, n_segs) fp32; arrive, depart: (n_rows,) int32, zero on entry
-    and left zero on exit. Program p handles segment p % n_segs of rows p // n_segs,
-    p // n_segs + R, ... where R = num_programs // n_segs (one row when MODE is not _FUSED).
+    part_max, part_sum: (n_rows, n_segs) fp32; arrive, depart: (n_rows,) int32, zero on entry and
+    left zero on exit. Program p handles segment p % n_segs of rows p // n_segs, p // n_segs + R,
+    ... with R = num_programs // n_segs (a single row unless MODE is _FUSED). With ONE_TILE the
+    segment stays in registers between the phases (and the next round's segment is loaded while
+    waiting if PREFETCH); otherwise phase 2 reads the segment again, from L2 where it still is.
     """
     pid = tl.program_id(0)
     seg = pid % n_segs
-    rows_per_round = tl.num_programs(0) // n_segs
-    cols = seg * BLOCK + tl.arange(0, BLOCK)
-    mask = tl.max_constancy(cols < n_cols, VEC)
-    p_offs = tl.arange(0, PARTIALS_BLOCK)
-
     first = pid // n_segs
-    x = tl.load(x_ptr + tl.multiple_of(tl.cast(first, tl.int64) * x_row_stride, VEC) + cols,
-                mask=mask & (first < n_rows), other=-float("inf"), eviction_policy="evict_first")
+    rows_per_round = tl.num_programs(0) // n_segs
+    start = seg * seg_tiles * BLOCK
+    cols = start + tl.arange(0, BLOCK)
+    mask = tl.max_constancy(cols < n_cols, VEC)
+    if ONE_TILE:
+        x = tl.load(x_ptr + tl.multiple_of(tl.cast(first, tl.int64) * x_row_stride, VEC) + cols,
+                    mask=mask & (first < n_rows), other=-float("inf"), eviction_policy="evict_first")
     for row in range(first, n_rows, rows_per_round):
+        x_row = x_ptr + tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
+        o_row = out_ptr + tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
         part = tl.cast(row, tl.int64) * n_segs
-        xf = x.to(tl.float32)                                                       # (BLOCK,)
         nxt = row + rows_per_round
-        if MODE != _FINISH:
-            m = tl.max(xf, axis=0)
-            m_safe = tl.where(m == -float("inf"), 0.0, m)       # an all -inf segment sums to 0
-            s = tl.sum(tl.exp(xf - m_safe), axis=0)
-            if MODE == _PARTIALS:
-                tl.store(part_max_ptr + part + seg, m)
-                tl.store(part_sum_ptr + part + seg, s)
+        if MODE != _FINISH:                                   # phase 1: this segment's partials
+            if ONE_TILE:
+                m, s = _block_stats(x.to(tl.float32))
             else:
-                # Publish this segment's partials, then wait for the row's other segments.
-                tl.atomic_xchg(part_max_ptr + part + seg, m, sem="relaxed")
-                tl.atomic_xchg(part_sum_ptr + part + seg, s, sem="relaxed")
-                tl.debug_barrier()
-                tl.atomic_add(arrive_ptr + row, 1, sem="release")
-                if PREFETCH:   # the next round's segment streams in while this one waits
+                m, s = _tiles_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
+            _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + seg, row, m, s, MODE)
+            if MODE == _FUSED:
+                if ONE_TILE and PREFETCH:   # the next round's segment streams in during the wait
                     x_next = tl.load(x_ptr + tl.multiple_of(tl.cast(nxt, tl.int64) * x_row_stride, VEC)
                                      + cols, mask=mask & (nxt < n_rows), other=-float("inf"),
                                      eviction_policy="evict_first")
-                arrived = tl.atomic_add(arrive_ptr + row, 0, sem="acquire")
-                while arrived < n_segs:
-                    arrived = tl.atomic_add(arrive_ptr + row, 0, sem="acquire")
-        if MODE != _PARTIALS:
-            # Combine the row's partials: M = max m_j, S = sum s_j * exp(m_j - M).
-            row_max = tl.full([], -float("inf"), tl.float32)
-            for j in range(0, n_segs, PARTIALS_BLOCK):
-                pm = tl.load(part_max_ptr + part + j + p_offs, mask=j + p_offs < n_segs,
-                             other=-float("inf"), volatile=True)
-                row_max = tl.maximum(row_max, tl.max(pm, axis=0))
-            row_sum = tl.full([], 0.0, tl.float32)
-            for j in range(0, n_segs, PARTIALS_BLOCK):
-                pm = tl.load(part_max_ptr + part + j + p_offs, mask=j + p_offs < n_segs,
-                             other=-float("inf"), volatile=True)
-                ps = tl.load(part_sum_ptr + part + j + p_offs, mask=j + p_offs < n_segs,
-                             other=0.0, volatile=True)
-                row_sum += tl.sum(ps * tl.exp(pm - row_max), axis=0)   # 0 for all -inf segments
-            y = tl.exp(xf - row_max) * (1.0 / row_sum)   # row_max == -inf (all -inf row): NaN
-            tl.store(out_ptr + tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC) + cols,
-                     y.to(out_ptr.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+                _wait(arrive_ptr, row, n_segs)
+        if MODE != _PARTIALS:                                 # phase 2: combine, normalise, write
+            row_max, row_sum = _combine(part_max_ptr, part_sum_ptr, part, n_segs, PARTIALS_BLOCK)
+            if ONE_TILE:
+                y = tl.exp(x.to(tl.float32) - row_max) * (1.0 / row_sum)
+                tl.store(o_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask,
+                         eviction_policy="evict_first")
+            else:
+                _tiles_normalize(o_row, x_row, start, seg_tiles, n_cols, row_max, 1.0 / row_sum,
+                                 BLOCK, VEC)
             if MODE == _FUSED:
-                # The last program to leave a row re-arms its counters for the next launch.
-                departed = tl.atomic_add(depart_ptr + row, 1, sem="acq_rel")
-                if departed == n_segs - 1:
-                    tl.atomic_xchg(arrive_ptr + row, 0, sem="relaxed")
-                    tl.atomic_xchg(depart_ptr + row, 0, sem="relaxed")
-        if MODE == _FUSED:
+                _depart(arrive_ptr, depart_ptr, row, n_segs)
+        if MODE == _FUSED and ONE_TILE:
             if PREFETCH:
                 x = x_next
             else:
@@ -241,11 +305,14 @@ def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart
 @dataclass(frozen=True)
 class Config:
     """Launch parameters of one strategy at one row length and dtype."""
-    block: int            # columns per tile (power of two)
+    block: int             # columns per tile (power of two)
     num_warps: int
-    rows: int = 1         # rows per tile (strategy `rows`)
-    per_sm: int = 0       # persistent grid of per_sm programs per SM; 0: one program per tile
+    rows: int = 1          # rows per tile (strategy `rows`)
+    per_sm: int = 0        # persistent grid of per_sm programs per SM (0: one program per tile;
+                           # split: as many as are resident, up to SPLIT_MAX_PER_SM)
     prefetch: bool = True  # split: load the next round's segment before waiting
+    seg_tiles: int = 0     # split: tiles per segment (0: one if the row's segments can all be
+                           # resident at once, else as few as make them so)
 
 
 def _pow2(n: int) -> int:
@@ -256,22 +323,28 @@ def _clamp(v: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, v))
 
 
-def config(strategy: str, cols: int, dtype: torch.dtype) -> Config:
-    """The measured launch table: parameters for `strategy` on rows of `cols` elements."""
-    elem = torch.tensor([], dtype=dtype).element_size()
+def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None,
+           sms: int = INTERPRETER_SMS) -> Config:
+    """The launch table: parameters for `strategy` on rows of `cols` elements.
+
+    Register-resident tiles give each thread ELEMS_PER_THREAD elements, the setting of the best
+    peer measurement at every anchor shape (row/program with 4 warps at 1024-2048 columns, 8 at
+    4096, 32 at 32768). `rows` (with `sms`) only narrows split's segments when there are too few
+    rows for two programs per SM.
+    """
     block = _pow2(cols)
     if strategy == "rows":
-        rows = _clamp(16384 // (block * elem), 1, 128)          # ~16 KB of input per tile
-        return Config(block=block, num_warps=4, rows=rows)
+        rows_per_tile = _clamp(ELEMS_PER_THREAD * 32 * 4 // block, 1, 128)
+        return Config(block=block, num_warps=4, rows=rows_per_tile)
     if strategy == "row":
-        warps = _clamp(block * elem // (32 * 32), 4, 32)        # ~32 B of input per thread
-        return Config(block=block, num_warps=warps)
+        return Config(block=block, num_warps=_clamp(block // (32 * ELEMS_PER_THREAD), 4, 32))
     if strategy == "looped":
-        tile = min(block, 32768 // elem)                        # 32 KB tiles
-        return Config(block=tile, num_warps=_clamp(tile * elem // (32 * 64), 4, 16))
+        return Config(block=min(block, 8192), num_warps=_clamp(min(block, 8192) // 512, 4, 16))
     if strategy == "split":
-        seg = min(block, 32768 // elem)                         # 32 KB segments
-        return Config(block=seg, num_warps=_clamp(seg * elem // (32 * 64), 4, 16))
+        seg = min(block, SPLIT_BLOCK)
+        while rows is not None and seg > SPLIT_MIN_BLOCK and rows * triton.cdiv(cols, seg) < 2 * sms:
+            seg //= 2
+        return Config(block=seg, num_warps=_clamp(seg // (32 * ELEMS_PER_THREAD), 4, 16))
     raise ValueError(f"unknown strategy {strategy!r}; expected one of {tuple(STRATEGIES)}")
 
 
@@ -378,37 +451,59 @@ def _counters(device: torch.device, rows: int) -> tuple[torch.Tensor, torch.Tens
     key = (device, torch.cuda.current_stream(device).stream_id)
     buf = _COUNTERS.get(key)
     if buf is None or buf.shape[1] < rows:
-        buf = torch.zeros((2, max(rows, 1024)), dtype=torch.int32, device=device)
+        buf = torch.zeros((2, triton.cdiv(max(rows, 1024), 64) * 64), dtype=torch.int32, device=device)
         _COUNTERS[key] = buf
     return buf[0], buf[1]
 
 
 def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> None:
     rows, cols = x.shape
-    n_segs = triton.cdiv(cols, cfg.block)
+    tiles = triton.cdiv(cols, cfg.block)
     vec = _vec(x, out)
-    part_max = torch.empty((rows, n_segs), dtype=torch.float32, device=x.device)
-    part_sum = torch.empty((rows, n_segs), dtype=torch.float32, device=x.device)
-    common = dict(BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK,
-                  PREFETCH=cfg.prefetch, num_warps=cfg.num_warps)
+    common = dict(BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, PREFETCH=cfg.prefetch,
+                  num_warps=cfg.num_warps)
+
+    def launch(mode, one_tile, seg_tiles, programs, parts, arrive, depart):
+        n_segs = triton.cdiv(tiles, seg_tiles)
+        args = (out, x, parts[0], parts[1], arrive, depart, x.stride(0), out.stride(0),
+                rows, cols, n_segs, seg_tiles)
+        extra = dict(ONE_TILE=one_tile, **common)
+        if mode == _FUSED:
+            extra["launch_cooperative_grid"] = True   # the driver refuses a grid not all resident
+        _split_kernel[(programs,)](*args, MODE=mode.value, **extra)
+
     if not interpreting():
         arrive, depart = _counters(x.device, rows)
-        args = (out, x, part_max, part_sum, arrive, depart, x.stride(0), out.stride(0),
-                rows, cols, n_segs)
-        key = ("split", x.device, x.dtype, cfg.block, cfg.num_warps, cfg.prefetch, vec)
-        resident = _resident_per_sm(key, x.device, lambda: _split_kernel.warmup(
-            *args, MODE=_FUSED, launch_cooperative_grid=True, grid=(1,), **common))
-        per_sm = min(resident, cfg.per_sm or SPLIT_MAX_PER_SM)
-        rows_per_round = min(per_sm * num_sms(x.device) // n_segs, rows)
-        if rows_per_round >= 1:   # every segment of a round's rows is resident at once
-            _split_kernel[(rows_per_round * n_segs,)](*args, MODE=_FUSED,
-                                                      launch_cooperative_grid=True, **common)
-            return
-    # Two launches: partials of every segment, then combine and write (input read twice).
-    args = (out, x, part_max, part_sum, part_max, part_max, x.stride(0), out.stride(0),
-            rows, cols, n_segs)
-    _split_kernel[(rows * n_segs,)](*args, MODE=_PARTIALS, **common)
-    _split_kernel[(rows * n_segs,)](*args, MODE=_FINISH, **common)
+        dummy = torch.empty(1, dtype=torch.float32, device=x.device)
+        wide = max(rows, cols, abs(x.stride(0)), out.stride(0)) >= 2**31   # i64 size arguments
+        for one_tile in (True, False):
+            if cfg.seg_tiles and (cfg.seg_tiles == 1) != one_tile:
+                continue
+            key = ("split", x.device, x.dtype, cfg.block, cfg.num_warps, cfg.prefetch, vec, one_tile,
+                   wide, x.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)
+            resident = _resident_per_sm(key, x.device, lambda: _split_kernel.warmup(
+                out, x, dummy, dummy, arrive, depart, x.stride(0), out.stride(0), rows, cols, 1, 1,
+                MODE=_FUSED.value, ONE_TILE=one_tile, launch_cooperative_grid=True, grid=(1,), **common))
+            capacity = min(resident, cfg.per_sm or SPLIT_MAX_PER_SM) * num_sms(x.device)
+            seg_tiles = 1 if one_tile else (cfg.seg_tiles or triton.cdiv(tiles, max(capacity, 1)))
+            n_segs = triton.cdiv(tiles, seg_tiles)
+            if n_segs > capacity:
+                continue
+            parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)  # max, sum
+            try:   # rounds of rows_per_round rows, every segment of a round resident at once
+                launch(_FUSED, one_tile, seg_tiles, min(capacity // n_segs, rows) * n_segs,
+                       parts, arrive, depart)
+                return
+            except RuntimeError as exc:   # the driver refused the cooperative grid
+                if "cooperative" not in str(exc):
+                    raise
+    # Two launches (the interpreter runs programs one after another): partials, then the rest.
+    seg_tiles = cfg.seg_tiles or 1
+    n_segs = triton.cdiv(tiles, seg_tiles)
+    parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)        # max, sum
+    unused = torch.empty(1, dtype=torch.int32, device=x.device)                         # counters
+    for mode in (_PARTIALS, _FINISH):
+        launch(mode, seg_tiles == 1, seg_tiles, rows * n_segs, parts, unused, unused)
 
 
 # --------------------------------------------------------------------------------------------
@@ -441,7 +536,8 @@ class Strategy:
             raise ValueError(f"out must be a {tuple(x2d.shape)} {x2d.dtype} tensor on {x2d.device} "
                              "with a contiguous last dimension")
         if rows and cols:
-            self.launch(x2d, out, cfg or config(self.name, cols, x2d.dtype))
+            cfg = cfg or config(self.name, cols, x2d.dtype, rows, num_sms(x2d.device))
+            self.launch(x2d, out, cfg)
         return out
 
 
@@ -455,10 +551,9 @@ STRATEGIES: dict[str, Strategy] = {
 
 def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
     """The dispatch rule (see the module docstring)."""
-    elem = torch.tensor([], dtype=dtype).element_size()
     if cols <= ROWS_MAX_COLS:
         return "rows"
-    if cols <= ROW_MAX_COLS[elem] and rows >= ROW_MIN_ROWS_PER_SM * sms:
+    if cols <= ROW_MAX_COLS and rows >= ROW_MIN_ROWS_PER_SM * sms:
         return "row"
     return "split"
 

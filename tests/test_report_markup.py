@@ -16,6 +16,7 @@ TEMPLATES = Path(__file__).resolve().parents[1] / "paper" / "templates"
     ("{x}", r"\{x\}"), ("~", r"\textasciitilde{}"), ("x^2", r"x\textasciicircum{}2"),
     ("C:\\path", r"C:\textbackslash{}path"), ("2.78×", r"2.78$\times$"), ("≤ 1024", r"$\leq$ 1024"),
     ("0.9–1.1", "0.9--1.1"), ("10 µs", r"10 $\mu$s"), ("café", "cafe"), ("漢", "?"),
+    ("<a|b>", r"\textless{}a\textbar{}b\textgreater{}"),
 ])
 def test_escape_latex(text, expected):
     assert escape_latex(text) == expected
@@ -54,8 +55,9 @@ def test_template_text_has_no_unescaped_specials():
 @pytest.mark.skipif(shutil.which("latexmk") is None, reason="latexmk not installed")
 def test_escaped_text_compiles(tmp_path):
     nasty = "a_b 50% R&D #1 $5 {x} ~ x^2 C:\\path 2.78× ≤ 0.9–1.1 10 µs café 漢 <tag> |pipe|"
-    doc = (r"\documentclass{article}\usepackage[T1]{fontenc}\usepackage[utf8]{inputenc}\usepackage{lmodern}"
-           r"\begin{document}" + escape_latex(nasty) + r"\end{document}")
+    preamble = (TEMPLATES / "paper.tex.j2").read_text().split("\\title")[0]
+    preamble = re.sub(r"<#.*?#>\n?", "", preamble, flags=re.S)
+    doc = preamble + r"\begin{document}" + escape_latex(nasty) + r"\end{document}"
     (tmp_path / "t.tex").write_text(doc)
     done = subprocess.run(["latexmk", "-pdf", "-interaction=nonstopmode", "-halt-on-error", "t.tex"],
                           cwd=tmp_path, capture_output=True, text=True)

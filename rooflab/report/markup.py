@@ -18,6 +18,7 @@ class Raw(str):
 LATEX_SPECIALS = {
     "\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "_": r"\_", "%": r"\%", "&": r"\&",
     "#": r"\#", "$": r"\$", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
+    "<": r"\textless{}", ">": r"\textgreater{}", "|": r"\textbar{}",   # OT1 fonts print <>| as other glyphs
 }
 LATEX_UNICODE = {
     "×": r"$\times$", "≤": r"$\leq$", "≥": r"$\geq$", "≈": r"$\approx$", "±": r"$\pm$", "→": r"$\rightarrow$",

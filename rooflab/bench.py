@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import csv
 import math
+import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +39,7 @@ class BenchConfig:
     rep_ms: float = 100.0            # do_bench timing budget per row
     graph_below_bytes: float = 8e6   # also time CUDA-graph replay when a case moves fewer bytes
     graph_rep_ms: float = 50.0       # timing budget for the graph replay rows
+    case_timeout_s: float = 300.0    # a case (all impls at one shape) running longer is taken as a hang
 
 
 @dataclass
@@ -209,22 +212,60 @@ def _progress(done: int, total: int, started: float, row: dict, log) -> None:
 
 
 def run_sweep(sweep: Sweep, out_path: str | Path, log=sys.stderr) -> int:
-    """Measure every (shape, dtype, impl); write rows to out_path as they come. Returns row count."""
+    """Measure every (shape, dtype, impl); write rows to out_path as they come. Returns row count.
+
+    A watchdog guards against a kernel that never returns: if one case runs past
+    `case_timeout_s`, the rows not yet measured are written as `error` rows saying so, and
+    the process exits with status 0, keeping every row already measured (the driver ends
+    the hung kernel with the process).
+    """
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    total_cases = len(sweep.shapes) * len(sweep.dtypes)
+    cases = [(shape, dtype) for dtype in sweep.dtypes for shape in sweep.shapes]
     started = time.perf_counter()
-    written = 0
-    with out_path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns(sweep.study.STUDY))
-        writer.writeheader()
-        case = 0
-        for dtype in sweep.dtypes:
-            for shape in sweep.shapes:
-                case += 1
-                for row in measure_case(sweep, shape, dtype):
-                    writer.writerow(row)
-                    handle.flush()
-                    written += 1
-                    _progress(case, total_cases, started, row, log)
-    return written
+    state = {"case": 0, "since": time.perf_counter(), "done": set(), "written": 0}
+    lock = threading.Lock()
+    handle = out_path.open("w", newline="")
+    writer = csv.DictWriter(handle, fieldnames=columns(sweep.study.STUDY))
+    writer.writeheader()
+
+    def write(row: dict) -> None:
+        writer.writerow(row)
+        handle.flush()
+        state["written"] += 1
+
+    def watchdog() -> None:
+        while True:
+            time.sleep(1.0)
+            with lock:
+                if state["case"] >= len(cases):
+                    return
+                if time.perf_counter() - state["since"] < sweep.bench.case_timeout_s:
+                    continue
+                index = state["case"]
+                shape, dtype = cases[index]
+                for impl in sweep.impls:
+                    if impl not in state["done"]:
+                        write(dict(_blank_row(sweep, shape, dtype, impl, "events"), status="error",
+                                   message=f"timed out: the case ran past {sweep.bench.case_timeout_s:g} s"))
+                for shape, dtype in cases[index + 1:]:
+                    for impl in sweep.impls:
+                        write(dict(_blank_row(sweep, shape, dtype, impl, "events"), status="error",
+                                   message="not measured: the sweep stopped after an earlier case timed out"))
+                handle.close()
+                print(f"case {index + 1} timed out; {state['written']} rows kept in {out_path}", file=log, flush=True)
+                os._exit(0)
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    for index, (shape, dtype) in enumerate(cases):
+        with lock:
+            state.update(case=index, since=time.perf_counter(), done=set())
+        for row in measure_case(sweep, shape, dtype):
+            with lock:
+                write(row)
+                state["done"].add(row["impl"])
+            _progress(index + 1, len(cases), started, row, log)
+    with lock:
+        state["case"] = len(cases)
+        handle.close()
+    return state["written"]

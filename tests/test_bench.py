@@ -1,6 +1,7 @@
 """The harness: statuses (ok, incorrect, unsupported, error, oom), metrics, incremental CSV."""
 import math
 import types
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -116,3 +117,33 @@ def test_quantiles_are_median_p20_p80():
 def test_bench_config_defaults_are_positive():
     cfg = BenchConfig()
     assert cfg.warmup_ms > 0 and cfg.rep_ms > 0 and cfg.graph_rep_ms > 0
+
+
+def test_a_hung_case_keeps_measured_rows_and_marks_the_rest(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent(f"""
+        import time, torch
+        from tests.test_bench import _fake_study, _fixed_timer
+        from rooflab.bench import BenchConfig, Sweep, run_sweep
+        study = _fake_study()
+        slow = study.make_inputs
+        def make_inputs(shape, dtype, device):
+            if shape["cols"] == 9:
+                time.sleep(60)     # stands for a kernel that never returns
+            return slow(shape, dtype, device)
+        study.make_inputs = make_inputs
+        sweep = Sweep(study=study, gpu="test-gpu", shapes=[{{"rows": 2, "cols": 5}}, {{"rows": 2, "cols": 9}},
+                      {{"rows": 2, "cols": 11}}], dtypes=["float32"], impls=["ours", "liger"],
+                      ceilings={{"copy_tbps": 1, "datasheet_bandwidth_tbps": 1}}, device="cpu",
+                      timer=_fixed_timer, bench=BenchConfig(case_timeout_s=2))
+        run_sweep(sweep, r"{tmp_path / 'hung.csv'}")
+        raise SystemExit(3)   # not reached: the watchdog exits with 0
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50,
+                          cwd=str(Path(__file__).resolve().parent.parent))
+    assert done.returncode == 0, done.stderr
+    frame = read_results(tmp_path / "hung.csv")
+    assert list(frame["status"]) == ["ok", "unsupported", "error", "error", "error", "error"]
+    assert "timed out" in frame["message"].iloc[2] and "earlier case" in frame["message"].iloc[4]

@@ -16,7 +16,8 @@ rule sweep:
         gpu=SLUG,
         study=lambda w: config[w.study],
         grid=lambda w: config[w.study]["grid"][PROFILE],
-        bench=lambda w: dict(config["bench"][PROFILE], graph_below_bytes=config["bench"]["graph_below_bytes"]),
+        bench=dict(config["bench"][PROFILE], graph_below_bytes=config["bench"]["graph_below_bytes"],
+                   case_timeout_s=config["bench"]["case_timeout_s"]),
     log:
         f"logs/{SLUG}/{{study}}_{{dtype}}.log",
     resources:

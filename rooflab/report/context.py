@@ -18,7 +18,7 @@ from rooflab.schema import SHAPE_COLUMNS
 
 DASH = "–"
 DTYPE_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
-L2_FLUSH_BYTES = 256e6      # triton.testing.do_bench zeroes a buffer of this size before every timed call
+L2_FLUSH_BYTES = 256 * 2**20   # triton.testing.do_bench zeroes a buffer of this size before every timed call
 STUDY_TITLES = {"softmax": "Softmax", "attention": "Attention (prefill)", "decode": "Decode attention",
                 "e2e": "End-to-end decoder block"}
 CEILING_LABELS = {
@@ -256,11 +256,12 @@ def e2e_view(agg: Aggregate, gpu: str | None) -> dict:
             k = s_eager / s_ours
             amdahl.append({"phase": phase, "length": length, "share": pct(share), "part_speedup": ratio(k),
                            "bound": ratio(1 / (1 - share)), "predicted": ratio(1 / ((1 - share) + share / k)),
-                           "measured": ratio(eager_ms / float(mine["median_ms"].iloc[0]))})
+                           "measured": ratio(eager_ms / float(mine["median_ms"].iloc[0])), "_share": share})
     view["table"] = Table(columns=["phase", "length", "configuration", "total (ms)", "vs eager", "softmax share",
                                    "attention share"], rows=rows, align=["l", "l", "l", "r", "r", "r", "r"],
                           caption=f"One decoder block on {gpu}: GPU time and the share of its softmax and attention parts.")
     view["amdahl"] = amdahl
+    view["amdahl_top"] = max(amdahl, key=lambda a: a["_share"]) if amdahl else None   # where softmax weighs most
     return view
 
 
@@ -456,7 +457,7 @@ def build(agg: Aggregate, figures: list[dict], verify: pd.DataFrame | None = Non
         "verify": verify_view(verify),
         "ceilings": _ceiling_table(agg) if agg.gpus else None,
         "tolerances": tolerances(),
-        "flush_mb": num(L2_FLUSH_BYTES / 1e6),
+        "flush_mib": num(L2_FLUSH_BYTES / 2**20),
         "verdict_tolerance": pct(TOLERANCE),
         "problems": list(agg.problems),
         "figures": figs,

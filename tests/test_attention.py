@@ -17,21 +17,14 @@ from rooflab.studies import attention as study
 attn = importlib.import_module("kernels.attention")  # the module; `kernels.attention` is the function
 
 
-def _interpreter_compat():
-    """Two gaps of Triton 3.6's interpreter that these kernels reach:
-    - with numpy >= 2.4, int() of a one-element array raises, and the interpreter turns loop
-      bounds computed from program ids into ints that way;
-    - it multiplies bf16 tiles as their raw uint16 bits in tl.dot.
-    """
-    if getattr(interpreter, "_rooflab_compat", False):
+def _interpreter_bf16_dot():
+    """Triton 3.6's interpreter multiplies bf16 tiles in tl.dot as their raw uint16 bits (it
+    stores bf16 as uint16); widen them to fp32 first. (conftest.py, via rooflab.interpreter,
+    handles the other interpreter gap these kernels reach: loop bounds under NumPy 2.4.)"""
+    if getattr(interpreter, "_bf16_dot_fixed", False):
         return
-    patch_tensor = interpreter._patch_lang_tensor
 
-    def _patch_lang_tensor(tensor, scope):
-        patch_tensor(tensor, scope)
-        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.item()))
-
-    def _as_f32(handle):
+    def as_f32(handle):
         if handle.dtype.scalar != tl.bfloat16:
             return handle
         bits = handle.data.astype(np.uint32) << 16
@@ -39,15 +32,14 @@ def _interpreter_compat():
 
     create_dot = interpreter.InterpreterBuilder.create_dot
 
-    def _create_dot(self, a, b, d, *args):
-        return create_dot(self, _as_f32(a), _as_f32(b), d, *args)
+    def create_dot_widened(self, a, b, d, *args):
+        return create_dot(self, as_f32(a), as_f32(b), d, *args)
 
-    interpreter._patch_lang_tensor = _patch_lang_tensor
-    interpreter.InterpreterBuilder.create_dot = _create_dot
-    interpreter._rooflab_compat = True
+    interpreter.InterpreterBuilder.create_dot = create_dot_widened
+    interpreter._bf16_dot_fixed = True
 
 
-_interpreter_compat()
+_interpreter_bf16_dot()
 
 TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}  # relative L2 error vs float64
 

@@ -23,7 +23,7 @@ PROFILE = config["profile"]
 SWEEPS = [s for s in ("softmax", "attention", "decode") if s in config["studies"]] if SLUG else []
 FRESH = f"results/{SLUG}" if SLUG else None
 FRESH_OUTPUTS = ([f"{FRESH}/env.json", f"{FRESH}/ceilings.csv"] + [f"{FRESH}/{s}.csv" for s in SWEEPS]
-                 + ([f"{FRESH}/e2e.csv"] if SLUG and "e2e" in config["studies"] else []))
+                 + ([f"{FRESH}/e2e.csv"] if "e2e" in config["studies"] else [])) if SLUG else []
 RESULT_DIRS = result_dirs("data/results", fresh=FRESH)
 FRESH_SLUG = SLUG
 VERIFY_CSV = "results/verify/interpreter.csv"

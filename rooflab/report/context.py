@@ -117,8 +117,6 @@ def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
     frame = agg.study(study)
     view = {"name": study, "title": STUDY_TITLES[study], "gpus": sorted(set(frame["gpu"])),
             "has_rows": not frame.empty, "rows": 0}
-    if gpu is None:
-        frame = frame.iloc[0:0]
     frame = frame[frame["gpu"] == gpu]
     view.update(rows=len(frame), counts=_status_counts(frame) if len(frame) else {}, here=not frame.empty)
     if frame.empty:
@@ -135,7 +133,7 @@ def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
     table = comparisons(frame, study)
     unit = UNIT[metric]
     view.update(
-        unit=unit, metric=metric, cases=len(table), ours_ok=int((table["ours_status"] == "ok").sum()),
+        unit=unit,
         dtypes=[dt(d) for d in sorted(set(frame["dtype"]))], impls=sorted(set(frame["impl"])),
         gm_best=ratio(geomean(table["vs_best"])), gm_baseline=ratio(geomean(table["vs_baseline"])),
         has_baseline=bool(table["vs_baseline"].notna().any()),
@@ -401,19 +399,20 @@ def gpu_views(agg: Aggregate) -> list[dict]:
         env_rows = [[k, str(env[k])] for k in ENV_KEYS if k in env and env[k] not in (None, "")]
         if profile:
             env_rows.append(["profile", str(profile)])
+        if sheet:
+            env_rows.append(["datasheet values", f"{sheet['label']}: {sheet['source']}"])
         env_rows += [[f"before: {k}", v] for k, v in before.items()] + [[f"after: {k}", v] for k, v in after.items()]
         reps = rows["reps"].dropna()
         out.append({
             "slug": gpu, "name": str(env.get("gpu") or gpu), "rows": len(rows),
             "studies": sorted(set(rows["study"])), "counts": _status_counts(rows) if len(rows) else {},
-            "datasheet": sheet["label"] if sheet else None, "datasheet_source": sheet["source"] if sheet else None,
+            "datasheet": sheet["label"] if sheet else None,
             "reps_min": num(reps.min()) if len(reps) else DASH, "reps_max": num(reps.max()) if len(reps) else DASH,
             "bench": {k: num(v) for k, v in bench.items()} if isinstance(bench, dict) else {},
             "graph_below": num((config.get("bench") or {}).get("graph_below_bytes", 8e6) / 1e6),
             "clocks_before": before, "clocks_after": after, "spread": _spread(rows),
             "env_table": Table(columns=["key", "value"], rows=env_rows, align=["l", "p{10cm}"],
                                caption=f"Environment of the {gpu} results (env.json)."),
-            "time": str(env.get("time", DASH)), "commit": str(env.get("git_commit", DASH)),
         })
     return out
 
@@ -462,5 +461,4 @@ def build(agg: Aggregate, figures: list[dict], verify: pd.DataFrame | None = Non
         "problems": list(agg.problems),
         "figures": figs,
         "figure_base": figure_base,
-        "published_rows": len(agg.published),
     }

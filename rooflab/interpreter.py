@@ -2,8 +2,10 @@
 
 Triton 3.6's interpreter converts one-element arrays used as loop bounds with int(), which
 NumPy 2.4 rejects ("only 0-dimensional arrays can be converted"; triton-lang/triton#9171,
-fixed upstream after 3.6). `enable()` sets the variable and, on such NumPy versions, gives
-the interpreter's tensors an __index__ that squeezes first. Call it before importing kernels.
+fixed upstream after 3.6). Its tl.dot also multiplies bf16 tiles as their raw uint16 bits
+(bf16 is stored as uint16 there). `enable()` sets the variable, gives the interpreter's
+tensors an __index__ that squeezes first (on such NumPy versions) and widens bf16 dot
+operands to fp32. Call it before importing kernels.
 """
 from __future__ import annotations
 
@@ -28,4 +30,23 @@ def enable() -> None:
             scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.squeeze()))
 
         interpreter._patch_lang_tensor = patched
+    _widen_bf16_dot(interpreter)
     _patched = True
+
+
+def _widen_bf16_dot(interpreter) -> None:
+    import numpy as np
+    import triton.language as tl
+
+    def as_f32(handle):
+        if handle.dtype.scalar != tl.bfloat16:
+            return handle
+        bits = handle.data.astype(np.uint32) << 16
+        return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
+
+    create_dot = interpreter.InterpreterBuilder.create_dot
+
+    def create_dot_widened(self, a, b, d, *args):
+        return create_dot(self, as_f32(a), as_f32(b), d, *args)
+
+    interpreter.InterpreterBuilder.create_dot = create_dot_widened

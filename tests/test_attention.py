@@ -17,30 +17,6 @@ from rooflab.studies import attention as study
 attn = importlib.import_module("kernels.attention")  # the module; `kernels.attention` is the function
 
 
-def _interpreter_bf16_dot():
-    """Triton 3.6's interpreter multiplies bf16 tiles in tl.dot as their raw uint16 bits (it
-    stores bf16 as uint16); widen them to fp32 first. (conftest.py, via rooflab.interpreter,
-    handles the other interpreter gap these kernels reach: loop bounds under NumPy 2.4.)"""
-    if getattr(interpreter, "_bf16_dot_fixed", False):
-        return
-
-    def as_f32(handle):
-        if handle.dtype.scalar != tl.bfloat16:
-            return handle
-        bits = handle.data.astype(np.uint32) << 16
-        return interpreter.TensorHandle(bits.view(np.float32), tl.float32)
-
-    create_dot = interpreter.InterpreterBuilder.create_dot
-
-    def create_dot_widened(self, a, b, d, *args):
-        return create_dot(self, as_f32(a), as_f32(b), d, *args)
-
-    interpreter.InterpreterBuilder.create_dot = create_dot_widened
-    interpreter._bf16_dot_fixed = True
-
-
-_interpreter_bf16_dot()
-
 TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}  # relative L2 error vs float64
 
 

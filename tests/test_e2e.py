@@ -34,8 +34,21 @@ def test_decode_step_equals_the_last_prefill_position(block):
 def test_our_kernels_swap_in_without_changing_the_result(block):
     x = torch.randn(1, 5, 64)
     ref = block.forward(x, "eager", PartTimer(False))
-    for config in ("ours_softmax", "ours_attention"):
-        torch.testing.assert_close(block.forward(x, config, PartTimer(False)), ref, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(block.forward(x, "ours_softmax", PartTimer(False)), ref, rtol=1e-4, atol=1e-4)
+    half = block.to(torch.float16)            # the attention kernels take fp16/bf16
+    ref16 = half.forward(x.half(), "sdpa", PartTimer(False)).float()
+    ours16 = half.forward(x.half(), "ours_attention", PartTimer(False)).float()
+    torch.testing.assert_close(ours16, ref16, rtol=1e-2, atol=1e-2)
+
+
+def test_our_decode_kernel_swaps_in(block):
+    half = block.to(torch.float16)
+    x = torch.randn(1, 1, 64, dtype=torch.float16)
+    shape = (1, 2, 9, 16)
+    cache = (torch.randn(shape, dtype=torch.float16), torch.randn(shape, dtype=torch.float16))
+    ref = half.forward(x, "sdpa", PartTimer(False), tuple(c.clone() for c in cache)).float()
+    ours = half.forward(x, "ours_attention", PartTimer(False), tuple(c.clone() for c in cache)).float()
+    torch.testing.assert_close(ours, ref, rtol=1e-2, atol=1e-2)
 
 
 def test_flops_count_matmuls_and_halve_causal_prefill(block):

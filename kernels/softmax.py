@@ -29,16 +29,21 @@ last dimension is contiguous):
             second time from L2. In Triton's CPU interpreter, which runs programs one after
             another, the phases are two launches.
 
-Dispatch rule (`choose`; SMs from the device, 132 in the interpreter):
+Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the
+strategies' measured bandwidth on an H200 (best strategy per shape, TB/s):
 
-    cols <= 512                                     -> rows
-    cols <= 16384 and rows >= 2 * SMs               -> row
-    otherwise (longer rows, or too few rows)        -> split
+    cols <= 512                                     -> rows    (65536x128 fp16: rows 2.39)
+    cols <= 16384 and rows >= 2 * SMs               -> row     (8192x4096 fp16: row 3.37, split 1.58)
+    cols > 16384 and rows >= 4 * SMs                -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
+                                                                split 2.27; 1024x131072 bf16: looped
+                                                                2.55, split 2.24)
+    otherwise (a few long rows)                     -> split   (256x262144 fp32: split 2.80, looped
+                                                                2.62; 64x1048576 fp32: 2.76 vs 1.38)
 
 Launch table (`config`): register-resident tiles hold 16 elements a thread, the setting of the
 fastest measured peer at each anchor shape on the H200 (4 warps at 1024-2048 columns, 8 at 4096,
-32 at 32768); split's segments are 8192 columns, halved (down to 2048) while there would be
-fewer than two programs per SM. The thresholds and the table are first settings, to be checked
+32 at 32768); split's segments are four tiles of 4096 columns (8 warps), the best of the
+split variants timed on the H200 at 262144 to 4194304 columns. The thresholds and the table are first settings, to be checked
 against the study's ours_<strategy> rows, which time every strategy at every shape.
 """
 from __future__ import annotations
@@ -61,10 +66,11 @@ INTERPRETER_SMS = 132        # SM count assumed in the CPU interpreter, where no
 ROWS_MAX_COLS = 512          # rows per program up to here ...
 ROW_MAX_COLS = 16384         # ... one row per program up to here ...
 ROW_MIN_ROWS_PER_SM = 2      # ... when there are at least this many rows per SM; else split
+LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows per SM, else split
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
-SPLIT_BLOCK = 8192           # split: columns per segment tile ...
-SPLIT_MIN_BLOCK = 2048       # ... narrowed down to this when rows are too few to fill the GPU
+SPLIT_BLOCK = 4096           # split: columns per segment tile ...
 SPLIT_MAX_PER_SM = 4         # split: resident programs per SM used at most
+SPLIT_SEG_TILES = 4          # split: tiles per segment on a GPU
 VECTOR_BYTES = 16            # widest global access (ld.global.v4.b32)
 PARTIALS_BLOCK = 128         # partials combined this many at a time by split's phase 2
 
@@ -341,10 +347,9 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
     if strategy == "looped":
         return Config(block=min(block, 8192), num_warps=_clamp(min(block, 8192) // 512, 4, 16))
     if strategy == "split":
-        seg = min(block, SPLIT_BLOCK)
-        while rows is not None and seg > SPLIT_MIN_BLOCK and rows * triton.cdiv(cols, seg) < 2 * sms:
-            seg //= 2
-        return Config(block=seg, num_warps=_clamp(seg // (32 * ELEMS_PER_THREAD), 4, 16))
+        tile = min(block, SPLIT_BLOCK)
+        return Config(block=tile, num_warps=_clamp(tile // (32 * ELEMS_PER_THREAD), 4, 16),
+                      seg_tiles=SPLIT_SEG_TILES)
     raise ValueError(f"unknown strategy {strategy!r}; expected one of {tuple(STRATEGIES)}")
 
 
@@ -555,6 +560,8 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
         return "rows"
     if cols <= ROW_MAX_COLS and rows >= ROW_MIN_ROWS_PER_SM * sms:
         return "row"
+    if cols > ROW_MAX_COLS and rows >= LOOPED_MIN_ROWS_PER_SM * sms:
+        return "looped"
     return "split"
 
 

@@ -145,13 +145,13 @@ def test_reference_chunks_heads_under_a_budget():
 
 
 @pytest.mark.parametrize("batch,heads_kv,cache_len", [(1, 32, 4096), (1, 32, 131072), (8, 32, 4096),
-                                                      (64, 32, 1024), (4, 8, 16384), (1, 1, 37)])
+                                                      (64, 32, 1024), (4, 8, 16384), (16, 8, 8192), (1, 1, 37)])
 def test_choose_splits(batch, heads_kv, cache_len):
     block_n, sms = 64, 132
     splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sms)
     assert chunk % block_n == 0
     assert (splits - 1) * chunk < cache_len <= splits * chunk      # every split holds keys
-    if batch * heads_kv >= sms:                                    # the unsplit grid fills the GPU
+    if batch * heads_kv >= decode.NO_SPLIT_FILL * sms:             # the unsplit grid fills the GPU
         assert splits == 1
     elif splits > 1:
         assert chunk >= decode.MIN_CHUNK_BLOCKS * block_n

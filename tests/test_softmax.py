@@ -96,11 +96,10 @@ def test_launch_configs(name, cfg, rows, cols):
     check(run_poisoned(name, x, cfg), x)
 
 
-def test_split_narrows_segments_for_few_rows():
-    assert config("split", 1 << 20, torch.float32, rows=1000, sms=132).block == sm.SPLIT_BLOCK
-    assert config("split", 4096, torch.float16, rows=1000, sms=132).block == 4096
-    assert config("split", 4096, torch.float16, rows=100, sms=132).block == 2048     # 2 segments a row
-    assert config("split", 70000, torch.bfloat16, rows=3, sms=132).block == sm.SPLIT_MIN_BLOCK
+def test_split_segments_are_four_tiles_of_at_most_split_block():
+    cfg = config("split", 1 << 20, torch.float32, rows=64, sms=132)
+    assert (cfg.block, cfg.seg_tiles) == (sm.SPLIT_BLOCK, sm.SPLIT_SEG_TILES)
+    assert config("split", 1000, torch.float16, rows=3, sms=132).block == 1024     # short rows: one tile
 
 
 def test_split_segment_all_neg_inf():
@@ -142,9 +141,10 @@ def test_dispatch_rule():
     assert choose(16384, 1024, torch.float16, sms) == "row"
     assert choose(8192, 4096, torch.float16, sms) == "row"
     assert choose(4096, 16384, torch.float32, sms) == "row"
-    assert choose(4096, 32768, torch.bfloat16, sms) == "split"
+    assert choose(4096, 32768, torch.bfloat16, sms) == "looped"
     assert choose(64, 4096, torch.float16, sms) == "split"          # too few rows to fill the GPU
-    assert choose(1024, 131072, torch.bfloat16, sms) == "split"
+    assert choose(1024, 131072, torch.bfloat16, sms) == "looped"
+    assert choose(256, 262144, torch.float32, sms) == "split"      # two rows an SM: split the rows
     assert choose(16, 4194304, torch.bfloat16, sms) == "split"
     for rows, cols in [(1, 1), (5, 1025), (10**6, 8), (3, 10**7)]:
         for dtype in DTYPES:

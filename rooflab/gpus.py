@@ -85,6 +85,8 @@ def environment(config: dict) -> dict:
         "l2_mib": round(getattr(props, "L2_cache_size", 0) / 2**20, 2),
         "compute_capability": f"{props.major}.{props.minor}",
         "driver": driver.splitlines()[0] if driver else "unknown",
+        "gpus_on_host": (_run(["nvidia-smi", "-L"]) or "").splitlines(),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
         "triton": triton.__version__,

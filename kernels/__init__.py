@@ -7,8 +7,8 @@ Public API (each raises ValueError on a bad shape, dtype or device):
 
 Importing defines the kernels; nothing is compiled or launched until a first call.
 """
-from kernels.attention import attention
-from kernels.decode import decode_attention
-from kernels.softmax import softmax
+from kernels.flash_attention import attention
+from kernels.flash_decoding import decode_attention
+from kernels.fused_softmax import softmax
 
 __all__ = ["softmax", "attention", "decode_attention"]

@@ -1,4 +1,4 @@
-"""kernels.attention, kernels.seeds.attention and rooflab.studies.attention in Triton's CPU
+"""kernels.flash_attention, kernels.seeds.attention and rooflab.studies.attention in Triton's CPU
 interpreter (TRITON_INTERPRET=1, set by conftest.py), against a float64 torch reference."""
 import importlib
 import math
@@ -10,11 +10,11 @@ import triton.language as tl
 import triton.runtime.interpreter as interpreter
 
 import kernels._checks
-from kernels.attention import attention
+from kernels.flash_attention import attention
 from kernels.seeds.attention import seed_attention
 from rooflab.studies import attention as study
 
-attn = importlib.import_module("kernels.attention")  # the module; `kernels.attention` is the function
+attn = importlib.import_module("kernels.flash_attention")
 
 
 TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}  # relative L2 error vs float64

@@ -1,12 +1,12 @@
-"""kernels.decode in Triton's CPU interpreter against a float64 reference, and the decode study's plumbing."""
+"""kernels.flash_decoding in Triton's CPU interpreter against a float64 reference, and the decode study's plumbing."""
 import math
 
 import pytest
 import torch
 
 import kernels
-from kernels import decode
-from kernels.decode import choose_splits, decode_attention, decode_attention_nosplit, decode_traffic, reference
+from kernels import flash_decoding as decode
+from kernels.flash_decoding import choose_splits, decode_attention, decode_attention_nosplit, decode_traffic, reference
 from rooflab.bench import TOLERANCE
 from rooflab.studies import decode as study
 

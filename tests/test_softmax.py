@@ -1,4 +1,4 @@
-"""kernels.softmax in Triton's CPU interpreter against a float64 reference.
+"""kernels.fused_softmax in Triton's CPU interpreter against a float64 reference.
 
 Every strategy is forced directly (STRATEGIES[name].run into a NaN-poisoned output) and reached
 through the dispatch of softmax(); rows hold -inf entries, an all -inf row (NaN, as torch gives)
@@ -12,14 +12,14 @@ import pytest
 import torch
 
 import kernels
-from kernels.softmax import STRATEGIES, Config, choose, config, reference, softmax, traffic_bytes
+from kernels.fused_softmax import STRATEGIES, Config, choose, config, reference, softmax, traffic_bytes
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6),
        torch.float16: dict(rtol=2e-3, atol=1e-5),
        torch.bfloat16: dict(rtol=1.6e-2, atol=1e-4)}
 NINF = float("-inf")
-sm = importlib.import_module("kernels.softmax")   # the module (kernels.softmax is the function)
+sm = importlib.import_module("kernels.fused_softmax")
 
 
 @pytest.fixture

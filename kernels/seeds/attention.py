@@ -10,7 +10,7 @@ seed_attention  one program per (block of 128 queries, batch * head); the key lo
 
 Scope, as in the article: causal, square (Nq == Nk), one key/value head per query head, a
 power-of-two head dim. Work: 4 * B * H * N * N * D / 2 FLOPs, the same count as
-kernels.attention.attention_flops for causal square shapes.
+kernels.flash_attention.attention_flops for causal square shapes.
 """
 from __future__ import annotations
 

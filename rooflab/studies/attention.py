@@ -6,7 +6,7 @@ Conventions
 - Causal masks are aligned bottom-right (FlashAttention-2's convention): query i sees keys
   j <= i + Nk - Nq. torch's `is_causal=True` aligns top-left, so for Nq != Nk the SDPA peers
   call the bottom-right variants SDPA itself dispatches to (see `_sdpa`), or are unsupported.
-- Work: FLOPs from kernels.attention.attention_flops (4*B*Hq*Nq*Nk*D, halved for causal square
+- Work: FLOPs from kernels.flash_attention.attention_flops (4*B*Hq*Nq*Nk*D, halved for causal square
   shapes, visible pairs counted exactly otherwise); bytes = q, k, v read once and o written
   once. The metric is TFLOP/s against the measured dense matmul ceiling of the dtype.
 - Correctness: the reference is float64 on a bounded subset, so that it fits at N = 32k: the
@@ -27,7 +27,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from kernels.attention import attention, attention_bytes, attention_flops
+from kernels.flash_attention import attention, attention_bytes, attention_flops
 from rooflab.bench import Ceiling, Unsupported, error_metrics
 
 STUDY = "attention"

@@ -1,7 +1,7 @@
 """Decode attention: one query token per sequence against a KV cache (B, Hkv, Lmax, D).
 
 Traffic: the K and V bytes that must be read, 2 * sum(seqlens) * Hkv * D * element_size
-(kernels.decode.decode_traffic); the metric is that count over the median time, against the
+(kernels.flash_decoding.decode_traffic); the metric is that count over the median time, against the
 measured read-only ceiling. FLOPs: 4 * Hq * D * sum(seqlens) (q.K and p.V, two per
 multiply-add). With ragged lengths a peer that reads the whole cache under a mask is charged
 for the valid prefix only, so its TB/s is what a user gets, not what its loads move.
@@ -53,7 +53,7 @@ def make_inputs(shape: dict, dtype: torch.dtype, device: str) -> dict:
 
 def reference(inputs: dict) -> torch.Tensor:
     """float64, one sequence on its valid prefix at a time (bounded memory at B=64, L=128k)."""
-    from kernels.decode import reference as decode_reference
+    from kernels.flash_decoding import reference as decode_reference
     return decode_reference(inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"])
 
 
@@ -66,7 +66,7 @@ def tolerance(dtype: str) -> float:
 
 
 def work(shape: dict, dtype: str) -> tuple[float, float]:
-    from kernels.decode import decode_traffic
+    from kernels.flash_decoding import decode_traffic
     element = torch.tensor([], dtype=getattr(torch, dtype)).element_size()
     total = int(seqlens_for(shape).sum())
     kv_bytes, _ = decode_traffic(total, shape["batch"], shape["heads_q"], shape["heads_kv"],
@@ -94,7 +94,7 @@ def _ours(inputs):
 
 
 def _ours_nosplit(inputs):
-    from kernels.decode import decode_attention_nosplit
+    from kernels.flash_decoding import decode_attention_nosplit
     q, k, v = inputs["q"], inputs["k_cache"], inputs["v_cache"]
     lens = inputs["seqlens"] if inputs["ragged"] else None
     return lambda: decode_attention_nosplit(q, k, v, lens)

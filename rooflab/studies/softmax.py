@@ -54,7 +54,7 @@ def _ours(inputs):
 
 def _strategy(name):
     def factory(inputs):
-        from kernels.softmax import STRATEGIES
+        from kernels.fused_softmax import STRATEGIES
         strategy = STRATEGIES[name]
         x = inputs["x"]
         if not strategy.supports(x.shape[-1]):
@@ -106,7 +106,7 @@ def _seed(name):
 
 
 def impls() -> dict:
-    from kernels.softmax import STRATEGIES
+    from kernels.fused_softmax import STRATEGIES
     table = {"ours": _ours, "torch": _torch, "torch_compile": _torch_compile, "liger": _liger,
              "seed_rowwise": _seed("seed_rowwise"), "seed_multipass": _seed("seed_multipass")}
     table.update({f"ours_{name}": _strategy(name) for name in STRATEGIES})

@@ -1,13 +1,19 @@
 """Input validation shared by the kernel wrappers: bad input -> ValueError naming the problem."""
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
 
 
+@functools.lru_cache(maxsize=1)
 def interpreting() -> bool:
-    """True when Triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1)."""
+    """True when Triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1).
+
+    Read once: Triton itself decides at import whether to interpret, and the wrappers call
+    this on every launch, where an environment lookup would add host time.
+    """
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import kernels
+import kernels._checks
 from kernels.fused_softmax import STRATEGIES, Config, choose, config, reference, softmax, traffic_bytes
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -223,7 +224,8 @@ def test_bad_input(args, match):
 
 
 def test_cpu_tensor_without_interpreter(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    monkeypatch.setattr(kernels._checks, "interpreting", lambda: False)
+    monkeypatch.setattr(sm, "_PLANS", {})          # no plan cached by an earlier interpreted call
     with pytest.raises(ValueError, match="CUDA tensor"):
         softmax(torch.randn(2, 3))
 
@@ -245,3 +247,16 @@ def test_strategy_bad_input():
 
 def test_interpreter_uses_fixed_sm_count():
     assert sm.num_sms(torch.device("cpu")) == sm.INTERPRETER_SMS
+
+
+def test_repeated_calls_reuse_a_plan_keyed_by_layout(monkeypatch):
+    monkeypatch.setattr(sm, "_PLANS", {})
+    x = logits(6, 40, torch.float32)
+    for _ in range(2):
+        check(softmax(x), x)
+    assert len(sm._PLANS) == 1
+    check(softmax(x.t()), x.t())                  # other strides: a plan of its own
+    check(softmax(x, dim=0), x, dim=0)
+    assert len(sm._PLANS) == 3
+    with pytest.raises(ValueError, match="dtype"):
+        softmax(x.to(torch.int32))                # a new dtype is checked, never served from the cache

@@ -195,10 +195,29 @@ def _decode_kernel(
             for g in range(GROUP):
                 _merge_splits(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP + g, n_valid, num_splits,
                               HEAD_DIM, BLOCK_S, BLOCK_D)
+            tl.store(Count + bh, 0)                              # every other program has arrived: reset
     else:
         l_safe = tl.where(l_i > 0, l_i, 1.0)                     # length 0: acc is 0, out is 0
         tl.store(Out + rows[:, None] * HEAD_DIM + offs_d[None, :],
                  (acc / l_safe[:, None]).to(Out.dtype.element_ty), mask=out_mask)
+
+
+_COUNTERS: dict = {}
+
+
+def _counters(device: torch.device, n: int) -> torch.Tensor:
+    """Arrival counters of the split merge, zeroed once per device and stream and reused.
+
+    The program that merges a (batch, kv head) resets its counter, so the buffer is zero again
+    when the kernel ends and no memset is launched per call.
+    """
+    stream = torch.cuda.current_stream(device).stream_id if device.type == "cuda" else 0
+    key = (device, stream)
+    buf = _COUNTERS.get(key)
+    if buf is None or buf.numel() < n:
+        buf = torch.zeros(max(n, 1024), device=device, dtype=torch.int32)
+        _COUNTERS[key] = buf
+    return buf
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -315,7 +334,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_n=None, nu
     if splits > 1:
         part = torch.empty(batch, heads_q, splits, head_dim, device=q.device, dtype=torch.float32)  # (B, Hq, S, D)
         lse = torch.empty(batch, heads_q, splits, device=q.device, dtype=torch.float32)              # (B, Hq, S)
-        count = torch.zeros(batch * heads_kv, device=q.device, dtype=torch.int32)                   # (B * Hkv,)
+        count = _counters(q.device, batch * heads_kv)                                               # (>= B * Hkv,)
     else:
         part = lse = count = out                     # unused when SPLIT is False
     _decode_kernel[(splits, batch * heads_kv)](

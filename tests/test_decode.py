@@ -231,3 +231,15 @@ def test_study_roundtrip_on_cpu(ragged):
     if ragged:
         wrong = decode_attention(inputs["q"], inputs["k_cache"], inputs["v_cache"])
         assert study.check(wrong, ref, inputs)[1] > study.tolerance("bfloat16")
+
+
+def test_split_counters_are_left_zero_for_the_next_call():
+    q, k, v = (torch.randn(2, 8, 64, dtype=torch.float16), torch.randn(2, 2, 300, 64, dtype=torch.float16),
+               torch.randn(2, 2, 300, 64, dtype=torch.float16))
+    lens = torch.tensor([300, 1])
+    first = decode_attention(q, k, v, lens, num_splits=4)
+    assert int(decode._COUNTERS[(q.device, 0)].abs().sum()) == 0
+    second = decode_attention(q, k, v, lens, num_splits=4)
+    torch.testing.assert_close(first, second, rtol=0, atol=0)
+    expected = reference(q, k, v, lens).to(torch.float16)
+    torch.testing.assert_close(second, expected, rtol=5e-3, atol=5e-3)

@@ -28,6 +28,7 @@ with open(snakemake.output.csv, "w", newline="") as handle:
                     row["tflops"] = flops / (row["median_ms"] * 1e-3) / 1e12
                     row["frac_ceiling"] = row["tflops"] / ceiling if ceiling else None
                     row["frac_datasheet"] = row["tflops"] / datasheet if datasheet else None
-                writer.writerow(dict(row, gpu=snakemake.params.gpu, study="e2e", dtype=model["dtype"], timing="events"))
+                row.setdefault("timing", "events")
+                writer.writerow(dict(row, gpu=snakemake.params.gpu, study="e2e", dtype=model["dtype"]))
                 handle.flush()
-                print(f"{phase:8} {length:6} {row['impl']:15} {row['part']:12} {row['status']:9} {row.get('median_ms')}")
+                print(f"{phase:8} {length:6} {row['impl']:15} {row['part']:12} {row['timing']:9} {row['status']:9} {row.get('median_ms')}")

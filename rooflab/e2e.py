@@ -199,6 +199,8 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
                 continue
             values = torch.tensor([s.get(part, 0.0) for s in samples], dtype=torch.float64)
             q = torch.quantile(values, torch.tensor([0.5, 0.2, 0.8], dtype=torch.float64)).tolist()
+            if q[1] <= 0:                      # no measurable time (e.g. nothing between the parts)
+                continue
             yield dict(base, part=part, median_ms=q[0], p20_ms=q[1], p80_ms=q[2], reps=reps,
                        max_abs_err=max_abs, rel_err=rel, status=status,
                        message=None if status == "ok" else f"rel_err {rel:.3g} > tolerance {tol:g}",

@@ -33,6 +33,9 @@ Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from 
 strategies' measured bandwidth on an H200 (best strategy per shape, TB/s):
 
     cols <= 512                                     -> rows    (65536x128 fp16: rows 2.39)
+    fp32, 1000 <= cols <= 4096, rows >= 2 * SMs     -> looped  (fp32 8192x4096: looped 3.89, row 3.51;
+                                                                32768x4096: 4.23 vs 3.79; 32768x1000:
+                                                                3.92 vs 3.70; not at 4097: 2.08 vs 2.89)
     cols <= 16384 and rows >= 2 * SMs               -> row     (8192x4096 fp16: row 3.37, split 1.58)
     cols > 16384 and rows >= 4 * SMs                -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
                                                                 split 2.27; 1024x131072 bf16: looped
@@ -67,6 +70,7 @@ ROWS_MAX_COLS = 512          # rows per program up to here ...
 ROW_MAX_COLS = 16384         # ... one row per program up to here ...
 ROW_MIN_ROWS_PER_SM = 2      # ... when there are at least this many rows per SM; else split
 LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows per SM, else split
+LOOPED_FP32_COLS = (1000, 4096)  # fp32 rows of this length: looped beat row in the H200 sweep
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SPLIT_BLOCK = 4096           # split: columns per segment tile ...
 SPLIT_MAX_PER_SM = 4         # split: resident programs per SM used at most
@@ -560,6 +564,9 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
     """The dispatch rule (see the module docstring)."""
     if cols <= ROWS_MAX_COLS:
         return "rows"
+    if dtype == torch.float32 and LOOPED_FP32_COLS[0] <= cols <= LOOPED_FP32_COLS[1] \
+            and rows >= ROW_MIN_ROWS_PER_SM * sms:
+        return "looped"
     if cols <= ROW_MAX_COLS and rows >= ROW_MIN_ROWS_PER_SM * sms:
         return "row"
     if cols > ROW_MAX_COLS and rows >= LOOPED_MIN_ROWS_PER_SM * sms:

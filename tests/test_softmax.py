@@ -141,6 +141,8 @@ def test_dispatch_rule():
     assert choose(16384, 512, torch.float32, sms) == "rows"
     assert choose(16384, 1024, torch.float16, sms) == "row"
     assert choose(8192, 4096, torch.float16, sms) == "row"
+    assert choose(8192, 4096, torch.float32, sms) == "looped"      # fp32 rows of 1000-4096 columns
+    assert choose(16384, 4097, torch.float32, sms) == "row"
     assert choose(4096, 16384, torch.float32, sms) == "row"
     assert choose(4096, 32768, torch.bfloat16, sms) == "looped"
     assert choose(64, 4096, torch.float16, sms) == "split"          # too few rows to fill the GPU

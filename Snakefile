@@ -2,7 +2,6 @@
 # With a CUDA GPU: record the environment, measure the GPU's ceilings, run the sweeps, then
 # aggregate every GPU's results and render figures and the paper. Without one: check the
 # kernels in Triton's CPU interpreter and render from the results committed under data/.
-import os
 import subprocess
 import sys
 
@@ -14,9 +13,10 @@ configfile: "config/config.yaml"
 validate(config, "workflow/schemas/config.schema.yaml")
 
 # Scripts import `rooflab` and `kernels` from the checkout.
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [workflow.basedir, os.environ.get("PYTHONPATH")]))
 sys.path.insert(0, workflow.basedir)
-from rooflab.workflow import detect_gpu, result_dirs  # noqa: E402
+from rooflab.workflow import detect_gpu, importable_from, result_dirs  # noqa: E402
+
+importable_from(workflow.basedir)
 
 DEVICE, SLUG = detect_gpu(config["device"])       # (None, None) on a machine without a CUDA GPU
 PROFILE = config["profile"]

@@ -7,6 +7,13 @@ from pathlib import Path
 from rooflab.gpus import slug
 
 
+def importable_from(root: str) -> None:
+    """Put the checkout on PYTHONPATH so every rule's script imports `rooflab` and `kernels`."""
+    import os
+
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
+
+
 def detect_gpu(device: str = "auto") -> tuple[str | None, str | None]:
     """(device name, slug) of GPU 0 as nvidia-smi reports it, or (None, None) without one.
 

@@ -11,18 +11,6 @@ from rooflab.bench import TOLERANCE
 from rooflab.studies import decode as study
 
 
-@pytest.fixture
-def poison(monkeypatch):
-    """Every torch.empty the wrapper allocates (output, partial outputs, lse) starts as NaN."""
-    empty = torch.empty
-
-    def nan_empty(*args, **kwargs):
-        t = empty(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t
-
-    monkeypatch.setattr(torch, "empty", nan_empty)
-
-
 def _inputs(batch, heads_q, heads_kv, cache_len, head_dim, dtype, scale=1.0):
     q = (torch.randn(batch, heads_q, head_dim) * scale).to(dtype)     # (B, Hq, D)
     k = torch.randn(batch, heads_kv, cache_len, head_dim).to(dtype)   # (B, Hkv, L, D)

@@ -17,7 +17,7 @@ NAMES = ["seed_rowwise", "seed_multipass"]
 
 
 @pytest.fixture
-def poison(monkeypatch):
+def poison_empty_like(monkeypatch):
     """Outputs the seeds allocate with empty_like start as NaN (multipass zero-fills by design)."""
     empty_like = torch.empty_like
     monkeypatch.setattr(torch, "empty_like", lambda *a, **k: empty_like(*a, **k).fill_(float("nan")))
@@ -26,7 +26,7 @@ def poison(monkeypatch):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("cols", [1, 7, 128, 1000, 4097])
 @pytest.mark.parametrize("name", NAMES)
-def test_seed_matches_reference(poison, name, cols, dtype):
+def test_seed_matches_reference(poison_empty_like, name, cols, dtype):
     x = torch.randn(5, cols) * 3
     x[0, ::3] = float("-inf")
     x[2] = float("-inf")                 # an all -inf row: NaN, as torch.softmax gives

@@ -11,3 +11,9 @@ def test_each_figure_has_a_drawer_and_a_caption_file():
     assert set(figures.DRAW) == set(FIGURES)
     for name in FIGURES:
         assert (ROOT / "workflow" / "report" / f"{name}.rst").read_text().strip()
+
+
+def test_report_captions_repeat_the_papers_captions():
+    for name, (_, _, caption) in FIGURES.items():
+        first = (ROOT / "workflow" / "report" / f"{name}.rst").read_text().split("\n\n")[0].strip()
+        assert first == caption, name

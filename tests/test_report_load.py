@@ -42,7 +42,7 @@ def test_bad_single_csv_is_named_and_the_rest_kept(agg):
 def test_study_frames_have_typed_shapes(agg):
     attention = agg.study("attention")
     assert str(attention["seqlen_q"].dtype) == "Int64"
-    assert set(attention["causal"]) == {True}
+    assert set(attention["causal"]) == {True, False}
     assert list(attention.columns) == list(load.columns("attention"))
 
 
@@ -53,7 +53,7 @@ def test_round_trip_through_files(agg, tmp_path):
     assert len(back.results) == len(agg.results)
     assert back.problems == agg.problems
     assert back.study("decode")["ragged"].tolist() == agg.study("decode")["ragged"].tolist()
-    assert set(back.results["causal"].dropna()) == {True}        # booleans, not the strings of the CSV
+    assert set(back.results["causal"].dropna()) == {True, False}  # booleans, not the strings of the CSV
     pd.testing.assert_frame_equal(back.study("softmax"), agg.study("softmax"), check_dtype=False)
 
 

@@ -2,8 +2,9 @@
 
 Speedups are ratios of median times of rows measured in the same run on the same GPU,
 shape and dtype (`events` timing unless asked otherwise); an `incorrect` row never
-yields a speedup. The best peer of a case is its fastest correct implementation that
-is not ours (torch, torch.compile, Liger, the SDPA backends, eager, the seeds' designs).
+yields a speedup. The best peer of a case is its fastest correct implementation that is
+neither ours nor a seed's design (torch, torch.compile, Liger, the SDPA backends, eager);
+the seeds' designs (seed_*) are compared with separately, never mixed into the best peer.
 """
 from __future__ import annotations
 
@@ -23,6 +24,16 @@ SHORT = {"rows": "rows", "cols": "cols", "batch": "B", "heads_q": "Hq", "heads_k
 
 def is_ours(impl: str) -> bool:
     return impl == "ours" or impl.startswith("ours_")
+
+
+def is_seed(impl: str) -> bool:
+    """A design transcribed from one of the seed articles (seed_rowwise, seed_attention, ...)."""
+    return impl.startswith("seed_")
+
+
+def is_peer(impl: str) -> bool:
+    """An implementation of the field that ours is judged against: neither ours nor a seed's design."""
+    return not is_ours(impl) and not is_seed(impl)
 
 
 def ceiling_name(study: str, dtype: str) -> str | None:
@@ -98,16 +109,36 @@ def _plain(value):
     return value
 
 
-def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str = "events") -> pd.DataFrame:
-    """One row per (gpu, dtype, shape) where `ours` has a row: ours against the baseline and the best peer.
+def judged(frame: pd.DataFrame, study: str) -> pd.DataFrame:
+    """Each case's rows in the timing that measures its kernel: CUDA-graph replay where the case has
+    such rows (the harness replays exactly the cases that move less than its launch-bound threshold,
+    where a plain call measures the host), else CUDA events. Pass the result to
+    comparisons(..., timing=None)."""
+    keys = ["gpu", "dtype", *SHAPE_COLUMNS[study]]
+    if frame.empty:
+        return frame
+    key = frame[keys].astype(str).agg("|".join, axis=1)
+    graphed = key.isin(set(key[frame["timing"] == "cudagraph"]))
+    return frame[(graphed & (frame["timing"] == "cudagraph")) | (~graphed & (frame["timing"] == "events"))]
 
-    Columns: gpu, dtype, <shape>, shape, ours_status, ours_ms, ours_metric, ours_frac, bytes,
+
+def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str = "events",
+                among=is_peer) -> pd.DataFrame:
+    """One row per (gpu, dtype, shape) where `ours` has a row: ours against the baseline and the
+    fastest correct implementation that `among(impl)` admits (by default the peers, see is_peer;
+    `among=is_seed` compares with the seeds' designs, `among=lambda i: i == "sdpa_flash"` with one).
+
+    timing=None keeps every timing (use it on the output of `judged`, which leaves one per case).
+
+    Columns: gpu, dtype, <shape>, shape, timing, ours_status, ours_ms, ours_metric, ours_frac, bytes,
     baseline_ms, vs_baseline, best_impl, best_ms, best_metric, vs_best, vs_best_low, vs_best_high.
     vs_* = peer time / our time (above 1: ours faster); low/high from p80/p20 of both rows.
+    bytes: what the shape moves, from our row or else the study's own count.
     """
     keys = ["gpu", "dtype", *SHAPE_COLUMNS[study]]
     metric = METRIC[study]
-    frame = frame[frame["timing"] == timing]
+    if timing is not None:
+        frame = frame[frame["timing"] == timing]
     records = []
     for key, group in frame.groupby(keys, sort=True, dropna=False):
         mine = group[group["impl"] == ours]
@@ -116,12 +147,14 @@ def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str
         mine = mine.iloc[0]
         rec = dict(zip(keys, key))
         rec["shape"] = shape_label(mine, study)
+        rec["timing"] = mine["timing"]
         ok = mine["status"] == "ok" and pd.notna(mine["median_ms"])
         rec.update(ours_status=mine["status"], ours_ms=mine["median_ms"] if ok else None,
                    ours_metric=mine[metric] if (ok and metric) else None,
-                   ours_frac=mine["frac_ceiling"] if ok else None, bytes=moved_bytes(mine))
-        peers = group[(~group["impl"].map(is_ours).astype(bool)) & (group["status"] == "ok") & group["median_ms"].notna()]
-        base = peers[peers["impl"] == BASELINE.get(study, "")]
+                   ours_frac=mine["frac_ceiling"] if ok else None, bytes=moved_bytes(mine) or _shape_bytes(mine, study))
+        correct = group[(group["status"] == "ok") & group["median_ms"].notna()]
+        peers = correct[correct["impl"].map(lambda i: not is_ours(i) and bool(among(i))).astype(bool)]
+        base = correct[correct["impl"] == BASELINE.get(study, "")]
         rec["baseline_ms"] = base["median_ms"].iloc[0] if not base.empty else None
         rec["vs_baseline"] = rec["baseline_ms"] / rec["ours_ms"] if ok and rec["baseline_ms"] else None
         if not peers.empty:
@@ -133,9 +166,13 @@ def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str
                 rec["vs_best_low"] = _q(best, "p20_ms") / _q(mine, "p80_ms")
                 rec["vs_best_high"] = _q(best, "p80_ms") / _q(mine, "p20_ms")
         records.append(rec)
-    cols = keys + ["shape", "ours_status", "ours_ms", "ours_metric", "ours_frac", "bytes", "baseline_ms", "vs_baseline",
+    cols = keys + ["shape", "timing", "ours_status", "ours_ms", "ours_metric", "ours_frac", "bytes", "baseline_ms", "vs_baseline",
                    "best_impl", "best_ms", "best_metric", "vs_best", "vs_best_low", "vs_best_high"]
     return pd.DataFrame.from_records(records, columns=cols)
+
+
+def _shape_bytes(row, study: str) -> float | None:
+    return study_work(study, {c: _plain(row[c]) for c in SHAPE_COLUMNS[study]}, row["dtype"])[0]
 
 
 def _q(row, col: str) -> float:

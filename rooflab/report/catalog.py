@@ -6,51 +6,64 @@ Kept free of heavy imports so workflow/rules/report.smk can read it at parse tim
 FIGURES = {
     "softmax_bandwidth": (
         "softmax", "Softmax",
-        "Softmax bandwidth (bytes read and written / median time) against row length, per implementation "
-        "and dtype, at the largest row count measured for each length. Solid line: the GPU's measured copy "
-        "ceiling; dashed: its datasheet bandwidth. Crosses on the axis: rows that failed the correctness check."),
+        "Softmax bandwidth (bytes read and written / median time) against row length, one panel per dtype, at the "
+        "largest row count measured for each length; the seeds' designs dashed. Grey bands: lengths whose shape moves "
+        "less than the launch-bound threshold, where the hollow markers are CUDA-graph replay (warm L2) and stay off "
+        "the plain-call lines. Solid line: the GPU's measured copy ceiling; dashed: its datasheet bandwidth. Crosses on "
+        "the axis: rows that failed the correctness check."),
     "softmax_speedup": (
         "softmax", "Softmax",
-        "Speedup of our softmax (median time of the peer / ours, same run) over torch.softmax and over the "
-        "fastest correct peer at each shape, against the bytes the shape moves. The vertical line marks the "
-        "size below which cases are launch-bound and also timed as CUDA-graph replay."),
+        "Speedup of our softmax (median time of the other / ours, same run) over the fastest peer (torch, torch.compile, "
+        "Liger; filled) and over the faster of the seeds' designs (hollow) at each shape, against the bytes the shape "
+        "moves. In the grey region (below the launch-bound threshold) both sides are timed as CUDA-graph replay, "
+        "elsewhere as plain calls."),
     "softmax_strategies": (
         "softmax", "Softmax",
-        "Bandwidth of each softmax strategy forced on its own (ours_<strategy>) against row length, with the "
-        "dispatched kernel (ours) dashed: where the curves cross is where the dispatcher must switch."),
+        "Bandwidth of each softmax strategy forced on its own (one implementation per strategy) against row length, at the largest row "
+        "count measured for each length, with the dispatched kernel (ours) dashed: where the curves cross is where the "
+        "dispatcher must switch. Grey bands and hollow markers: launch-bound shapes, in CUDA-graph replay."),
     "launch_bound": (
         "all", "Timing",
-        "Launch-bound region: median time of plain calls (CUDA events) and of CUDA-graph replay for small "
-        "cases, against bytes moved. Horizontal lines: the GPU's measured launch floor, plain and in a graph."),
+        "Launch-bound shapes: median time of a plain call (CUDA events, hollow) and of CUDA-graph replay (filled) for "
+        "ours and the everyday peer, against bytes moved. Horizontal lines: the GPU's measured launch floor, plain and "
+        "in a graph."),
     "claims": (
         "all", "Claims",
-        "The seeds' published numbers beside our measurement of the same implementation, shape and dtype, each "
-        "as a fraction of its own GPU's datasheet peak (bandwidth for softmax, dense tensor peak for attention)."),
+        "Every published number of the seeds that has a measurement of ours, one panel per seed: the claim (blue) as a "
+        "fraction of the datasheet peak of the GPU it was published on, beside our measurement of the same "
+        "implementation, shape and dtype (red) as a fraction of our GPU's datasheet peak (bandwidth for softmax, "
+        "dense tensor rate of the dtype for attention). Each panel names both GPUs."),
     "attention_tflops": (
         "attention", "Attention",
-        "Attention forward throughput (4 B H Nq Nk D FLOPs / time, halved when causal) against sequence length, "
-        "per implementation, for each head dimension and masking. Triangles on the axis: out of memory; "
-        "dotted line: where the eager score matrix outgrows the GPU's memory."),
+        "Attention forward throughput (4 B H Nq Nk D FLOPs / time, halved when causal) against sequence length, per "
+        "implementation, one panel per head dimension and mask, fp16 (bf16 is in attention.csv); the y axis is shared "
+        "and covers every curve. Triangles on the axis: out of memory; dotted line: where the eager score matrix "
+        "outgrows the GPU's memory."),
     "decode_bandwidth": (
         "decode", "Decode",
-        "Decode attention bandwidth (K and V bytes read / time) against cached tokens, one panel per batch size, "
-        "against the GPU's measured read-only ceiling (solid) and datasheet bandwidth (dashed)."),
+        "Decode attention bandwidth (K and V bytes read / time) against cached tokens, fp16 (bf16 is in decode.csv), "
+        "non-ragged: one panel per batch size, with Hkv = Hq = 32 (the anchors' configuration) on the top row and "
+        "grouped-query Hkv = 8 below, against the GPU's measured read-only ceiling (solid) and datasheet bandwidth "
+        "(dashed)."),
     "decode_split": (
         "decode", "Decode",
-        "Split-KV decode against the same kernel without the split: time without / time with, against cached "
-        "tokens, per batch size (above 1: splitting the cache helps)."),
+        "Split-KV decode against the same kernel without the split: time without / time with, against cached tokens, "
+        "per batch size (colour) and KV-head count (solid Hkv = 32, dashed Hkv = 8), fp16; above 1 splitting the cache "
+        "helps."),
     "roofline": (
         "all", "Roofline",
         "Roofline: attained throughput against arithmetic intensity for prefill attention and decode, under the "
-        "GPU's measured read bandwidth and dense matmul ceiling (dashed: datasheet)."),
+        "GPU's measured read bandwidth and dense fp16 matmul ceiling (dashed: datasheet)."),
     "cross_gpu": (
         "all", "Cross-GPU",
-        "Across GPUs: our kernels and the fastest peer as a fraction of each GPU's own measured ceiling "
-        "(median over the shapes measured on that GPU; bars span the lowest to highest shape)."),
+        "Across GPUs: our kernels and the fastest peer (the seeds' designs excluded) as a fraction of each GPU's own "
+        "measured ceiling, from plain-call rows (median over the shapes measured on that GPU; bars span the lowest "
+        "to the highest shape)."),
     "e2e_breakdown": (
         "e2e", "End-to-end",
-        "One decoder block, prefill and decode: GPU time per part for each configuration (PyTorch eager, our "
-        "softmax swapped in, SDPA, our attention), the parts stacked to the block's total."),
+        "One decoder block, one panel per phase and length: time per part timed with CUDA events (host gaps land in "
+        "'other') for each configuration (PyTorch eager, our softmax swapped in, SDPA, our attention), the parts "
+        "stacked to the block's total; diamonds: the whole decode step replayed as one CUDA graph, its GPU time."),
 }
 
 NAMES = list(FIGURES)

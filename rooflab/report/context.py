@@ -4,21 +4,20 @@ only place it in sentences.
 """
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
-from rooflab.report import datasheet
-from rooflab.report.analysis import (METRIC, UNIT, ceiling_name, comparisons, geomean, is_ours, primary_gpu,
-                                     shape_label)
+from rooflab.report import datasheet, headline
+from rooflab.report.analysis import (METRIC, UNIT, ceiling_name, comparisons, geomean, is_ours, is_peer, is_seed,
+                                     judged, primary_gpu, shape_label)
+from rooflab.report.fmt import DASH, dt, listing, megabytes, num, pct, ratio, sci
+from rooflab.report.fmt import missing as _missing
 from rooflab.report.load import MEASURED_CEILINGS, Aggregate
 from rooflab.report.markup import Table
 from rooflab.report.verdicts import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, TOLERANCE, judge_all, ratio_claims
 from rooflab.schema import SHAPE_COLUMNS
 
-DASH = "–"
-DTYPE_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 L2_FLUSH_BYTES = 256 * 2**20   # triton.testing.do_bench zeroes a buffer of this size before every timed call
+DEFAULT_GRAPH_BELOW = 8e6      # rooflab.bench.BenchConfig.graph_below_bytes, when env.json has no config
 STUDY_TITLES = {"softmax": "Softmax", "attention": "Attention (prefill)", "decode": "Decode attention",
                 "e2e": "End-to-end decoder block"}
 CEILING_LABELS = {
@@ -32,40 +31,15 @@ ENV_KEYS = ("gpu", "slug", "compute_capability", "sm_count", "memory_gib", "l2_m
             "triton", "python", "platform", "git_commit", "time")
 CLOCK_KEYS = ("clocks.sm", "clocks.max.sm", "clocks.mem", "power.draw", "power.limit", "temperature.gpu",
               "clocks_throttle_reasons.active", "persistence_mode")
+GRAPH_MARK = " [graph]"        # a table row whose values are CUDA-graph replay
+DISPATCH_CLOSE = 0.95          # the dispatched softmax counts as matching the fastest forced strategy from here
+DISPATCH_MISS = 0.80           # and is listed as a dispatch miss below this
 
 
-# ---------------------------------------------------------------- formatting
-
-def _missing(value) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
-
-
-def num(value, sig: int = 3) -> str:
-    if _missing(value):
-        return DASH
-    value = float(value)
-    if value != 0 and abs(value) >= 10 ** sig:
-        return f"{value:.0f}"
-    return f"{value:.{sig}g}"
-
-
-def ratio(value) -> str:
-    return DASH if _missing(value) else f"{float(value):.2f}x"
-
-
-def pct(value) -> str:
-    if _missing(value):
-        return DASH
-    p = float(value) * 100
-    return f"{p:.0f}%" if abs(p) >= 10 else f"{p:.1f}%"
-
-
-def sci(value) -> str:
-    return DASH if _missing(value) else f"{float(value):.2g}"
-
-
-def dt(dtype: str) -> str:
-    return DTYPE_SHORT.get(dtype, dtype)
+def graph_below(env: dict) -> float:
+    """The launch-bound threshold (bytes) this GPU's sweeps ran with."""
+    config = env.get("config") if isinstance(env.get("config"), dict) else {}
+    return float((config.get("bench") or {}).get("graph_below_bytes", DEFAULT_GRAPH_BELOW))
 
 
 # ---------------------------------------------------------------- per study
@@ -80,26 +54,43 @@ def _rank(table: pd.DataFrame, col: str, best: bool) -> dict | None:
     if part.empty:
         return None
     row = part.loc[part[col].idxmax() if best else part[col].idxmin()]
-    return {"ratio": ratio(row[col]), "shape": row["shape"], "dtype": dt(row["dtype"]), "peer": row.get("best_impl") or DASH}
+    return {"ratio": ratio(row[col]), "shape": row["shape"], "dtype": dt(row["dtype"]), "peer": row.get("best_impl") or DASH,
+            "graph": row["timing"] == "cudagraph"}
+
+
+def _impl_order(impl: str) -> tuple:
+    """ours first, then our forced strategies, the peers, the seeds' designs."""
+    return (impl != "ours", not is_ours(impl), is_seed(impl), impl)
 
 
 def _impl_table(frame: pd.DataFrame, study: str, dtype: str, caption: str) -> Table:
-    """Rows: shapes; columns: each implementation's metric (or its failure); then ours / best peer."""
+    """Rows: shapes, each in the timing that judges it (see analysis.judged); columns: each
+    implementation's metric (or its failure), then ours / best peer and ours / best seed design."""
     metric = METRIC[study]
-    part = frame[(frame["dtype"] == dtype) & (frame["timing"] == "events")]
-    impls = sorted(set(part["impl"]), key=lambda i: (not i == "ours", is_ours(i) is False, i))
-    table = comparisons(part, study).set_index(list(SHAPE_COLUMNS[study]))
-    rows = []
-    for key, group in part.groupby(list(SHAPE_COLUMNS[study]), sort=True):
-        cells = {}
-        for _, r in group.iterrows():
-            cells[r["impl"]] = num(r[metric]) if r["status"] == "ok" and not _missing(r[metric]) else r["status"]
-        ours = table.loc[key] if key in table.index else None
-        rows.append([shape_label(group.iloc[0], study)] + [cells.get(i, DASH) for i in impls]
-                    + [ratio(ours["vs_best"]) if ours is not None else DASH])
-    return Table(columns=["shape"] + impls + ["ours / best"], rows=rows,
-                 caption=f"{caption} ({UNIT[metric]}, {dt(dtype)}; failures named by status).",
-                 align=["l" if study == "softmax" else "p{3.4cm}"] + ["r"] * (len(impls) + 1))
+    part = judged(frame[frame["dtype"] == dtype], study)
+    impls = sorted(set(part["impl"]), key=_impl_order)
+    keys = list(SHAPE_COLUMNS[study])
+    peers = comparisons(part, study, timing=None).set_index(keys)
+    has_seeds = any(is_seed(i) for i in impls)
+    seeds = comparisons(part, study, timing=None, among=is_seed).set_index(keys) if has_seeds else None
+    rows, graphed = [], False
+    for key, group in part.groupby(keys, sort=True):
+        cells = {r["impl"]: num(r[metric]) if r["status"] == "ok" and not _missing(r[metric]) else r["status"]
+                 for _, r in group.iterrows()}
+        key = key if isinstance(key, tuple) else (key,)
+        graph = (group["timing"] == "cudagraph").any()
+        graphed |= bool(graph)
+        row = [shape_label(group.iloc[0], study) + (GRAPH_MARK if graph else "")] + [cells.get(i, DASH) for i in impls]
+        row.append(ratio(peers.loc[key, "vs_best"]) if key in peers.index else DASH)
+        if has_seeds:
+            row.append(ratio(seeds.loc[key, "vs_best"]) if key in seeds.index else DASH)
+        rows.append(row)
+    note = (f" Shapes marked{GRAPH_MARK} move less than the launch-bound threshold: their values are CUDA-graph "
+            "replay, since a plain call there times the host.") if graphed else ""
+    columns = ["shape"] + impls + ["ours / best peer"] + (["ours / best seed"] if has_seeds else [])
+    return Table(columns=columns, rows=rows,
+                 caption=f"{caption} ({UNIT[metric]}, {dt(dtype)}; failures named by status).{note}",
+                 align=["p{2.1cm}" if study == "softmax" else "p{3.2cm}"] + ["r"] * (len(columns) - 1))
 
 
 def _losses(table: pd.DataFrame, unit: str) -> list[dict]:
@@ -109,8 +100,16 @@ def _losses(table: pd.DataFrame, unit: str) -> list[dict]:
             break
         out.append({"shape": r["shape"], "dtype": dt(r["dtype"]), "ours": num(r["ours_metric"]), "unit": unit,
                     "peer": r["best_impl"], "peer_value": num(r["best_metric"]), "ratio": ratio(r["vs_best"]),
+                    "graph": r["timing"] == "cudagraph",
                     "within_spread": bool(not _missing(r["vs_best_high"]) and r["vs_best_high"] >= 1)})
     return out
+
+
+def _loss_line(loss: dict) -> str:
+    timing = ", graph replay" if loss["graph"] else ""
+    spread = ", within spread" if loss["within_spread"] else ""
+    return (f"{loss['shape']}, {loss['dtype']}{timing}: ours {loss['ours']} {loss['unit']}, {loss['peer']} "
+            f"{loss['peer_value']} {loss['unit']} (ours at {loss['ratio']} of it{spread})")
 
 
 def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
@@ -130,55 +129,66 @@ def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
                       for _, r in frame[frame["status"].isin(["error", "oom"])].iterrows()]
     if metric is None:
         return view
-    table = comparisons(frame, study)
+    cases = judged(frame, study)
+    table = comparisons(cases, study, timing=None)
+    seeds = comparisons(cases, study, timing=None, among=is_seed)
+    events = comparisons(frame, study)
     unit = UNIT[metric]
+    threshold = graph_below(agg.envs.get(gpu, {}))
     view.update(
-        unit=unit,
-        dtypes=[dt(d) for d in sorted(set(frame["dtype"]))], impls=sorted(set(frame["impl"])),
+        unit=unit, threshold=megabytes(threshold),
+        dtypes=[dt(d) for d in sorted(set(frame["dtype"]))], impls=sorted(set(frame["impl"]), key=_impl_order),
+        peers=sorted({i for i in frame["impl"] if is_peer(i)}), seeds=sorted({i for i in frame["impl"] if is_seed(i)}),
+        peers_text=listing(sorted({i for i in frame["impl"] if is_peer(i)})),
         gm_best=ratio(geomean(table["vs_best"])), gm_baseline=ratio(geomean(table["vs_baseline"])),
         has_baseline=bool(table["vs_baseline"].notna().any()),
+        n_graph=int((table["timing"] == "cudagraph").sum()),
         best=_rank(table, "vs_best", True), worst=_rank(table, "vs_best", False),
         wins=int((table["vs_best"] >= 1).sum()), compared=int(table["vs_best"].notna().sum()),
-        losses=_losses(table, unit),
+        losses=[_loss_line(x) for x in _losses(table, unit)],
+        seed_tally=headline.tally(seeds), seed_losses=[_loss_line(x) for x in _losses(seeds, unit)],
         ours_not_ok=int((ours_rows["status"] != "ok").sum()),
-        ceiling=CEILING_LABELS.get(ceiling_name(study, "float16") or "", ""),
         tables=[_impl_table(frame, study, d, f"{STUDY_TITLES[study]} on {gpu}") for d in sorted(set(frame["dtype"]))],
     )
-    top = table.dropna(subset=["ours_frac"])
+    top = events.dropna(subset=["ours_frac"])      # shares of a DRAM ceiling only from cold-cache (events) rows
     if not top.empty:
         r = top.loc[top["ours_frac"].idxmax()]
-        view["max_frac"] = {"frac": pct(r["ours_frac"]), "value": num(r["ours_metric"]), "shape": r["shape"], "dtype": dt(r["dtype"])}
-    extra = {"softmax": _softmax_extra, "attention": _attention_extra, "decode": _decode_extra}.get(study)
+        view["max_frac"] = {"frac": pct(r["ours_frac"]), "value": num(r["ours_metric"]), "shape": r["shape"], "dtype": dt(r["dtype"]),
+                            "ceiling": CEILING_LABELS.get(ceiling_name(study, r["dtype"]) or "", "")}
+    ceilings = agg.ceiling(gpu)
+    view["headline"] = {"softmax": lambda: headline.softmax(frame, threshold, ceilings),
+                        "attention": lambda: headline.attention(frame),
+                        "decode": lambda: headline.decode(frame, ceilings)}[study]()
+    extra = {"softmax": _softmax_extra, "attention": _attention_extra}.get(study)
     if extra:
-        view.update(extra(frame, agg.ceiling(gpu)))
+        view.update(extra(frame, ceilings))
     return view
 
 
 def _softmax_extra(frame: pd.DataFrame, ceilings: dict) -> dict:
-    events = frame[(frame["timing"] == "events") & frame["impl"].map(is_ours).astype(bool)]
-    strategies = sorted(i for i in set(events["impl"]) if i != "ours")
-    rows, crossings = [], []
-    for dtype in sorted(set(events["dtype"])):
-        part = events[events["dtype"] == dtype]
-        winners = []
-        for (r_, c_), group in part.groupby(["rows", "cols"], sort=True):
-            ok = group[(group["status"] == "ok") & group["impl"].isin(strategies)]
-            cells = {g["impl"]: num(g["tbps"]) if g["status"] == "ok" else g["status"] for _, g in group.iterrows()}
-            win = ok.loc[ok["tbps"].idxmax()] if not ok.empty else None
-            mine = group[(group["impl"] == "ours") & (group["status"] == "ok")]
-            eff = float(mine["tbps"].iloc[0]) / float(win["tbps"]) if win is not None and not mine.empty else None
-            rows.append([f"rows={r_} cols={c_}", dt(dtype)] + [cells.get(s, DASH) for s in strategies]
-                        + [cells.get("ours", DASH), win["impl"] if win is not None else DASH, pct(eff)])
-            if win is not None:
-                winners.append((int(c_), int(r_), win["impl"]))
-        winners.sort()
-        for (c0, r0, w0), (c1, r1, w1) in zip(winners, winners[1:]):
-            if w0 != w1:
-                crossings.append({"dtype": dt(dtype), "before": w0, "after": w1, "from": f"rows={r0} cols={c0}",
-                                  "to": f"rows={r1} cols={c1}"})
+    cases = judged(frame[frame["impl"].map(is_ours).astype(bool)], "softmax")
+    strategies = sorted(i for i in set(cases["impl"]) if i != "ours")
+    rows, misses, close, compared = [], [], 0, 0
+    for (dtype, r_, c_), group in cases.groupby(["dtype", "rows", "cols"], sort=True):
+        ok = group[(group["status"] == "ok") & group["impl"].isin(strategies)]
+        cells = {g["impl"]: num(g["tbps"]) if g["status"] == "ok" else g["status"] for _, g in group.iterrows()}
+        win = ok.loc[ok["tbps"].idxmax()] if not ok.empty else None
+        mine = group[(group["impl"] == "ours") & (group["status"] == "ok")]
+        eff = float(mine["tbps"].iloc[0]) / float(win["tbps"]) if win is not None and not mine.empty else None
+        graph = (group["timing"] == "cudagraph").any()
+        shape = f"rows={r_} cols={c_}"
+        rows.append([shape + (GRAPH_MARK if graph else ""), dt(dtype)] + [cells.get(s, DASH) for s in strategies]
+                    + [cells.get("ours", DASH), win["impl"] if win is not None else DASH, pct(eff)])
+        if eff is not None:
+            compared += 1
+            close += eff >= DISPATCH_CLOSE
+            if eff < DISPATCH_MISS:
+                misses.append((eff, f"{shape}, {dt(dtype)}{', graph replay' if graph else ''}: dispatched "
+                                    f"{num(mine['tbps'].iloc[0])} TB/s, {win['impl']} {num(win['tbps'])} TB/s ({pct(eff)})"))
     strategy_table = Table(columns=["shape", "dtype"] + strategies + ["ours", "fastest strategy", "ours / fastest"],
-                           rows=rows, caption="Each softmax strategy forced on its own (TB/s) and the dispatched kernel.",
-                           align=["l", "l"] + ["r"] * (len(strategies) + 1) + ["l", "r"]) if strategies else None
+                           rows=rows, caption="Each softmax strategy forced on its own (TB/s) and the dispatched kernel"
+                                              f"; shapes marked{GRAPH_MARK} in CUDA-graph replay.",
+                           align=["p{2.6cm}", "l"] + ["r"] * (len(strategies) + 1) + ["l", "r"]) if strategies else None
     graph = frame[frame["timing"] == "cudagraph"]
     launch_rows = []
     for _, g in graph[graph["status"] == "ok"].iterrows():
@@ -190,36 +200,16 @@ def _softmax_extra(frame: pd.DataFrame, ceilings: dict) -> dict:
     launch = Table(columns=["impl", "shape", "dtype", "events (us)", "CUDA graph (us)", "events / graph"], rows=launch_rows,
                    caption="Launch-bound shapes: plain calls against CUDA-graph replay.",
                    align=["l", "l", "l", "r", "r", "r"]) if launch_rows else None
-    return {"strategies": strategies, "strategy_table": strategy_table, "crossings": crossings, "launch_table": launch,
+    return {"strategies": strategies, "strategy_table": strategy_table, "dispatch_close": close,
+            "close_pct": pct(1 - DISPATCH_CLOSE), "miss_pct": pct(DISPATCH_MISS),
+            "dispatch_compared": compared, "dispatch_misses": [m for _, m in sorted(misses)], "launch_table": launch,
             "launch_us": num(ceilings.get("launch_us")), "launch_graph_us": num(ceilings.get("launch_graph_us"))}
 
 
 def _attention_extra(frame: pd.DataFrame, ceilings: dict) -> dict:
     ooms = frame[frame["status"] == "oom"]
-    table = comparisons(frame, "attention")
-    flash = []
-    for _, row in table.iterrows():
-        peer = frame[(frame["impl"] == "sdpa_flash") & (frame["timing"] == "events") & (frame["status"] == "ok")
-                     & (frame["dtype"] == row["dtype"])]
-        for col in SHAPE_COLUMNS["attention"]:
-            peer = peer[peer[col] == row[col]]
-        if not peer.empty and not _missing(row["ours_ms"]):
-            flash.append(float(peer["median_ms"].iloc[0]) / float(row["ours_ms"]))
-    return {"ooms": [{"impl": r["impl"], "shape": shape_label(r, "attention"), "dtype": dt(r["dtype"])} for _, r in ooms.iterrows()],
-            "gm_flash": ratio(geomean(flash)), "n_flash": len(flash)}
-
-
-def _decode_extra(frame: pd.DataFrame, ceilings: dict) -> dict:
-    keys = ["batch", "heads_q", "heads_kv", "cache_len", "head_dim", "ragged", "dtype"]
-    ok = frame[(frame["timing"] == "events") & (frame["status"] == "ok")]
-    split = ok[ok["impl"] == "ours"].merge(ok[ok["impl"] == "ours_nosplit"], on=keys, suffixes=("", "_ns"))
-    gains = (split["median_ms_ns"] / split["median_ms"]) if not split.empty else pd.Series(dtype=float)
-    out = {"split_cases": len(split), "gm_split": ratio(geomean(gains))}
-    if len(split):
-        hi, lo = split.loc[gains.idxmax()], split.loc[gains.idxmin()]
-        out.update(split_best={"ratio": ratio(gains.max()), "shape": shape_label(hi, "decode")},
-                   split_worst={"ratio": ratio(gains.min()), "shape": shape_label(lo, "decode")})
-    return out
+    return {"ooms": [{"impl": r["impl"], "shape": shape_label(r, "attention"), "dtype": dt(r["dtype"])}
+                     for _, r in ooms.iterrows()]}
 
 
 def e2e_view(agg: Aggregate, gpu: str | None) -> dict:
@@ -231,6 +221,7 @@ def e2e_view(agg: Aggregate, gpu: str | None) -> dict:
         return view
     rows, amdahl = [], []
     graphs = frame[(frame["part"] == "total") & (frame["timing"] == "cudagraph") & (frame["status"] == "ok")]
+    view["graph"] = headline.e2e_graph(frame)
     frame = frame[frame["timing"] == "events"]
     totals = frame[(frame["part"] == "total")]
     for (phase, seqlen, cache_len), group in totals.groupby(["phase", "seqlen", "cache_len"], sort=False):
@@ -257,9 +248,12 @@ def e2e_view(agg: Aggregate, gpu: str | None) -> dict:
         if eager_ms and s_eager and s_ours and not mine.empty:
             share = s_eager / eager_ms
             k = s_eager / s_ours
+            g_eager, g_ours = (replay[replay["impl"] == i]["median_ms"].dropna() for i in ("eager", "ours_softmax"))
             amdahl.append({"phase": phase, "length": length, "share": pct(share), "part_speedup": ratio(k),
                            "bound": ratio(1 / (1 - share)), "predicted": ratio(1 / ((1 - share) + share / k)),
-                           "measured": ratio(eager_ms / float(mine["median_ms"].iloc[0])), "_share": share})
+                           "measured": ratio(eager_ms / float(mine["median_ms"].iloc[0])), "_share": share,
+                           "graph": ratio(float(g_eager.iloc[0]) / float(g_ours.iloc[0]))
+                           if len(g_eager) and len(g_ours) else None})
     view["table"] = Table(columns=["phase", "length", "configuration", "total (ms)", "vs eager", "softmax share",
                                    "attention share", "graph replay (ms)"], rows=rows,
                           align=["l", "l", "l", "r", "r", "r", "r", "r"],
@@ -267,7 +261,9 @@ def e2e_view(agg: Aggregate, gpu: str | None) -> dict:
                                   "(host launch gaps included), the share of its softmax and attention parts, "
                                   "and, for the launch-bound decode step, the whole block replayed as a CUDA graph.")
     view["amdahl"] = amdahl
-    view["amdahl_top"] = max(amdahl, key=lambda a: a["_share"]) if amdahl else None   # where softmax weighs most
+    # where softmax weighs most, among the phases timed part by part without a host-bound step
+    timed = [a for a in amdahl if a["graph"] is None] or amdahl
+    view["amdahl_top"] = max(timed, key=lambda a: a["_share"]) if timed else None
     return view
 
 
@@ -337,17 +333,19 @@ def cross_gpu_view(agg: Aggregate) -> dict:
     for study in ("softmax", "attention", "decode"):
         frame = agg.study(study)
         for gpu, part in frame.groupby("gpu", sort=True):
-            table = comparisons(part, study)
+            table = comparisons(judged(part, study), study, timing=None)
+            events = comparisons(part, study)
             if table.empty:
                 continue
             sheet = datasheet.for_slug(gpu)
             rows.append([gpu, study, str(int(table["vs_best"].notna().sum())), ratio(geomean(table["vs_best"])),
-                         pct(table["ours_frac"].median()), pct(table["ours_frac"].max()),
+                         pct(events["ours_frac"].median()), pct(events["ours_frac"].max()),
                          sheet["label"] if sheet else "not in data/gpus.yaml"])
     table = Table(columns=["GPU", "study", "shapes", "ours / best peer (geomean)", "median share of ceiling",
                            "highest share", "datasheet entry"], rows=rows,
-                  align=["l", "l", "r", "r", "r", "r", "p{3.2cm}"],
-                  caption="Each GPU against its own measured ceiling.")
+                  align=["l", "l", "r", "p{2.2cm}", "p{2cm}", "p{1.4cm}", "p{3.2cm}"],
+                  caption="Each GPU against its own measured ceiling (shares from plain-call rows; ratios "
+                          "in the timing that judges each shape).")
     return {"table": table, "gpus": sorted(set(agg.results["gpu"]))}
 
 
@@ -361,7 +359,10 @@ def verify_view(frame: pd.DataFrame | None) -> dict:
                   align=["l", "l", "p{5.2cm}", "l", "r", "r", "l", "r"],
                   caption="Every kernel variant in Triton's CPU interpreter against the float64 reference.")
     bad = frame[frame["status"] != "ok"]
+    failed = frame[~frame["status"].isin(["ok", "unsupported"])]
     return {"rows": len(frame), "counts": {str(k): int(v) for k, v in counts.items()}, "ok": int(counts.get("ok", 0)),
+            "unsupported": int(counts.get("unsupported", 0)), "failed": len(failed),
+            "failed_names": sorted({f"{r['study']} {r['impl']} {dt(r['dtype'])}" for _, r in failed.iterrows()}),
             "studies": sorted(set(frame["study"])), "seconds": num(frame["seconds"].sum()), "table": table,
             "failures": [{"study": r["study"], "impl": r["impl"], "shape": r["shape"], "dtype": dt(r["dtype"]),
                           "status": r["status"], "message": r.get("message") if not _missing(r.get("message")) else ""}
@@ -410,6 +411,8 @@ def gpu_views(agg: Aggregate) -> list[dict]:
         if sheet:
             env_rows.append(["datasheet values", f"{sheet['label']}: {sheet['source']}"])
         env_rows += [[f"before: {k}", v] for k, v in before.items()] + [[f"after: {k}", v] for k, v in after.items()]
+        layout = env.get("run_layout") if isinstance(env.get("run_layout"), dict) else {}
+        env_rows += [[f"run layout: {k}", str(v)] for k, v in layout.items()]
         reps = rows["reps"].dropna()
         out.append({
             "slug": gpu, "name": str(env.get("gpu") or gpu), "rows": len(rows),
@@ -417,7 +420,8 @@ def gpu_views(agg: Aggregate) -> list[dict]:
             "datasheet": sheet["label"] if sheet else None,
             "reps_min": num(reps.min()) if len(reps) else DASH, "reps_max": num(reps.max()) if len(reps) else DASH,
             "bench": {k: num(v) for k, v in bench.items()} if isinstance(bench, dict) else {},
-            "graph_below": num((config.get("bench") or {}).get("graph_below_bytes", 8e6) / 1e6),
+            "graph_below": num(graph_below(env) / 1e6),
+            "layout": [f"{k}: {v}" for k, v in layout.items()],
             "clocks_before": before, "clocks_after": after, "spread": _spread(rows),
             "env_table": Table(columns=["key", "value"], rows=env_rows, align=["l", "p{10cm}"],
                                caption=f"Environment of the {gpu} results (env.json)."),

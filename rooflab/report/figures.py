@@ -20,8 +20,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from rooflab.report.analysis import (ceiling_name, comparisons, intensity, is_ours, moved_bytes,  # noqa: E402
-                                     primary_gpu, study_work)
+from rooflab.report import datasheet  # noqa: E402
+from rooflab.report.analysis import (ceiling_name, comparisons, intensity, is_ours, is_seed, judged,  # noqa: E402
+                                     moved_bytes, primary_gpu, study_work)
 from rooflab.report.catalog import FIGURES  # noqa: E402
 from rooflab.report.load import Aggregate  # noqa: E402
 from rooflab.report.verdicts import judge_all  # noqa: E402
@@ -78,7 +79,7 @@ class FigureData:
 
 def _plain_log(ax, *axes: str) -> None:
     """Log scale with ticks written as plain numbers (0.5, 2, 1e+06), never 2x10^0."""
-    fmt = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:.3g}")
+    fmt = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:.0f}" if 1 <= v < 1e6 else f"{v:.3g}")
     sparse = matplotlib.ticker.FuncFormatter(
         lambda v, _: f"{v:.3g}" if v > 0 and f"{v:e}"[0] in "25" else "")
     for axis in axes:
@@ -91,35 +92,94 @@ def _plain_log(ax, *axes: str) -> None:
         target.set_minor_formatter(sparse if narrow else matplotlib.ticker.NullFormatter())
 
 
+def _bytes_axis(ax, values=None) -> None:
+    """Log x axis of bytes, ticked in kB / MB / GB (at the values themselves when they span under a decade)."""
+    ax.set_xscale("log")
+    values = sorted(set(float(v) for v in values if pd.notna(v))) if values is not None else []
+    if values and values[-1] / values[0] < 10:
+        ax.set_xlim(values[0] / 3, values[-1] * 3)
+        ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator(values))
+
+    def label(v, _):
+        for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+            if v >= size:
+                return f"{v / size:.3g} {unit}"
+        return f"{v:.3g} B"
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(label))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def _binary(v: float) -> str:
+    """1, 512, 4k, 128k, 4M: powers of two as row lengths and token counts are usually written."""
+    for suffix, size in (("M", 2**20), ("k", 2**10)):
+        if v >= size and v % size == 0:
+            return f"{v / size:.0f}{suffix}"
+    return f"{v:.0f}" if v >= 1 else f"{v:.2g}"
+
+
+def _pow2_axis(ax, values=None) -> None:
+    """Log2 x axis ticked at powers of two (every third one over a wide range), labelled 1, 8, 4k, 1M."""
+    ax.set_xscale("log", base=2)
+    low, high = ax.get_xlim()
+    if values is not None and len(values):
+        low, high = min(values) / 1.5, max(values) * 1.5
+        ax.set_xlim(low, high)
+    first, last = math.ceil(math.log2(max(low, 2 ** -1))), math.floor(math.log2(high))
+    step = max(1, math.ceil((last - first + 1) / 8))
+    ax.xaxis.set_major_locator(matplotlib.ticker.FixedLocator([2.0 ** k for k in range(first, last + 1, step)]))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: _binary(v)))
+    ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+    ax.tick_params(axis="x", labelsize=7)
+
+
 def _ok(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[(frame["status"] == "ok") & frame["median_ms"].notna()]
 
 
 def _ceiling_lines(ax, measured: float | None, sheet: float | None, what: str) -> None:
     if measured:
-        ax.axhline(measured, color="black", lw=1.2, label=f"measured {what} {measured:.3g}")
+        ax.axhline(measured, color="black", lw=1.2, label=f"measured {what} ceiling ({measured:.3g})")
     if sheet:
-        ax.axhline(sheet, color="black", lw=1.0, ls="--", label=f"datasheet {sheet:.3g}")
+        ax.axhline(sheet, color="black", lw=1.0, ls="--", label=f"datasheet ({sheet:.3g})")
 
 
-def _panels(fig, n: int, sharey: bool = False):
-    cols = min(n, 3)
+def _top(values, *lines) -> float:
+    """An upper y limit that shows every value and every reference line, with headroom."""
+    finite = [float(v) for v in list(values) + list(lines) if v is not None and pd.notna(v)]
+    return max(finite) * 1.08 if finite else 1.0
+
+
+def _panels(fig, n: int, sharey: bool = False, cols: int | None = None, width: float = 4.2, height: float = 3.2):
+    cols = cols or min(n, 3)
     rows = math.ceil(n / cols)
     axes = fig.subplots(rows, cols, squeeze=False, sharey=sharey)
-    fig.set_size_inches(4.6 * cols, 3.6 * rows + 0.4)
+    fig.set_size_inches(width * cols, height * rows + 0.9)
     flat = list(axes.flat)
     for ax in flat[n:]:
         ax.set_visible(False)
     return flat[:n]
 
 
+def _legend_below(fig, axes, ncol: int = 6) -> None:
+    """One legend for the whole figure, under the panels (so it never covers data); duplicate labels merged."""
+    handles = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            if label and not label.startswith("_"):
+                handles.setdefault(label, handle)
+    if handles:
+        fig.set_layout_engine("constrained")
+        fig.legend(list(handles.values()), list(handles), loc="outside lower center", ncol=min(ncol, len(handles)),
+                   fontsize=7, frameon=False)
+
+
 def _impl_lines(ax, frame: pd.DataFrame, x: str, y: str) -> None:
-    """One line per implementation over its correct rows, ours first and drawn heavier."""
-    groups = sorted(_ok(frame).groupby("impl"), key=lambda kv: (kv[0] != "ours", kv[0]))
+    """One line per implementation over its correct rows: ours first and heavier, the seeds' designs dashed."""
+    groups = sorted(_ok(frame).groupby("impl"), key=lambda kv: (kv[0] != "ours", is_seed(kv[0]), kv[0]))
     for i, (impl, rows) in enumerate(groups):
         rows = rows.sort_values(x)
-        ax.plot(rows[x], rows[y], marker="o", ms=3, color=color(impl, i), label=impl,
-                lw=2.2 if impl == "ours" else 1.2, zorder=3 if impl == "ours" else 2)
+        ax.plot(rows[x], rows[y], marker="o", ms=3.5, color=color(impl, i), label=impl,
+                lw=2.2 if impl == "ours" else 1.2, ls="--" if is_seed(impl) else "-", zorder=3 if impl == "ours" else 2)
 
 
 def _largest_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -136,79 +196,127 @@ def _mark_failed(ax, frame: pd.DataFrame, x: str, labelled: set) -> None:
         ax.plot(row[x], 0, marker="x", color="red", ms=8, mew=2, clip_on=False, label=label, ls="none")
 
 
+def _shade_launch_bound(ax, threshold: float, label: bool = True) -> None:
+    """Grey band over the cases below the launch-bound threshold (call after plotting: it keeps the x limits)."""
+    low, high = ax.get_xlim()
+    if low < threshold:
+        ax.axvspan(low, threshold, color="0.9", zorder=0,
+                   label=f"below {threshold / 1e6:.3g} MB: launch-bound, CUDA-graph replay (warm L2)" if label else None)
+    ax.set_xlim(low, high)
+
+
+def _with_bytes(frame: pd.DataFrame, study: str) -> pd.DataFrame:
+    frame = frame.copy()
+    frame["bytes"] = [moved_bytes(r) or study_work(study, {c: r[c] for c in SHAPE_COLUMNS[study]}, r["dtype"])[0]
+                      for _, r in frame.iterrows()]
+    return frame
+
+
 # ---------------------------------------------------------------- softmax
 
+def _shade_columns(ax, cols, label: str | None) -> None:
+    """A grey band at each row length whose plotted shape is launch-bound (so its values are graph replay)."""
+    low, high = ax.get_xlim()
+    for k, c in enumerate(sorted(cols)):
+        ax.axvspan(c / 1.3, c * 1.3, color="0.88", zorder=0, label=label if k == 0 else None)
+    ax.set_xlim(low, high)
+
+
 def softmax_bandwidth(fig, data: FigureData):
-    frame = data.rows("softmax")
+    frame = data.rows("softmax", timing=None)
     frame = frame[~frame["impl"].str.startswith("ours_")]
-    if _ok(frame).empty:
+    if _ok(frame[frame["timing"] == "events"]).empty:
         return "no correct softmax rows (events timing)"
+    frame = judged(frame, "softmax")
     dtypes = [d for d in DTYPE_SHORT if d in set(frame["dtype"])]
-    for ax, dtype in zip(_panels(fig, len(dtypes), sharey=True), dtypes):
+    copy, sheet = data.ceiling("copy_tbps"), data.ceiling("datasheet_bandwidth_tbps")
+    top = _top(_ok(_largest_rows(frame))["tbps"], copy, sheet)
+    axes = _panels(fig, len(dtypes), sharey=True)
+    for ax, dtype in zip(axes, dtypes):
         part = _largest_rows(frame[frame["dtype"] == dtype])
-        _impl_lines(ax, part, "cols", "tbps")
+        _impl_lines(ax, part[part["timing"] == "events"], "cols", "tbps")
+        for impl, rows in _ok(part[part["timing"] == "cudagraph"]).groupby("impl"):   # off the lines: another timing
+            ax.scatter(rows["cols"], rows["tbps"], s=18, facecolors="none", edgecolors=color(impl), zorder=3)
         _mark_failed(ax, part, "cols", set())
-        _ceiling_lines(ax, data.ceiling("copy_tbps"), data.ceiling("datasheet_bandwidth_tbps"), "copy")
-        ax.set_xscale("log", base=2)
-        ax.set_ylim(bottom=0)
-        ax.set_title(f"{DTYPE_SHORT[dtype]}, {data.label}", fontsize=9)
-        ax.set_xlabel("row length (columns)")
-        ax.set_ylabel("TB/s")
-        ax.legend(fontsize=6, loc="lower right")
+        _ceiling_lines(ax, copy, sheet, "copy")
+        _pow2_axis(ax, sorted(set(part["cols"])))
+        ax.set_ylim(0, top)
+        _shade_columns(ax, set(part[part["timing"] == "cudagraph"]["cols"]),
+                       f"shape below {data.graph_below / 1e6:.3g} MB: launch-bound, hollow = CUDA-graph replay (warm L2)")
+        ax.set_title(DTYPE_SHORT[dtype], fontsize=9)
+        ax.set_xlabel("row length (columns), at the largest row count")
+        ax.set_ylabel("TB/s (read + write)")
+    fig.suptitle(f"softmax bandwidth, {data.label}", fontsize=10)
+    _legend_below(fig, axes)
     return None
 
 
 def softmax_speedup(fig, data: FigureData):
-    table = comparisons(data.rows("softmax"), "softmax")
-    if table.empty or table["vs_best"].notna().sum() == 0:
+    frame = judged(data.rows("softmax", timing=None), "softmax")
+    peers = comparisons(frame, "softmax", timing=None)
+    seeds = comparisons(frame, "softmax", timing=None, among=is_seed)
+    if peers.empty or peers["vs_best"].notna().sum() == 0:
         return "no softmax shape with a correct row of ours and of a peer"
     ax = fig.subplots()
-    fig.set_size_inches(7, 4.2)
+    fig.set_size_inches(7.5, 4.6)
     markers = {"float32": "o", "float16": "s", "bfloat16": "D"}
-    for dtype, part in table.groupby("dtype"):
-        part = part.sort_values("bytes")
-        ax.scatter(part["bytes"], part["vs_baseline"], marker=markers.get(dtype, "o"), facecolors="none",
-                   edgecolors=color("torch"), label=f"vs torch, {DTYPE_SHORT.get(dtype, dtype)}")
-        ax.scatter(part["bytes"], part["vs_best"], marker=markers.get(dtype, "o"), color=color("ours"),
-                   label=f"vs best peer, {DTYPE_SHORT.get(dtype, dtype)}", s=18)
-    failed = table[table["ours_status"] != "ok"]     # ours incorrect, unsupported, oom or error: no speedup
+    for dtype in [d for d in DTYPE_SHORT if d in set(peers["dtype"])]:
+        p, s = peers[peers["dtype"] == dtype], seeds[seeds["dtype"] == dtype]
+        ax.scatter(p["bytes"], p["vs_best"], marker=markers[dtype], color=color("ours"), s=20, zorder=3,
+                   label=f"vs best peer, {DTYPE_SHORT[dtype]}")
+        if s["vs_best"].notna().any():
+            ax.scatter(s["bytes"], s["vs_best"], marker=markers[dtype], facecolors="none", edgecolors=color("seed_rowwise"),
+                       s=26, zorder=2, label=f"vs best seed design, {DTYPE_SHORT[dtype]}")
+    failed = peers[peers["ours_status"] != "ok"]     # ours incorrect, unsupported, oom or error: no speedup
     for k, (_, row) in enumerate(failed.iterrows()):
-        shape = {"rows": int(row["rows"]), "cols": int(row["cols"])}
-        nbytes = row["bytes"] if pd.notna(row["bytes"]) else study_work("softmax", shape, row["dtype"])[0]
-        if nbytes:
-            ax.plot(nbytes, 1.0, marker="x", color="red", ms=9, mew=2, ls="none",
+        if pd.notna(row["bytes"]):
+            ax.plot(row["bytes"], 1.0, marker="x", color="red", ms=9, mew=2, ls="none",
                     label="ours: no correct row" if k == 0 else None)
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.axvline(data.graph_below, color="gray", ls=":", lw=1)
-    ax.text(data.graph_below, ax.get_ylim()[1], f" {data.graph_below / 1e6:.3g} MB", va="top", fontsize=7, color="gray")
-    _plain_log(ax, "x", "y")
+    _plain_log(ax, "y")
+    _bytes_axis(ax)
+    _shade_launch_bound(ax, data.graph_below)
     ax.set_xlabel("bytes moved (read + write)")
-    ax.set_ylabel("speedup (peer time / our time)")
-    ax.set_title(f"softmax, {data.label}", fontsize=9)
-    ax.legend(fontsize=6, ncol=2)
+    ax.set_ylabel("speedup (their time / our time)")
+    ax.set_title(f"softmax: ours against the fastest peer and the seeds' designs, {data.label}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return None
 
 
 def softmax_strategies(fig, data: FigureData):
-    frame = data.rows("softmax")
+    frame = data.rows("softmax", timing=None)
     frame = frame[frame["impl"].map(is_ours).astype(bool)]
-    if _ok(frame[frame["impl"] != "ours"]).empty:
+    if _ok(frame[(frame["impl"] != "ours") & (frame["timing"] == "events")]).empty:
         return "no correct rows of the forced softmax strategies (impl ours_<strategy>)"
+    frame = judged(frame, "softmax")
     dtypes = [d for d in DTYPE_SHORT if d in set(frame["dtype"])]
-    for ax, dtype in zip(_panels(fig, len(dtypes), sharey=True), dtypes):
+    copy = data.ceiling("copy_tbps")
+    top = _top(_ok(_largest_rows(frame))["tbps"], copy)
+    axes = _panels(fig, len(dtypes), sharey=True)
+    for ax, dtype in zip(axes, dtypes):
         part = _ok(_largest_rows(frame[frame["dtype"] == dtype]))
         for i, (impl, rows) in enumerate(sorted(part.groupby("impl"))):
             rows = rows.sort_values("cols")
-            style = dict(color="black", ls="--", lw=2) if impl == "ours" else dict(color=EXTRA_COLORS[i % 6], lw=1.3)
-            ax.plot(rows["cols"], rows["tbps"], marker="o", ms=3, label=impl, **style)
-        _ceiling_lines(ax, data.ceiling("copy_tbps"), None, "copy")
-        ax.set_xscale("log", base=2)
-        ax.set_ylim(bottom=0)
-        ax.set_title(f"{DTYPE_SHORT[dtype]}, {data.label}", fontsize=9)
-        ax.set_xlabel("row length (columns)")
+            style = dict(color="black", ls="--", lw=2, zorder=3) if impl == "ours" else dict(color=EXTRA_COLORS[i % 6], lw=1.3)
+            plain, graphed = rows[rows["timing"] == "events"], rows[rows["timing"] == "cudagraph"]
+            ax.plot(plain["cols"], plain["tbps"], marker="o", ms=3.5, label=impl if impl != "ours" else "ours (dispatched)",
+                    **style)
+            if not graphed.empty:       # off the lines: another timing
+                ax.scatter(graphed["cols"], graphed["tbps"], s=18, facecolors="none", edgecolors=style["color"], zorder=4)
+        _ceiling_lines(ax, copy, None, "copy")
+        _pow2_axis(ax, sorted(set(part["cols"])))
+        _shade_columns(ax, set(part[part["timing"] == "cudagraph"]["cols"]),
+                       f"shape below {data.graph_below / 1e6:.3g} MB: launch-bound, hollow = CUDA-graph replay (warm L2)")
+        ax.set_ylim(0, top)
+        ax.set_title(DTYPE_SHORT[dtype], fontsize=9)
+        ax.set_xlabel("row length (columns), at the largest row count")
         ax.set_ylabel("TB/s")
-        ax.legend(fontsize=6)
+    fig.suptitle(f"softmax strategies forced one at a time, {data.label}", fontsize=10)
+    _legend_below(fig, axes)
     return None
+
+
+LAUNCH_PEER = {"softmax": "torch", "decode": "sdpa_cudnn", "attention": "sdpa_flash"}
 
 
 def launch_bound(fig, data: FigureData):
@@ -219,53 +327,79 @@ def launch_bound(fig, data: FigureData):
             studies.append((study, frame))
     if not studies:
         return "no CUDA-graph (cudagraph) rows: no case small enough to be launch-bound was measured"
-    for ax, (study, frame) in zip(_panels(fig, len(studies)), studies):
+    axes = _panels(fig, len(studies), width=4.8, height=3.6)
+    for ax, (study, frame) in zip(axes, studies):
         keys = ["dtype", *SHAPE_COLUMNS[study]]
         graphed = _ok(frame[frame["timing"] == "cudagraph"])
-        impls = ["ours"] + [i for i in ("torch", "sdpa_flash") if i in set(graphed["impl"])]
+        impls = ["ours"] + [i for i in (LAUNCH_PEER[study],) if i in set(graphed["impl"])]
         for impl in impls:
             g = graphed[graphed["impl"] == impl]
             e = _ok(frame[(frame["timing"] == "events") & (frame["impl"] == impl)])
-            both = e.merge(g, on=keys, suffixes=("_e", "_g"))
+            both = _with_bytes(e, study).merge(g, on=keys, suffixes=("_e", "_g"))
             if both.empty:
                 continue
-            both["bytes"] = [study_work(study, {c: r[c] for c in SHAPE_COLUMNS[study]}, r["dtype"])[0]
-                             or moved_bytes({"tbps": r["tbps_e"], "median_ms": r["median_ms_e"]}) for _, r in both.iterrows()]
-            both = both.sort_values("bytes")
-            ax.plot(both["bytes"], both["median_ms_e"] * 1e3, marker="o", ms=3, color=color(impl), label=f"{impl}, events")
-            ax.plot(both["bytes"], both["median_ms_g"] * 1e3, marker="s", ms=3, ls="--", color=color(impl),
-                    label=f"{impl}, CUDA graph")
-        for name, style in (("launch_us", "-"), ("launch_graph_us", "--")):
+            ax.scatter(both["bytes"], both["median_ms_e"] * 1e3, marker="o", s=22, facecolors="none",
+                       edgecolors=color(impl), label=f"{impl}, plain call (events)")
+            ax.scatter(both["bytes"], both["median_ms_g"] * 1e3, marker="s", s=18, color=color(impl),
+                       label=f"{impl}, CUDA-graph replay")
+        for name, style, what in (("launch_us", "-", "launch floor"), ("launch_graph_us", "--", "launch floor in a graph")):
             if data.ceiling(name):
-                ax.axhline(data.ceiling(name), color="gray", ls=style, lw=0.8, label=f"{name} {data.ceiling(name):.2g}")
-        _plain_log(ax, "x", "y")
+                ax.axhline(data.ceiling(name), color="gray", ls=style, lw=0.9, label=f"{what} ({data.ceiling(name):.2g} us)")
+        _bytes_axis(ax, [b for coll in ax.collections for b in coll.get_offsets()[:, 0]])
+        _plain_log(ax, "y")
         ax.set_xlabel("bytes moved")
-        ax.set_ylabel("median time (us)")
-        ax.set_title(f"{study}, {data.label}", fontsize=9)
-        ax.legend(fontsize=6)
+        ax.set_ylabel("median time per call (us)")
+        ax.set_title(f"{study}", fontsize=9)
+    fig.suptitle(f"launch-bound shapes, {data.label}", fontsize=10)
+    _legend_below(fig, axes, ncol=3)
     return None
 
 
 # ---------------------------------------------------------------- claims and cross-GPU
+
+def _gpu_name(slug: str | None) -> str:
+    entry = datasheet.for_slug(slug) if slug else None
+    return entry["label"].split(" (")[0] if entry else str(slug)
+
+
+def _common_tokens(labels: list[str]) -> tuple[list[str], str]:
+    """Labels without the words every one of them shares, and those shared words (kept in order)."""
+    split = [label.split() for label in labels]
+    common = [w for w in split[0] if all(w in words for words in split[1:])] if len(split) > 1 else []
+    short = [" ".join(w for w in words if w not in common) or " ".join(words) for words in split]
+    return short, " ".join(common)
+
 
 def claims(fig, data: FigureData):
     verdicts = [v for v in judge_all(data.agg.published, data.agg.results, [data.gpu] if data.gpu else None)
                 if v.claimed_frac is not None and v.ours_frac is not None]
     if not verdicts:
         return "no published claim has a measurement of ours to set beside it (and a datasheet peak for both GPUs)"
-    n = len(verdicts)
-    ax = fig.subplots()
-    fig.set_size_inches(8, 1.2 + 0.32 * n)
-    ys = range(n)
-    ax.barh([y + 0.2 for y in ys], [v.claimed_frac for v in verdicts], height=0.38, color="#aec7e8", label="published (their GPU)")
-    ax.barh([y - 0.2 for y in ys], [v.ours_frac for v in verdicts], height=0.38, color="#d62728", label="ours (our GPU)")
-    ax.set_yticks(list(ys))
-    ax.set_yticklabels([f"{v.source[:3]} {v.impl} {v.shape} {DTYPE_SHORT.get(v.dtype, v.dtype)}\n{v.claim_gpu} / {v.ours_gpu}"
-                        for v in verdicts], fontsize=6)
-    ax.invert_yaxis()
-    ax.axvline(1.0, color="black", lw=0.8)
-    ax.set_xlabel("fraction of own GPU's datasheet peak")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=2)
+    groups: dict[tuple, list] = {}
+    for v in verdicts:
+        groups.setdefault((v.source[:3], v.claim_gpu, v.ours_gpu), []).append(v)
+    counts = [len(g) for g in groups.values()]
+    axes = fig.subplots(len(groups), 1, squeeze=False, sharex=True,
+                        gridspec_kw={"height_ratios": counts})[:, 0]
+    fig.set_size_inches(8, 1.4 + 0.3 * sum(counts) + 0.55 * len(groups))
+    fig.set_layout_engine("constrained")
+    for ax, ((seed, claim_gpu, ours_gpu), vs) in zip(axes, groups.items()):
+        ys = range(len(vs))
+        ax.barh([y - 0.2 for y in ys], [v.claimed_frac for v in vs], height=0.38, color="#9ecae1",
+                label="published: the seed's claim, on the seed's GPU")
+        ax.barh([y + 0.2 for y in ys], [v.ours_frac for v in vs], height=0.38, color=color("ours"),
+                label="measured here: same implementation, shape and dtype, on our GPU")
+        labels, common = _common_tokens([f"{v.impl} {v.shape} {DTYPE_SHORT.get(v.dtype, v.dtype)}" for v in vs])
+        ax.set_yticks(list(ys))
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.set_ylim(len(vs) - 0.5, -0.5)
+        ax.axvline(1.0, color="black", lw=0.8)
+        ax.set_title(f"seed {seed}{' (' + common + ')' if common else ''}\nblue: claimed on {_gpu_name(claim_gpu)}; "
+                     f"red: measured on {_gpu_name(ours_gpu)}", fontsize=8, loc="left")
+    axes[-1].set_xlabel("fraction of the GPU's own datasheet peak\n(bandwidth for softmax, dense tensor rate of the dtype for attention)",
+                        fontsize=8)
+    axes[-1].set_xlim(0, 1.05)
+    _legend_below(fig, list(axes), ncol=1)
     return None
 
 
@@ -291,21 +425,25 @@ def cross_gpu(fig, data: FigureData):
         return "no GPU has rows of ours with a fraction of its measured ceiling"
     table = pd.DataFrame(records)
     studies = list(dict.fromkeys(table["study"]))
-    for ax, study in zip(_panels(fig, len(studies), sharey=True), studies):
+    axes = _panels(fig, len(studies), sharey=True, width=3.6, height=3.2)
+    for ax, study in zip(axes, studies):
         part = table[table["study"] == study]
         gpus = sorted(set(part["gpu"]))
         for k, who in enumerate(("ours", "best peer")):
             sub = part[part["who"] == who].set_index("gpu").reindex(gpus)
             xs = [i + (k - 0.5) * 0.38 for i in range(len(gpus))]
             med, lo, hi = (sub[c].to_numpy(dtype=float) for c in ("med", "lo", "hi"))
-            ax.bar(xs, med, width=0.36, color=color("ours") if who == "ours" else "#7f7f7f", label=who)
-            ax.errorbar(xs, med, yerr=[med - lo, hi - med], fmt="none", ecolor="black", lw=0.8, capsize=2)
+            ax.bar(xs, med, width=0.36, color=color("ours") if who == "ours" else "#7f7f7f",
+                   label=f"{who} (median over shapes)")
+            ax.errorbar(xs, med, yerr=[med - lo, hi - med], fmt="none", ecolor="black", lw=0.8, capsize=2,
+                        label="lowest to highest shape")
         ax.set_xticks(range(len(gpus)))
-        ax.set_xticklabels(gpus, rotation=20, fontsize=7)
+        ax.set_xticklabels(gpus, fontsize=7)
         ax.axhline(1.0, color="black", lw=0.8)
+        ax.set_ylim(0, _top(table["hi"], 1.0))
         ax.set_title(study, fontsize=9)
         ax.set_ylabel("fraction of measured ceiling")
-        ax.legend(fontsize=6)
+    _legend_below(fig, axes, ncol=3)
     return None
 
 
@@ -329,48 +467,56 @@ def _memory_cutoff(data: FigureData, shape: dict, dtype: str, ns: list[int]) -> 
     return None
 
 
+def _first_dtype(frame: pd.DataFrame) -> str:
+    return "float16" if "float16" in set(frame["dtype"]) else sorted(set(frame["dtype"]))[0]
+
+
 def attention_tflops(fig, data: FigureData):
     frame = data.rows("attention")
     frame = frame[frame["seqlen_q"] == frame["seqlen_k"]]
     if _ok(frame).empty:
         return "no correct attention rows with seqlen_q = seqlen_k"
-    dtype = "float16" if "float16" in set(frame["dtype"]) else sorted(set(frame["dtype"]))[0]
+    dtype = _first_dtype(frame)
     frame = frame[frame["dtype"] == dtype]
     heads = frame.groupby(["batch", "heads_q", "heads_kv"]).size().idxmax()
     frame = frame[(frame["batch"] == heads[0]) & (frame["heads_q"] == heads[1]) & (frame["heads_kv"] == heads[2])]
     panels = [(d, c) for d in sorted(set(frame["head_dim"])) for c in (True, False)
               if not frame[(frame["head_dim"] == d) & (frame["causal"] == c)].empty]
-    for ax, (d, causal) in zip(_panels(fig, len(panels), sharey=True), panels):
+    top = _top(_ok(frame)["tflops"])
+    axes = _panels(fig, len(panels), sharey=True, width=4.0, height=3.0)
+    for ax, (d, causal) in zip(axes, panels):
         part = frame[(frame["head_dim"] == d) & (frame["causal"] == causal)]
         _impl_lines(ax, part, "seqlen_q", "tflops")
         oom = part[part["status"] == "oom"]
-        for k, (_, row) in enumerate(oom.iterrows()):
+        for _, row in oom.iterrows():
             ax.plot(row["seqlen_q"], 0, marker="v", color=color(row["impl"]), ms=8, ls="none", clip_on=False,
-                    label=f"OOM ({row['impl']})" if k == 0 or row["impl"] != oom.iloc[k - 1]["impl"] else None)
+                    label=f"out of memory ({row['impl']})")
         _mark_failed(ax, part, "seqlen_q", set())
         shape = dict(batch=int(heads[0]), heads_q=int(heads[1]), heads_kv=int(heads[2]), head_dim=int(d), causal=bool(causal))
         cutoff = _memory_cutoff(data, shape, dtype, sorted(int(n) for n in part["seqlen_q"]))
         if cutoff:
-            ax.axvline(cutoff, color="gray", ls=":", lw=1, label="eager exceeds memory")
-        ax.set_xscale("log", base=2)
-        ax.set_ylim(bottom=0)
-        ax.set_title(f"D={d}, {'causal' if causal else 'non-causal'}, B={heads[0]} Hq={heads[1]} Hkv={heads[2]}, "
-                     f"{DTYPE_SHORT.get(dtype, dtype)}", fontsize=8)
+            ax.axvline(cutoff, color="gray", ls=":", lw=1, label="eager's scores exceed GPU memory")
+        _pow2_axis(ax, sorted(set(int(n) for n in part["seqlen_q"])))
+        ax.set_ylim(0, top)
+        ax.set_title(f"D={d}, {'causal' if causal else 'non-causal'}", fontsize=9)
         ax.set_xlabel("sequence length N")
         ax.set_ylabel("TFLOP/s")
-        ax.legend(fontsize=6)
+    fig.suptitle(f"attention forward, B={heads[0]} Hq={heads[1]} Hkv={heads[2]}, {DTYPE_SHORT.get(dtype, dtype)}, "
+                 f"{data.label}", fontsize=10)
+    _legend_below(fig, axes, ncol=5)
     return None
 
 
-def _decode_frame(data: FigureData) -> pd.DataFrame:
+def _decode_frame(data: FigureData, heads_kv=None) -> pd.DataFrame:
+    """Non-ragged decode rows of the first dtype (fp16 when present) and the most common Hq and D."""
     frame = data.rows("decode")
     frame = frame[frame["ragged"] == False]  # noqa: E712  (object column of bools)
     if frame.empty:
         return frame
-    dtype = "float16" if "float16" in set(frame["dtype"]) else sorted(set(frame["dtype"]))[0]
-    frame = frame[frame["dtype"] == dtype]
-    heads = frame.groupby(["heads_q", "heads_kv", "head_dim"]).size().idxmax()
-    return frame[(frame["heads_q"] == heads[0]) & (frame["heads_kv"] == heads[1]) & (frame["head_dim"] == heads[2])]
+    frame = frame[frame["dtype"] == _first_dtype(frame)]
+    heads = frame.groupby(["heads_q", "head_dim"]).size().idxmax()
+    frame = frame[(frame["heads_q"] == heads[0]) & (frame["head_dim"] == heads[1])]
+    return frame if heads_kv is None else frame[frame["heads_kv"] == heads_kv]
 
 
 def decode_bandwidth(fig, data: FigureData):
@@ -378,19 +524,29 @@ def decode_bandwidth(fig, data: FigureData):
     if _ok(frame).empty:
         return "no correct decode rows (non-ragged, events timing)"
     batches = sorted(set(frame["batch"]))
-    for ax, b in zip(_panels(fig, len(batches), sharey=True), batches):
-        part = frame[frame["batch"] == b]
-        _impl_lines(ax, part, "cache_len", "tbps")
-        _mark_failed(ax, part, "cache_len", set())
-        _ceiling_lines(ax, data.ceiling("read_tbps"), data.ceiling("datasheet_bandwidth_tbps"), "read")
-        ax.set_xscale("log", base=2)
-        ax.set_ylim(bottom=0)
-        row = part.iloc[0]
-        ax.set_title(f"B={b}, Hq={row['heads_q']} Hkv={row['heads_kv']} D={row['head_dim']}, "
-                     f"{DTYPE_SHORT.get(row['dtype'], row['dtype'])}", fontsize=8)
-        ax.set_xlabel("cached tokens L")
-        ax.set_ylabel("TB/s")
-        ax.legend(fontsize=6)
+    kv_heads = sorted(set(frame["heads_kv"]), reverse=True)      # MHA (Hkv = Hq) first, then GQA
+    read, sheet = data.ceiling("read_tbps"), data.ceiling("datasheet_bandwidth_tbps")
+    top = _top(_ok(frame)["tbps"], read, sheet)
+    axes = fig.subplots(len(kv_heads), len(batches), squeeze=False, sharey=True, sharex=True)
+    fig.set_size_inches(3.3 * len(batches), 2.8 * len(kv_heads) + 1.0)
+    for r, hkv in enumerate(kv_heads):
+        for c, b in enumerate(batches):
+            ax = axes[r, c]
+            part = frame[(frame["batch"] == b) & (frame["heads_kv"] == hkv)]
+            _impl_lines(ax, part, "cache_len", "tbps")
+            _mark_failed(ax, part, "cache_len", set())
+            _ceiling_lines(ax, read, sheet, "read")
+            _pow2_axis(ax, sorted(set(frame["cache_len"])))
+            ax.set_ylim(0, top)
+            first = frame.iloc[0]
+            ax.set_title(f"B={b}, Hkv={hkv}", fontsize=9)
+            if r == len(kv_heads) - 1:
+                ax.set_xlabel("cached tokens L")
+            if c == 0:
+                ax.set_ylabel("TB/s (K and V read)")
+    fig.suptitle(f"decode, Hq={first['heads_q']} D={first['head_dim']}, {DTYPE_SHORT.get(first['dtype'], first['dtype'])}, "
+                 f"{data.label}", fontsize=10)
+    _legend_below(fig, list(axes.flat), ncol=7)
     return None
 
 
@@ -401,18 +557,25 @@ def decode_split(fig, data: FigureData):
     if split.empty:
         return "no decode shape with correct rows of both ours and ours_nosplit"
     ax = fig.subplots()
-    fig.set_size_inches(6.5, 4)
+    fig.set_size_inches(7, 4.2)
+    kv_heads = sorted(set(split["heads_kv"]), reverse=True)
+    styles = ["-", "--", ":", "-."]
     for i, (b, rows) in enumerate(split.groupby("batch")):
-        rows = rows.sort_values("cache_len")
-        ax.plot(rows["cache_len"], rows["median_ms_nosplit"] / rows["median_ms"], marker="o", color=EXTRA_COLORS[i % 6],
-                label=f"B={b}")
+        for k, hkv in enumerate(kv_heads):
+            part = rows[rows["heads_kv"] == hkv].sort_values("cache_len")
+            if part.empty:
+                continue
+            ax.plot(part["cache_len"], part["median_ms_nosplit"] / part["median_ms"], marker="o", ms=4,
+                    color=EXTRA_COLORS[i % 6], ls=styles[k % 4], label=f"B={b}, Hkv={hkv}")
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_xscale("log", base=2)
+    _pow2_axis(ax, sorted(set(split["cache_len"])))
     _plain_log(ax, "y")
     ax.set_xlabel("cached tokens L")
     ax.set_ylabel("time without split / time with split")
-    ax.set_title(f"split-KV decode, {data.label}", fontsize=9)
-    ax.legend(fontsize=7)
+    first = split.iloc[0]
+    ax.set_title(f"split-KV decode, Hq={first['heads_q']} D={first['head_dim']}, "
+                 f"{DTYPE_SHORT.get(first['dtype'], first['dtype'])}, {data.label}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return None
 
 
@@ -429,7 +592,7 @@ def roofline(fig, data: FigureData):
     if not points:
         return "no attention or decode rows with a FLOP rate (tflops) and a known arithmetic intensity"
     ax = fig.subplots()
-    fig.set_size_inches(7, 4.5)
+    fig.set_size_inches(7.5, 4.6)
     lo = min(p[2] for p in points) / 4
     hi = max(p[2] for p in points) * 4
     xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
@@ -443,43 +606,68 @@ def roofline(fig, data: FigureData):
     seen = set()
     for study, impl, ai, tf in points:
         key = (study, is_ours(impl))
-        label = f"{study}, {'ours' if key[1] else 'peers'}" if key not in seen else None
+        who = "ours" if key[1] else "peers and the seeds' designs"
+        label = f"{study}, {who}" if key not in seen else None
         seen.add(key)
         ax.scatter(ai, tf, marker=styles[study], s=16 if key[1] else 10, alpha=0.9 if key[1] else 0.35,
-                   color=color("ours") if key[1] else "#1f77b4", label=label)
+                   color=color("ours") if key[1] else "#1f77b4", label=label, zorder=3 if key[1] else 2)
     _plain_log(ax, "x", "y")
     ax.set_xlabel("arithmetic intensity (FLOP / byte)")
     ax.set_ylabel("attained TFLOP/s")
     ax.set_title(f"roofline, {data.label}", fontsize=9)
-    ax.legend(fontsize=6)
+    ax.legend(fontsize=7, loc="lower right")
     return None
 
 
+E2E_ORDER = ("eager", "ours_softmax", "sdpa", "ours_attention")
+
+
 def e2e_breakdown(fig, data: FigureData):
-    frame = data.rows("e2e")
+    frame = data.rows("e2e", timing=None)
     frame = frame[frame["median_ms"].notna() & frame["status"].isin(["ok", "incorrect"])]
+    graphs = frame[(frame["timing"] == "cudagraph") & (frame["part"] == "total")]
+    frame = frame[frame["timing"] == "events"]
     parts = frame[frame["part"] != "total"]
     if parts.empty:
         return "no end-to-end rows with a per-part time"
     phases = [p for p in ("prefill", "decode") if p in set(parts["phase"])] or sorted(set(parts["phase"]))
-    for ax, phase in zip(_panels(fig, len(phases)), phases):
-        sub = parts[parts["phase"] == phase]
+    grid = []
+    for phase in phases:
         length = "seqlen" if phase == "prefill" else "cache_len"
-        groups = sorted(sub.groupby([length, "impl"]).groups)
-        for x, (n, impl) in enumerate(groups):
-            rows = sub[(sub[length] == n) & (sub["impl"] == impl)].set_index("part")["median_ms"]
-            bottom = 0.0
-            bad = (sub[(sub[length] == n) & (sub["impl"] == impl)]["status"] == "incorrect").any()
-            for part, colour in PART_COLORS.items():
-                if part in rows and pd.notna(rows[part]):
-                    ax.bar(x, rows[part], bottom=bottom, color=colour, hatch="//" if bad else None,
-                           label=part if x == 0 else None)
-                    bottom += rows[part]
-        ax.set_xticks(range(len(groups)))
-        ax.set_xticklabels([f"{impl}\n{length}={n}" for n, impl in groups], rotation=35, fontsize=6, ha="right")
-        ax.set_ylabel("GPU time per block (ms)")
-        ax.set_title(f"{phase}, {data.label}", fontsize=9)
-        ax.legend(fontsize=6)
+        grid.append([(phase, length, n) for n in sorted(set(parts[parts["phase"] == phase][length]))])
+    cols = max(len(g) for g in grid)
+    axes = fig.subplots(len(grid), cols, squeeze=False)
+    fig.set_size_inches(2.6 * cols, 3.0 * len(grid) + 1.0)
+    used = []
+    for r, row in enumerate(grid):
+        for c in range(cols):
+            ax = axes[r, c]
+            if c >= len(row):
+                ax.set_visible(False)
+                continue
+            phase, length, n = row[c]
+            sub = parts[(parts["phase"] == phase) & (parts[length] == n)]
+            impls = [i for i in E2E_ORDER if i in set(sub["impl"])] + sorted(set(sub["impl"]) - set(E2E_ORDER))
+            for x, impl in enumerate(impls):
+                rows = sub[sub["impl"] == impl].set_index("part")["median_ms"]
+                bad = (sub[sub["impl"] == impl]["status"] == "incorrect").any()
+                bottom = 0.0
+                for part, colour in PART_COLORS.items():
+                    if part in rows and pd.notna(rows[part]):
+                        ax.bar(x, rows[part], bottom=bottom, color=colour, hatch="//" if bad else None, label=part)
+                        bottom += rows[part]
+                replay = graphs[(graphs["phase"] == phase) & (graphs[length] == n) & (graphs["impl"] == impl)]["median_ms"]
+                if not replay.empty:
+                    ax.plot(x, float(replay.iloc[0]), marker="D", color="black", ms=6, ls="none",
+                            label="whole block replayed as a CUDA graph")
+            ax.set_xticks(range(len(impls)))
+            ax.set_xticklabels([i.replace("_", "\n") for i in impls], fontsize=7)
+            ax.set_title(f"{phase}, {'S' if phase == 'prefill' else 'L'}={n}", fontsize=9)
+            if c == 0:
+                ax.set_ylabel("time per block (ms)")
+            used.append(ax)
+    fig.suptitle(f"one decoder block, time per part (CUDA events), {data.label}", fontsize=10)
+    _legend_below(fig, used, ncol=7)
     return None
 
 
@@ -516,12 +704,14 @@ def render_all(agg: Aggregate, out_dir: str | Path, fresh_slug: str | None = Non
             reason = f"drawing failed: {type(exc).__name__}: {exc}"
         if reason:
             _placeholder(fig, name, reason)
-        else:
+        elif fig.get_layout_engine() is None:
             fig.tight_layout()
+        width, height = (round(float(x), 2) for x in fig.get_size_inches())
         for ext in ("png", "pdf"):
             fig.savefig(out_dir / f"{name}.{ext}", dpi=150, metadata={"CreationDate": None} if ext == "pdf" else None)
         plt.close(fig)
         index.append(dict(name=name, study=study, category=category, caption=caption, gpu=data.gpu,
-                          drawn=reason is None, reason=reason, png=f"{name}.png", pdf=f"{name}.pdf"))
+                          drawn=reason is None, reason=reason, png=f"{name}.png", pdf=f"{name}.pdf",
+                          width_in=width, height_in=height))
     (out_dir / "index.json").write_text(json.dumps(index, indent=2) + "\n")
     return index

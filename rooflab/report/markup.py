@@ -111,6 +111,11 @@ class Latex:
     name = "latex"
     escape = staticmethod(escape_latex)
     LEVELS = ("section", "subsection", "subsubsection", "paragraph")
+    WIDE = 8         # a table with more columns is set smaller, its numeric column heads turned upright
+
+    def _head(self, text, turn: bool) -> str:
+        cell = f"\\textbf{{{self.escape(text)}}}"
+        return f"\\rotatebox{{90}}{{{cell}}}" if turn else cell
 
     def section(self, title, level: int = 1, label: str = "") -> Raw:
         star = "*" if label == "nonumber" else ""
@@ -139,12 +144,14 @@ class Latex:
         if not table.rows:
             return Raw("")
         spec = "".join(r">{\raggedright\arraybackslash}" + a if a.startswith("p{") else a for a in table.alignment())
-        head = " & ".join(f"\\textbf{{{self.escape(c)}}}" for c in table.columns) + r" \\"
+        wide = len(table.columns) > self.WIDE
+        head = " & ".join(self._head(c, wide and a == "r") for c, a in zip(table.columns, table.alignment())) + r" \\"
         rows = "\n".join(" & ".join(self.escape(c) for c in row) + r" \\" for row in table.rows)
         caption = f"\\caption{{{self.escape(table.caption)}}}\\\\\n" if table.caption else ""
         notes = "".join(f"\n\n{self.escape(n)}" for n in table.notes)
+        size = "\\scriptsize\\setlength{\\tabcolsep}{2pt}" if wide else "\\footnotesize\\setlength{\\tabcolsep}{3pt}"
         return Raw(
-            "{\\footnotesize\\setlength{\\tabcolsep}{3pt}\n"
+            f"{{{size}\n"
             f"\\begin{{longtable}}{{{spec}}}\n{caption}\\toprule\n{head}\n\\midrule\n\\endhead\n"
             f"{rows}\n\\bottomrule\n\\end{{longtable}}}}{notes}"
         )
@@ -152,9 +159,11 @@ class Latex:
     def figure(self, fig: dict, base: str) -> Raw:
         if not fig["drawn"]:
             return Raw(f"\\emph{{Figure {self.escape(fig['name'])} not drawn: {self.escape(fig['reason'])}.}}")
+        tall = fig.get("height_in", 0) > fig.get("width_in", 1)      # a tall figure may take most of a page
         return Raw(
             "\\begin{figure}[htbp]\n\\centering\n"
-            f"\\includegraphics[width=\\linewidth,height=0.42\\textheight,keepaspectratio]{{{base}/{fig['pdf']}}}\n"
+            f"\\includegraphics[width=\\linewidth,height={0.85 if tall else 0.42}\\textheight,keepaspectratio]"
+            f"{{{base}/{fig['pdf']}}}\n"
             f"\\caption{{{self.escape(fig['caption'])}}}\n\\end{{figure}}"
         )
 

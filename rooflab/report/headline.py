@@ -1,0 +1,198 @@
+"""Each study summed up the way the field judges it, for the abstract and the study sections.
+
+Softmax   memory-bound: shapes that move at least the launch-bound threshold (8 MB by default)
+          are judged on plain-call (CUDA events) time against the best of the peers, per dtype,
+          and the largest (>= 128 MB) against the measured copy ceiling; the smaller, launch-bound
+          shapes only under CUDA-graph replay, since a plain call there times the host.
+Attention long sequences at head dim 128 against FlashAttention-2 and cuDNN (through SDPA) one
+          at a time, per dtype and mask; head dim 64 against FlashAttention-2.
+Decode    against cuDNN wherever it ran, at the anchors' B=1 L=4096 shape, and, where the KV
+          cache read is large (>= 256 MB), against the measured read-only ceiling.
+E2E       the launch-bound decode step replayed as a CUDA graph.
+The seeds' designs (seed_*) are always summed up separately from the peers.
+Every function takes one GPU's rows of one study and returns plain text, formatted here.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from rooflab.report.analysis import comparisons, geomean, is_peer, is_seed, judged, shape_label
+from rooflab.report.fmt import DASH, DTYPE_SHORT, dt, listing, megabytes, num, pct, ratio, span
+
+LARGE_SOFTMAX_BYTES = 128e6     # large enough that every peer streams at its sustained rate
+LARGE_DECODE_BYTES = 256e6      # a KV read this large dwarfs the 60 MB L2 and any launch cost
+LONG_SEQUENCE = 4096            # prefill lengths where attention is compute-bound
+DECODE_ANCHOR = {"batch": 1, "heads_kv": 32, "cache_len": 4096, "ragged": False}   # anchors-h200.md's first decode row
+DTYPE_ORDER = list(DTYPE_SHORT)
+
+
+def _dtypes(frame: pd.DataFrame) -> list[str]:
+    present = set(frame["dtype"])
+    return [d for d in DTYPE_ORDER if d in present] + sorted(present - set(DTYPE_ORDER))
+
+
+def _at(table: pd.DataFrame, col: str, lowest: bool = True) -> dict | None:
+    """The row where `col` is lowest (or highest), as printed text."""
+    part = table.dropna(subset=[col])
+    if part.empty:
+        return None
+    row = part.loc[part[col].idxmin() if lowest else part[col].idxmax()]
+    return {"ratio": ratio(row[col]), "frac": pct(row[col]), "shape": row["shape"], "dtype": dt(row["dtype"]),
+            "peer": row.get("best_impl") or "", "value": num(row.get("ours_metric"))}
+
+
+def tally(table: pd.DataFrame) -> dict | None:
+    """Shapes compared, wins (ours at least as fast), geometric mean and the worst of a comparisons table."""
+    part = table.dropna(subset=["vs_best"])
+    if part.empty:
+        return None
+    return {"n": len(part), "wins": int((part["vs_best"] >= 1).sum()), "gm": ratio(geomean(part["vs_best"])),
+            "worst": _at(part, "vs_best"), "best": _at(part, "vs_best", lowest=False)}
+
+
+def _names(frame: pd.DataFrame, keep) -> str:
+    return listing(sorted({i for i in frame["impl"] if keep(i)}))
+
+
+# ---------------------------------------------------------------- softmax
+
+def softmax(frame: pd.DataFrame, threshold: float, ceilings: dict) -> dict | None:
+    events = comparisons(frame, "softmax")
+    if events["vs_best"].notna().sum() == 0:
+        return None
+    big = events[events["bytes"] >= threshold]
+    out = {"threshold": megabytes(threshold), "large": megabytes(LARGE_SOFTMAX_BYTES),
+           "peers": _names(frame, is_peer), "seeds": _names(frame, is_seed),
+           "dtypes": [dict(tally(big[big["dtype"] == d]), dtype=dt(d)) for d in _dtypes(big)
+                      if tally(big[big["dtype"] == d])], "large_frac": None, "launch": None}
+    large = events[(events["bytes"] >= LARGE_SOFTMAX_BYTES)].dropna(subset=["ours_frac"])
+    if not large.empty:
+        out["large_frac"] = {"n": len(large), "low": _at(large, "ours_frac"), "high": _at(large, "ours_frac", lowest=False),
+                             "ceiling": num(ceilings.get("copy_tbps"))}
+    graph = comparisons(frame, "softmax", timing="cudagraph")
+    graph = graph[graph["bytes"] < threshold]
+    if tally(graph):
+        small = frame[frame["status"] == "ok"]
+        keys = ["dtype", "rows", "cols"]
+        replayed = small[small["timing"] == "cudagraph"][keys + ["impl", "median_ms"]]
+        plain = small[small["timing"] == "events"].merge(replayed, on=keys + ["impl"], suffixes=("", "_graph"))
+        plain = plain[plain["impl"].map(lambda i: i == "ours" or is_peer(i)).astype(bool)]
+        out["launch"] = dict(tally(graph), plain_us=num(plain["median_ms"].median() * 1e3),
+                             graph_us=num(plain["median_ms_graph"].median() * 1e3),
+                             launch_us=num(ceilings.get("launch_us")))
+    seeds = comparisons(frame, "softmax", among=is_seed)
+    seeds_big = tally(seeds[seeds["bytes"] >= threshold])
+    seeds_graph = comparisons(frame, "softmax", timing="cudagraph", among=is_seed)
+    out["vs_seeds"] = seeds_big
+    out["vs_seeds_graph"] = tally(seeds_graph[seeds_graph["bytes"] < threshold])
+    return out
+
+
+# ---------------------------------------------------------------- attention
+
+def _only(name: str):
+    return lambda impl: impl == name
+
+
+def _range(table: pd.DataFrame) -> str | None:
+    values = table["vs_best"].dropna()
+    if values.empty:
+        return None
+    return span(ratio(values.min()), ratio(values.max()))
+
+
+def attention(frame: pd.DataFrame) -> dict | None:
+    flash = comparisons(frame, "attention", among=_only("sdpa_flash"))
+    cudnn = comparisons(frame, "attention", among=_only("sdpa_cudnn"))
+    if flash["vs_best"].notna().sum() == 0 and cudnn["vs_best"].notna().sum() == 0:
+        return None
+
+    def long(table, head_dim):
+        square = table["seqlen_q"] == table["seqlen_k"]
+        return table[(table["head_dim"] == head_dim) & square & (table["seqlen_q"] >= LONG_SEQUENCE)]
+
+    groups = []
+    for dtype in _dtypes(frame):
+        for causal in (True, False):
+            def pick(table):
+                part = long(table, 128)
+                return part[(part["dtype"] == dtype) & (part["causal"] == causal)]
+            f, c = pick(flash), pick(cudnn)
+            n = int(max(f["vs_best"].notna().sum(), c["vs_best"].notna().sum()))
+            if n:
+                groups.append({"dtype": dt(dtype), "mask": "causal" if causal else "non-causal", "n": n,
+                               "flash": _range(f), "cudnn": _range(c)})
+    out = {"long": num(LONG_SEQUENCE), "groups": groups, "d64": None}
+    d64 = flash[flash["head_dim"] == 64].dropna(subset=["vs_best"])
+    if not d64.empty:
+        out["d64"] = {"n": len(d64), "flash": _range(d64), "worst": _at(d64, "vs_best"),
+                      "lengths": span(num(d64["seqlen_q"].min()), num(d64["seqlen_q"].max()))}
+    out["vs_seeds"] = tally(comparisons(frame, "attention", among=is_seed))
+    return out
+
+
+# ---------------------------------------------------------------- decode
+
+def decode(frame: pd.DataFrame, ceilings: dict) -> dict | None:
+    table = judged(frame, "decode")
+    cudnn = comparisons(table, "decode", timing=None, among=_only("sdpa_cudnn"))
+    flash = comparisons(table, "decode", timing=None, among=_only("sdpa_flash"))
+    out = {"vs_cudnn": tally(cudnn), "anchor": [], "large": None, "split": None}
+    if out["vs_cudnn"] is None:
+        return None
+    anchor = []
+    for dtype in _dtypes(frame):
+        pick = pd.Series(True, index=cudnn.index)
+        for col, value in DECODE_ANCHOR.items():
+            pick &= cudnn[col] == value
+        rows = cudnn[pick & (cudnn["dtype"] == dtype)].dropna(subset=["vs_best"])
+        if rows.empty:
+            continue
+        row = rows.iloc[0]
+        same = flash[(flash["shape"] == row["shape"]) & (flash["dtype"] == dtype)].dropna(subset=["vs_best"])
+        f = same.iloc[0] if not same.empty else None
+        anchor.append({"dtype": dt(dtype), "shape": row["shape"], "ours": num(row["ours_metric"]),
+                       "cudnn": num(row["best_metric"]), "vs_cudnn": ratio(row["vs_best"]),
+                       "flash": num(f["best_metric"]) if f is not None else "",
+                       "vs_flash": ratio(f["vs_best"]) if f is not None else ""})
+    out["anchor"] = anchor
+    events = comparisons(frame, "decode")
+    large = events[events["bytes"] >= LARGE_DECODE_BYTES].dropna(subset=["ours_frac"])
+    if not large.empty:
+        out["large"] = {"bytes": megabytes(LARGE_DECODE_BYTES), "n": len(large), "low": _at(large, "ours_frac"),
+                        "median": pct(large["ours_frac"].median()), "ceiling": num(ceilings.get("read_tbps"))}
+    ok = frame[(frame["timing"] == "events") & (frame["status"] == "ok")]
+    keys = ["batch", "heads_q", "heads_kv", "cache_len", "head_dim", "ragged", "dtype"]
+    split = ok[ok["impl"] == "ours"].merge(ok[ok["impl"] == "ours_nosplit"], on=keys, suffixes=("", "_ns"))
+    if not split.empty:
+        gains = split["median_ms_ns"] / split["median_ms"]
+        out["split"] = {"n": len(split), "gm": ratio(geomean(gains)),
+                        "low": ratio(gains.min()), "low_shape": shape_label(split.loc[gains.idxmin()], "decode"),
+                        "high": ratio(gains.max()), "high_shape": shape_label(split.loc[gains.idxmax()], "decode")}
+    out["vs_seeds"] = tally(comparisons(frame, "decode", among=is_seed))
+    return out
+
+
+# ---------------------------------------------------------------- end to end
+
+def e2e_graph(frame: pd.DataFrame) -> dict | None:
+    """The decode step's totals replayed as a CUDA graph against its call-by-call (events) totals."""
+    totals = frame[(frame["part"] == "total") & (frame["status"] == "ok") & frame["median_ms"].notna()]
+    graph, events = totals[totals["timing"] == "cudagraph"], totals[totals["timing"] == "events"]
+    if graph.empty:
+        return None
+    lengths, impls = [], sorted(set(graph["impl"]) | {"eager", "sdpa", "ours_attention", "ours_softmax"})
+    for (phase, seqlen, cache_len), part in graph.groupby(["phase", "seqlen", "cache_len"], sort=True):
+        same = events[(events["phase"] == phase) & (events["seqlen"] == seqlen) & (events["cache_len"] == cache_len)]
+        entry = {"phase": phase, "length": f"L={cache_len}" if phase == "decode" else f"S={seqlen}",
+                 "cache_len": num(cache_len), "seqlen": num(seqlen), **{i: DASH for i in impls}}
+        for _, r in part.iterrows():
+            entry[r["impl"]] = num(r["median_ms"])
+            plain = same[same["impl"] == r["impl"]]["median_ms"]
+            entry[f"{r['impl']}_events"] = num(plain.iloc[0]) if not plain.empty else ""
+        lengths.append(entry)
+    plain = events.merge(graph, on=["phase", "seqlen", "cache_len", "impl"], suffixes=("", "_graph"))
+    return {"lengths": lengths, "phases": sorted(set(graph["phase"])),
+            "events_range": span(num(plain["median_ms"].min()), num(plain["median_ms"].max())),
+            "graph_range": span(num(plain["median_ms_graph"].min()), num(plain["median_ms_graph"].max())),
+            "impls": sorted(set(graph["impl"]))}

@@ -1,0 +1,162 @@
+"""The field's acceptance numbers (rooflab.report.headline) and the peer / seed / timing selections
+behind them, checked against the fixture's own rows; and figures that show every point they plot."""
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import pytest
+
+from rooflab.report import context, figures, headline, load
+from rooflab.report.analysis import comparisons, geomean, is_peer, is_seed, judged
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GPU = "fixture-gpu"
+
+
+@pytest.fixture(scope="module")
+def agg():
+    return load.collect([FIXTURES / "results" / GPU])
+
+
+def _ms(frame, impl, timing="events", **shape):
+    rows = frame[(frame["impl"] == impl) & (frame["timing"] == timing)]
+    for col, value in shape.items():
+        rows = rows[rows[col] == value]
+    assert len(rows) == 1, (impl, timing, shape)
+    return float(rows["median_ms"].iloc[0])
+
+
+def test_peers_are_neither_ours_nor_the_seeds_designs():
+    assert is_peer("torch") and is_peer("sdpa_cudnn") and is_peer("eager")
+    assert not is_peer("ours") and not is_peer("ours_looped") and not is_peer("seed_rowwise")
+    assert is_seed("seed_attention") and not is_seed("torch")
+
+
+def test_best_peer_excludes_the_seeds_which_are_compared_apart(agg):
+    softmax = agg.study("softmax")
+    shape = dict(dtype="float16", rows=4096, cols=2048)      # seed_rowwise is the fastest after ours here
+    peers = comparisons(softmax, "softmax").set_index(["dtype", "rows", "cols"]).loc[tuple(shape.values())]
+    seeds = comparisons(softmax, "softmax", among=is_seed).set_index(["dtype", "rows", "cols"]).loc[tuple(shape.values())]
+    assert peers["best_impl"] == "torch"
+    assert peers["vs_best"] == pytest.approx(_ms(softmax, "torch", **shape) / _ms(softmax, "ours", **shape))
+    assert seeds["best_impl"] == "seed_rowwise"
+    assert seeds["vs_best"] == pytest.approx(_ms(softmax, "seed_rowwise", **shape) / _ms(softmax, "ours", **shape))
+
+
+def test_judged_keeps_graph_replay_only_where_the_case_was_replayed(agg):
+    softmax = judged(agg.study("softmax"), "softmax")
+    small = softmax[(softmax["rows"] == 256) & (softmax["cols"] == 128)]
+    large = softmax[(softmax["rows"] == 4096) & (softmax["cols"] == 2048)]
+    assert set(small["timing"]) == {"cudagraph"} and set(large["timing"]) == {"events"}
+    table = comparisons(softmax, "softmax", timing=None).set_index(["rows", "cols"])
+    assert table.loc[(256, 128), "timing"] == "cudagraph"
+    raw = agg.study("softmax")
+    assert table.loc[(256, 128), "vs_best"] == pytest.approx(
+        _ms(raw, "torch", "cudagraph", rows=256, cols=128) / _ms(raw, "ours", "cudagraph", rows=256, cols=128))
+
+
+def test_softmax_headline_splits_bandwidth_and_launch_bound_regions(agg):
+    raw = agg.study("softmax")
+    h = headline.softmax(raw, 8e6, agg.ceiling(GPU))
+    fp16 = next(t for t in h["dtypes"] if t["dtype"] == "fp16")
+    # fp16 shapes of at least 8 MB: 4096x2048, 8192x4096, 1024x131072 (liger refuses the last)
+    ratios = {(4096, 2048): _ms(raw, "torch", dtype="float16", rows=4096, cols=2048),
+              (8192, 4096): _ms(raw, "liger", dtype="float16", rows=8192, cols=4096),
+              (1024, 131072): _ms(raw, "torch", dtype="float16", rows=1024, cols=131072)}
+    ratios = {k: v / _ms(raw, "ours", dtype="float16", rows=k[0], cols=k[1]) for k, v in ratios.items()}
+    assert fp16["n"] == 3 and fp16["wins"] == sum(r >= 1 for r in ratios.values())
+    assert fp16["gm"] == f"{geomean(ratios.values()):.2f}x"
+    assert fp16["worst"]["shape"] == "rows=8192 cols=4096" and fp16["worst"]["peer"] == "liger"
+    assert h["peers"] == "liger and torch" and h["seeds"] == "seed_rowwise"
+    # at least 128 MB: 8192x4096 (134 MB) and 1024x131072 (268 MB), as fractions of the copy ceiling
+    assert h["large_frac"]["n"] == 2 and h["large_frac"]["ceiling"] == "4.2"
+    # below 8 MB only CUDA-graph replay counts
+    launch = h["launch"]
+    assert launch["n"] == 2
+    expected = [_ms(raw, "torch", "cudagraph", rows=r, cols=128) / _ms(raw, "ours", "cudagraph", rows=r, cols=128)
+                for r in (256, 4096)]
+    assert launch["gm"] == f"{geomean(expected):.2f}x" and launch["wins"] == sum(x >= 1 for x in expected)
+    assert h["vs_seeds"]["n"] == 4 and h["vs_seeds"]["worst"]["peer"] == "seed_rowwise"
+
+
+def test_attention_headline_against_flash_and_cudnn_one_at_a_time(agg):
+    raw = agg.study("attention")
+    h = headline.attention(raw)
+    (group,) = h["groups"]                                    # fp16 causal at D=128, N >= 4096
+    assert (group["dtype"], group["mask"], group["n"]) == ("fp16", "causal", 2)
+    flash = [_ms(raw, "sdpa_flash", seqlen_q=n, head_dim=128) / _ms(raw, "ours", seqlen_q=n, head_dim=128)
+             for n in (4096, 16384)]
+    cudnn = [_ms(raw, "sdpa_cudnn", seqlen_q=n, head_dim=128) / _ms(raw, "ours", seqlen_q=n, head_dim=128)
+             for n in (4096, 16384)]
+    def span(xs):
+        low, high = f"{min(xs):.2f}x", f"{max(xs):.2f}x"
+        return low if low == high else f"{low}–{high}"
+    assert group["flash"] == span(flash) and group["cudnn"] == span(cudnn)
+    assert h["d64"]["n"] == 1 and h["d64"]["flash"] == span(
+        [_ms(raw, "sdpa_flash", head_dim=64) / _ms(raw, "ours", head_dim=64)])
+    assert h["vs_seeds"]["n"] == 3
+
+
+def test_decode_headline(agg):
+    raw = agg.study("decode")
+    h = headline.decode(raw, agg.ceiling(GPU))
+    ratios = {(b, n): _ms(raw, "sdpa_cudnn", batch=b, cache_len=n) / _ms(raw, "ours", batch=b, cache_len=n)
+              for b in (1, 8) for n in (4096, 32768)}
+    worst = min(ratios, key=ratios.get)
+    assert h["vs_cudnn"]["n"] == 4 and h["vs_cudnn"]["worst"]["ratio"] == f"{ratios[worst]:.2f}x"
+    assert h["vs_cudnn"]["worst"]["shape"] == f"B={worst[0]} Hq=32 Hkv=32 L={worst[1]} D=128"
+    (anchor,) = h["anchor"]
+    assert anchor["shape"] == "B=1 Hq=32 Hkv=32 L=4096 D=128" and anchor["vs_cudnn"] == f"{ratios[(1, 4096)]:.2f}x"
+    # KV reads of at least 256 MB: B=1 L=32768 (537 MB), B=8 L=4096 (537 MB), B=8 L=32768 (4.3 GB)
+    assert h["large"]["n"] == 3 and h["large"]["ceiling"] == "4.3"
+    assert h["split"]["n"] == 4 and h["vs_seeds"] is None
+
+
+def test_e2e_graph_replay_totals(agg):
+    g = headline.e2e_graph(agg.study("e2e"))
+    (length,) = g["lengths"]
+    assert length["length"] == "L=4096"
+    assert (length["eager"], length["sdpa"], length["ours_attention"]) == ("0.09", "0.07", "0.068")
+    assert length["eager_events"] == "0.195"
+
+
+def test_verification_counts_pass_unsupported_and_failed_apart():
+    view = context.verify_view(pd.read_csv(FIXTURES / "verify" / "interpreter.csv"))
+    assert (view["rows"], view["ok"], view["unsupported"], view["failed"]) == (7, 5, 1, 1)
+    assert view["failed_names"] == ["decode ours_nosplit fp16"]
+
+
+def _drawn(agg, name):
+    fig = plt.figure()
+    data = figures.FigureData(agg, GPU)
+    assert figures.DRAW[name](fig, data) is None
+    fig.canvas.draw()
+    return fig
+
+
+@pytest.mark.parametrize("name", ["softmax_bandwidth", "softmax_strategies", "attention_tflops", "decode_bandwidth",
+                                  "cross_gpu", "e2e_breakdown"])
+def test_linear_panels_show_every_point_and_keep_legends_off_the_data(agg, name):
+    fig = _drawn(agg, name)
+    try:
+        for ax in fig.axes:
+            if not ax.get_visible() or ax.get_yscale() != "linear":
+                continue
+            low, top = ax.get_ylim()
+            for line in ax.get_lines():
+                ys = [float(y) for y in line.get_ydata() if pd.notna(y)]
+                if ys:
+                    assert max(ys) <= top and min(ys) >= low, (name, line.get_label(), max(ys), top)
+            assert ax.get_legend() is None, f"{name}: a legend inside a panel can cover its data"
+        assert fig.legends, f"{name}: one legend for the figure, outside the panels"
+    finally:
+        plt.close(fig)
+
+
+def test_decode_bandwidth_has_a_row_of_panels_per_kv_head_count(agg):
+    fig = _drawn(agg, "decode_bandwidth")
+    try:
+        titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+        assert titles == ["B=1, Hkv=32", "B=8, Hkv=32"]
+    finally:
+        plt.close(fig)

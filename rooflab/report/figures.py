@@ -238,17 +238,22 @@ def softmax_bandwidth(fig, data: FigureData):
         for impl, rows in _ok(part[part["timing"] == "cudagraph"]).groupby("impl"):   # off the lines: another timing
             ax.scatter(rows["cols"], rows["tbps"], s=18, facecolors="none", edgecolors=color(impl), zorder=3)
         _mark_failed(ax, part, "cols", set())
-        _ceiling_lines(ax, copy, sheet, "copy")
-        _pow2_axis(ax, sorted(set(part["cols"])))
-        ax.set_ylim(0, top)
-        _shade_columns(ax, set(part[part["timing"] == "cudagraph"]["cols"]),
-                       f"shape below {data.graph_below / 1e6:.3g} MB: launch-bound, hollow = CUDA-graph replay (warm L2)")
-        ax.set_title(DTYPE_SHORT[dtype], fontsize=9)
-        ax.set_xlabel("row length (columns), at the largest row count")
-        ax.set_ylabel("TB/s (read + write)")
+        _softmax_axis(ax, data, part, dtype, top, copy, sheet, "TB/s (read + write)")
     fig.suptitle(f"softmax bandwidth, {data.label}", fontsize=10)
     _legend_below(fig, axes)
     return None
+
+
+def _softmax_axis(ax, data: FigureData, part: pd.DataFrame, dtype: str, top: float, copy, sheet, ylabel: str):
+    """Ceilings, power-of-two row lengths, the launch-bound band and labels of one softmax panel."""
+    _ceiling_lines(ax, copy, sheet, "copy")
+    _pow2_axis(ax, sorted(set(part["cols"])))
+    ax.set_ylim(0, top)
+    _shade_columns(ax, set(part[part["timing"] == "cudagraph"]["cols"]),
+                   f"shape below {data.graph_below / 1e6:.3g} MB: launch-bound, hollow = CUDA-graph replay (warm L2)")
+    ax.set_title(DTYPE_SHORT[dtype], fontsize=9)
+    ax.set_xlabel("row length (columns), at the largest row count")
+    ax.set_ylabel(ylabel)
 
 
 def softmax_speedup(fig, data: FigureData):
@@ -303,14 +308,7 @@ def softmax_strategies(fig, data: FigureData):
                     **style)
             if not graphed.empty:       # off the lines: another timing
                 ax.scatter(graphed["cols"], graphed["tbps"], s=18, facecolors="none", edgecolors=style["color"], zorder=4)
-        _ceiling_lines(ax, copy, None, "copy")
-        _pow2_axis(ax, sorted(set(part["cols"])))
-        _shade_columns(ax, set(part[part["timing"] == "cudagraph"]["cols"]),
-                       f"shape below {data.graph_below / 1e6:.3g} MB: launch-bound, hollow = CUDA-graph replay (warm L2)")
-        ax.set_ylim(0, top)
-        ax.set_title(DTYPE_SHORT[dtype], fontsize=9)
-        ax.set_xlabel("row length (columns), at the largest row count")
-        ax.set_ylabel("TB/s")
+        _softmax_axis(ax, data, part, dtype, top, copy, None, "TB/s")
     fig.suptitle(f"softmax strategies forced one at a time, {data.label}", fontsize=10)
     _legend_below(fig, axes)
     return None

@@ -1,9 +1,11 @@
 # End-to-end: one decoder block in prefill and decode, PyTorch defaults against the same
 # block with our kernels swapped in, time broken down by part (Amdahl's law in the paper).
+import glob
 
 rule e2e:
     input:
         ceilings=rules.calibrate.output.csv,
+        code=sorted(glob.glob("kernels/**/*.py", recursive=True)) + ["rooflab/e2e.py"],
     output:
         csv=f"{FRESH}/e2e.csv",
     params:

@@ -30,10 +30,14 @@ rule aggregate:
         "../scripts/aggregate.py"
 
 
+REPORT_CODE = sorted(str(p) for p in Path("rooflab/report").glob("*.py"))
+
+
 rule figures:
     input:
         **AGGREGATE,
         gpus="data/gpus.yaml",
+        code=REPORT_CODE,
     output:
         index="figures/index.json",
         png=[report(f"figures/{n}.png", caption=f"../report/{n}.rst", category=_CATALOG[n][1]) for n in FIGURES],
@@ -56,6 +60,7 @@ rule paper:
         figures=rules.figures.output.pdf,
         verify=VERIFY_CSV,
         templates=sorted(str(p) for p in Path("paper/templates").glob("*.j2")),
+        code=REPORT_CODE,
     output:
         md="paper/paper.md",
         tex="paper/paper.tex",

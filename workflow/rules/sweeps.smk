@@ -1,5 +1,6 @@
 # The kernel sweeps (softmax, attention, decode): one job per study and dtype, so an
-# interrupted run loses little; then one CSV per study.
+# interrupted run loses little; then one CSV per study. A change to a kernel re-measures.
+import glob
 
 
 wildcard_constraints:
@@ -10,6 +11,7 @@ wildcard_constraints:
 rule sweep:
     input:
         ceilings=rules.calibrate.output.csv,
+        code=lambda w: sorted(glob.glob("kernels/**/*.py", recursive=True) + [f"rooflab/studies/{w.study}.py"]),
     output:
         csv=f"{FRESH}/{{study}}/{{dtype}}.csv",
     params:

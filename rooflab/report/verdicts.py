@@ -9,6 +9,12 @@ Verdicts:
                   numbers from different GPUs are not compared; each side is still given as a
                   fraction of its own GPU's datasheet peak
 Relative claims (A is k times faster than B at one shape) are judged the same way on the ratio.
+
+One exception to "same GPU": compute twins. Two GPUs with the same dense fp16/bf16 tensor peak
+and SM count (the H100 SXM and the H200 are one Hopper die with different memory) run
+compute-bound work at the same ceiling, so a compute-bound claim (attention by a fused kernel,
+not eager attention, which streams its score matrices through memory) made on one is judged
+on a measurement from the other, and the verdict's note says so.
 """
 from __future__ import annotations
 
@@ -51,6 +57,22 @@ class Verdict:
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+TWIN_FIELDS = ("fp16_tflops", "bf16_tflops", "sm_count")
+MEMORY_BOUND_IMPLS = {"eager"}     # attention implementations whose speed follows bandwidth, not compute
+
+
+def compute_twins(a: str, b: str) -> bool:
+    """True when GPUs a and b have the same tensor peaks and SM count (within 2 %) in data/gpus.yaml."""
+    ea, eb = datasheet.for_slug(a), datasheet.for_slug(b)
+    if not ea or not eb:
+        return False
+    return all(abs(float(ea[k]) - float(eb[k])) <= 0.02 * max(float(ea[k]), float(eb[k])) for k in TWIN_FIELDS)
+
+
+def _compute_bound(study: str, *impls: str) -> bool:
+    return study == "attention" and not (set(impls) & MEMORY_BOUND_IMPLS)
 
 
 def _num(value) -> float | None:
@@ -127,6 +149,13 @@ def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: fl
         verdict.note = "no measurement of ours at this implementation, shape and dtype"
         return verdict
     same = rows[rows["gpu"] == claim["gpu"]]
+    twin_note = ""
+    if same.empty and metric != "status" and _compute_bound(study, claim["impl"]):
+        twins = rows[rows["gpu"].map(lambda g: compute_twins(g, claim["gpu"]))]
+        if not twins.empty:
+            same = twins
+            twin_note = (f"; measured on {twins.iloc[0]['gpu']}, a compute twin of {claim['gpu']} "
+                         "(same tensor peak and SM count), compared directly")
     if same.empty:
         order = {g: i for i, g in enumerate(prefer or [])}
         rows = rows.assign(_rank=rows["gpu"].map(lambda g: order.get(g, len(order)))).sort_values(["_rank", "gpu"])
@@ -166,7 +195,7 @@ def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: fl
     verdict.verdict = REPRODUCED if low <= verdict.claimed <= high else NOT_REPRODUCED
     if tput_metric and _num(row.get(tput_metric)) is not None:
         verdict.ours_frac = fraction(row["gpu"], study, row["dtype"], tput_metric, float(row[tput_metric]))
-    verdict.note = f"our spread widened by {tol:.0%}"
+    verdict.note = f"our spread widened by {tol:.0%}{twin_note}"
     return verdict
 
 
@@ -248,9 +277,12 @@ def _judge_ratio(source, study, fast, slow, claimed, results, order, tol) -> Rat
     rv.ours = float(s["median_ms"]) / float(f["median_ms"])
     rv.ours_low = (_num(s["p20_ms"]) or s["median_ms"]) / (_num(f["p80_ms"]) or f["median_ms"]) * (1 - tol)
     rv.ours_high = (_num(s["p80_ms"]) or s["median_ms"]) / (_num(f["p20_ms"]) or f["median_ms"]) * (1 + tol)
-    if gpu == fast["gpu"]:
+    twin = compute_twins(gpu, fast["gpu"]) and _compute_bound(study, fast["impl"], slow["impl"])
+    if gpu == fast["gpu"] or twin:
         rv.verdict = REPRODUCED if rv.ours_low <= rv.claimed <= rv.ours_high else NOT_REPRODUCED
         rv.note = f"our spread widened by {tol:.0%}"
+        if gpu != fast["gpu"]:
+            rv.note += f"; measured on {gpu}, a compute twin of {fast['gpu']}"
     else:
         rv.note = f"ratio measured on {gpu}, claim on {fast['gpu']}"
     return rv

@@ -328,7 +328,7 @@ def _check(q, k, v, causal, sm_scale):
     check_same_device(q=q, k=k, v=v)
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
-    (bq, hq, _, d), (bk, hk, nk, dk) = q.shape, k.shape
+    (bq, hq, _, d), (bk, hk, _, dk) = q.shape, k.shape
     if k.shape != v.shape:
         raise ValueError(f"k and v must have the same shape, got {tuple(k.shape)} and {tuple(v.shape)}")
     if bq != bk:

@@ -166,20 +166,18 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
     for impl in sweep.impls:
         for mode in modes:
             row = _blank_row(sweep, shape, dtype, impl, mode)
-            out = None
             try:
                 fn = factories[impl](inputs)
                 out = fn()
                 if sweep.device == "cuda":
                     torch.cuda.synchronize()
                 max_abs, rel = study.check(out, ref, inputs)
+                del out                                   # free the output before timing
                 row.update(max_abs_err=max_abs, rel_err=rel)
                 tol = study.tolerance(dtype)
                 if not rel <= tol:
                     row.update(status="incorrect", message=f"rel_err {rel:.3g} > tolerance {tol:g}")
                     continue
-                del out
-                out = None
                 if sweep.timer is not None:
                     _fill_metrics(row, sweep.timer(fn, sweep.bench, mode), nbytes, flops, ceiling)
                 row["status"] = "ok"
@@ -187,7 +185,6 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
                 row.update(status="unsupported", message=str(exc)[:300])
             except Exception as exc:  # OOM, compile failure, launch failure: record and go on
                 row.update(status="oom" if _is_oom(exc) else "error", message=_describe(exc))
-                out = None
                 _release()
             finally:
                 yield row

@@ -3,11 +3,8 @@ interpreter (TRITON_INTERPRET=1, set by conftest.py), against a float64 torch re
 import importlib
 import math
 
-import numpy as np
 import pytest
 import torch
-import triton.language as tl
-import triton.runtime.interpreter as interpreter
 
 import kernels._checks
 from kernels.flash_attention import attention

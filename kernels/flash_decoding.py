@@ -48,10 +48,10 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_same_device, check_tensor, interpreting
+from kernels._device import cdiv, pow2, sm_count
 
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
-INTERPRETER_SMS = 132        # SM count assumed in the CPU interpreter (an H100/H200)
 TARGET_WAVES = 8             # split until B * Hkv * S >= TARGET_WAVES * SMs programs
 MIN_CHUNK_BLOCKS = 8         # a split reads at least this many BLOCK_N tiles (H200: B=1, L=4096:
                              # 8 splits 2.11 TB/s, 16 splits 1.97)
@@ -220,27 +220,6 @@ def _counters(device: torch.device, n: int) -> torch.Tensor:
     return buf
 
 
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def _pow2(n: int) -> int:
-    """Smallest power of two >= n (n >= 1)."""
-    return 1 << (n - 1).bit_length()
-
-
-@functools.lru_cache(maxsize=None)
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
-
-
-def sm_count(device: torch.device) -> int:
-    """Streaming multiprocessors of `device`; INTERPRETER_SMS in Triton's CPU interpreter."""
-    if device.type != "cuda":
-        return INTERPRETER_SMS
-    return _sm_count(device.index if device.index is not None else torch.cuda.current_device())
-
-
 @functools.lru_cache(maxsize=None)
 def launch_config(head_dim: int, element_size: int) -> tuple[int, int, int]:
     """(BLOCK_N, num_warps, num_stages): about 32 KB of K+V per tile, num_stages tiles in flight.
@@ -248,24 +227,24 @@ def launch_config(head_dim: int, element_size: int) -> tuple[int, int, int]:
     On the H200 at D = 128, fp16, BLOCK_N of 32, 64 and 128 with 3-4 stages all stream
     within noise of each other once the grid is full; 64 x 4 warps x 4 stages is kept.
     """
-    block_d = max(16, _pow2(head_dim))
+    block_d = max(16, pow2(head_dim))
     block_n = max(16, min(128, 8192 // block_d))
     return block_n, 4, 4
 
 
 def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int) -> tuple[int, int]:
     """(S, chunk_len): split each sequence into S chunks of chunk_len tokens (a multiple of block_n)."""
-    n_blocks = _cdiv(cache_len, block_n)
+    n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
     if programs >= NO_SPLIT_FILL * num_sms:
         return 1, n_blocks * block_n
-    wanted = _cdiv(TARGET_WAVES * num_sms, programs)
+    wanted = cdiv(TARGET_WAVES * num_sms, programs)
     return _chunking(n_blocks, max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
 
 
 def _chunking(n_blocks: int, splits: int, block_n: int) -> tuple[int, int]:
-    blocks_per_split = _cdiv(n_blocks, max(1, min(splits, n_blocks)))
-    return _cdiv(n_blocks, blocks_per_split), blocks_per_split * block_n
+    blocks_per_split = cdiv(n_blocks, max(1, min(splits, n_blocks)))
+    return cdiv(n_blocks, blocks_per_split), blocks_per_split * block_n
 
 
 def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits):
@@ -324,7 +303,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_n=None, nu
         return out
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, q.element_size())
     block_n, num_warps, num_stages = block_n or cfg_n, num_warps or cfg_w, num_stages or cfg_s
-    n_blocks = _cdiv(cache_len, block_n)
+    n_blocks = cdiv(cache_len, block_n)
     if num_splits is None:
         splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sm_count(q.device))
     else:
@@ -341,8 +320,8 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_n=None, nu
         q, k_cache, v_cache, q if seqlens is None else seqlens, out, part, lse, count,
         *q.stride(), *k_cache.stride(), *v_cache.stride(),
         heads_kv, cache_len, chunk, splits, scale,
-        GROUP=group, HEAD_DIM=head_dim, BLOCK_G=max(16, _pow2(group)), BLOCK_N=block_n,
-        BLOCK_D=max(16, _pow2(head_dim)), BLOCK_S=MERGE_BLOCK_S,
+        GROUP=group, HEAD_DIM=head_dim, BLOCK_G=max(16, pow2(group)), BLOCK_N=block_n,
+        BLOCK_D=max(16, pow2(head_dim)), BLOCK_S=MERGE_BLOCK_S,
         HAS_LENS=seqlens is not None, SPLIT=splits > 1,
         # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
         UPCAST_DOT=q.dtype == torch.bfloat16 and interpreting(),

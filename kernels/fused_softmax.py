@@ -15,8 +15,8 @@ wherever the row length, strides and base addresses allow (the VEC hint).
 Strategies (each a separate kernel; `STRATEGIES[name].run(x2d)` runs one on a 2-D tensor whose
 last dimension is contiguous):
 
-    rows    several short rows per program: (ROWS, BLOCK) tiles, BLOCK = next_pow2(cols)
-    row     one row per program, the whole row in registers (BLOCK = next_pow2(cols))
+    rows    several short rows per program: (ROWS, BLOCK) tiles, BLOCK = nextpow2(cols)
+    row     one row per program, the whole row in registers (BLOCK = nextpow2(cols))
     looped  one row per program in tiles: pass 1 keeps a running max and a rescaled sum of
             exponentials, pass 2 reads the row again, normalises and writes
     split   each row cut into segments, one program a segment: phase 1 publishes the segment's
@@ -61,11 +61,12 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_tensor, interpreting
+from kernels._device import INTERPRETER_SMS, cdiv, pow2, properties
+from kernels._device import sm_count as num_sms
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 # ---- defaults (see the module docstring: first settings, not yet timed for these kernels) ----
-INTERPRETER_SMS = 132        # SM count assumed in the CPU interpreter, where no device is queried
 ROWS_MAX_COLS = 512          # rows per program up to here ...
 ROW_MAX_COLS = 16384         # ... one row per program up to here ...
 ROW_MIN_ROWS_PER_SM = 2      # ... when there are at least this many rows per SM; else split
@@ -325,10 +326,6 @@ class Config:
                            # resident at once, else as few as make them so)
 
 
-def _pow2(n: int) -> int:
-    return 1 << (max(int(n), 1) - 1).bit_length()
-
-
 def _clamp(v: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, v))
 
@@ -343,7 +340,7 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
     4096, 32 at 32768). `rows` (with `sms`) only narrows split's segments when there are too few
     rows for two programs per SM.
     """
-    block = _pow2(cols)
+    block = pow2(cols)
     if strategy == "rows":
         rows_per_tile = _clamp(ELEMS_PER_THREAD * 32 * 4 // block, 1, 128)
         return Config(block=block, num_warps=4, rows=rows_per_tile)
@@ -356,21 +353,6 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
         return Config(block=tile, num_warps=_clamp(tile // (32 * ELEMS_PER_THREAD), 4, 16),
                       seg_tiles=SPLIT_SEG_TILES)
     raise ValueError(f"unknown strategy {strategy!r}; expected one of {tuple(STRATEGIES)}")
-
-
-@functools.lru_cache(maxsize=None)
-def _device(index: int) -> dict:
-    props = torch.cuda.get_device_properties(index)
-    return {"sms": props.multi_processor_count,
-            "regs": getattr(props, "regs_per_multiprocessor", 65536),
-            "threads": props.max_threads_per_multi_processor,
-            "smem": props.shared_memory_per_multiprocessor}
-
-
-def num_sms(device: torch.device) -> int:
-    if interpreting() or device.type != "cuda":
-        return INTERPRETER_SMS
-    return _device(device.index if device.index is not None else torch.cuda.current_device())["sms"]
 
 
 _OCCUPANCY: dict = {}
@@ -395,7 +377,7 @@ def _resident_per_sm(key: tuple, device: torch.device, warmup: Callable[[], obje
                 raise OSError(f"CUDA driver error {status}")
             fit = blocks.value
         except (OSError, AttributeError):
-            info = _device(device.index)
+            info = properties(device.index)
             regs = -(-max(compiled.n_regs, 1) // 8) * 8 * threads    # allocated 8 registers at a time
             fit = min(info["regs"] // regs, info["threads"] // threads, 32)
             if smem:
@@ -431,7 +413,7 @@ def _grid(work: int, cfg: Config, device: torch.device) -> int:
 
 def _launch_rows(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> None:
     rows, cols = x.shape
-    grid = _grid(triton.cdiv(rows, cfg.rows), cfg, x.device)
+    grid = _grid(cdiv(rows, cfg.rows), cfg, x.device)
     _rows_kernel[(grid,)](out, x, x.stride(0), out.stride(0), rows, cols,
                           ROWS=cfg.rows, BLOCK=cfg.block, VEC=_vec(x, out), num_warps=cfg.num_warps,
                           num_stages=1)
@@ -462,20 +444,20 @@ def _counters(device: torch.device, rows: int) -> tuple[torch.Tensor, torch.Tens
     key = (device, torch.cuda.current_stream(device).stream_id)
     buf = _COUNTERS.get(key)
     if buf is None or buf.shape[1] < rows:
-        buf = torch.zeros((2, triton.cdiv(max(rows, 1024), 64) * 64), dtype=torch.int32, device=device)
+        buf = torch.zeros((2, cdiv(max(rows, 1024), 64) * 64), dtype=torch.int32, device=device)
         _COUNTERS[key] = buf
     return buf[0], buf[1]
 
 
 def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> None:
     rows, cols = x.shape
-    tiles = triton.cdiv(cols, cfg.block)
+    tiles = cdiv(cols, cfg.block)
     vec = _vec(x, out)
     common = dict(BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, PREFETCH=cfg.prefetch,
                   num_warps=cfg.num_warps)
 
     def launch(mode, one_tile, seg_tiles, programs, parts, arrive, depart):
-        n_segs = triton.cdiv(tiles, seg_tiles)
+        n_segs = cdiv(tiles, seg_tiles)
         args = (out, x, parts[0], parts[1], arrive, depart, x.stride(0), out.stride(0),
                 rows, cols, n_segs, seg_tiles)
         extra = dict(ONE_TILE=one_tile, **common)
@@ -496,8 +478,8 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> None:
                 out, x, dummy, dummy, arrive, depart, x.stride(0), out.stride(0), rows, cols, 1, 1,
                 MODE=_FUSED.value, ONE_TILE=one_tile, launch_cooperative_grid=True, grid=(1,), **common))
             capacity = min(resident, cfg.per_sm or SPLIT_MAX_PER_SM) * num_sms(x.device)
-            seg_tiles = 1 if one_tile else (cfg.seg_tiles or triton.cdiv(tiles, max(capacity, 1)))
-            n_segs = triton.cdiv(tiles, seg_tiles)
+            seg_tiles = 1 if one_tile else (cfg.seg_tiles or cdiv(tiles, max(capacity, 1)))
+            n_segs = cdiv(tiles, seg_tiles)
             if n_segs > capacity:
                 continue
             parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)  # max, sum
@@ -510,7 +492,7 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> None:
                     raise
     # Two launches (the interpreter runs programs one after another): partials, then the rest.
     seg_tiles = cfg.seg_tiles or 1
-    n_segs = triton.cdiv(tiles, seg_tiles)
+    n_segs = cdiv(tiles, seg_tiles)
     parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)        # max, sum
     unused = torch.empty(1, dtype=torch.int32, device=x.device)                         # counters
     for mode in (_PARTIALS, _FINISH):

@@ -82,7 +82,8 @@ def error_metrics(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     return max_abs, rel
 
 
-def _quantiles(times: list[float]) -> Timing:
+def summarize(times: list[float]) -> Timing:
+    """Median, p20 and p80 (ms) of timed samples, and their count."""
     ordered = torch.tensor(times, dtype=torch.float64)
     q = torch.quantile(ordered, torch.tensor([0.5, 0.2, 0.8], dtype=torch.float64)).tolist()
     return Timing(q[0], q[1], q[2], len(times))
@@ -96,7 +97,7 @@ def time_callable(fn: Callable[[], object], cfg: BenchConfig, mode: str = "event
         times = triton.testing.do_bench_cudagraph(fn, rep=cfg.graph_rep_ms, return_mode="all")
     else:
         times = triton.testing.do_bench(fn, warmup=cfg.warmup_ms, rep=cfg.rep_ms, return_mode="all")
-    return _quantiles(list(times))
+    return summarize(list(times))
 
 
 @dataclass
@@ -139,7 +140,8 @@ def _describe(exc: BaseException) -> str:
     return text[:300]
 
 
-def _is_oom(exc: BaseException) -> bool:
+def is_oom(exc: BaseException) -> bool:
+    """True for CUDA out-of-memory, whether raised as OutOfMemoryError or as a RuntimeError message."""
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
@@ -155,7 +157,7 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
         inputs = study.make_inputs(shape, DTYPES[dtype], sweep.device)
         ref = study.reference(inputs)
     except Exception as exc:  # the case itself cannot be built: one row per impl says why
-        status = "oom" if _is_oom(exc) else "error"
+        status = "oom" if is_oom(exc) else "error"
         _release()
         for impl in sweep.impls:
             row = _blank_row(sweep, shape, dtype, impl, "events")
@@ -184,7 +186,7 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
             except Unsupported as exc:
                 row.update(status="unsupported", message=str(exc)[:300])
             except Exception as exc:  # OOM, compile failure, launch failure: record and go on
-                row.update(status="oom" if _is_oom(exc) else "error", message=_describe(exc))
+                row.update(status="oom" if is_oom(exc) else "error", message=_describe(exc))
                 _release()
             finally:
                 yield row

@@ -22,7 +22,7 @@ from collections import defaultdict
 import torch
 import torch.nn.functional as F
 
-from rooflab.bench import TOLERANCE, error_metrics
+from rooflab.bench import TOLERANCE, error_metrics, is_oom, summarize
 
 PARTS = ("norms", "projections", "attention", "softmax", "mlp", "other")
 CONFIGS = {"prefill": ("eager", "ours_softmax", "sdpa", "ours_attention"),
@@ -188,7 +188,7 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
                 block.forward(x, config, timer, cache)
                 samples.append(timer.breakdown())
         except Exception as exc:  # OOM or a kernel refusing the case: one row says so
-            status = "oom" if "out of memory" in str(exc).lower() else "error"
+            status = "oom" if is_oom(exc) else "error"
             yield dict(base, part="total", status=status, message=f"{type(exc).__name__}: {exc}"[:300])
             torch.cuda.empty_cache()
             continue
@@ -197,11 +197,10 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
         for part in ("total",) + PARTS:
             if part not in samples[0]:        # a part this configuration does not have (softmax under SDPA)
                 continue
-            values = torch.tensor([s.get(part, 0.0) for s in samples], dtype=torch.float64)
-            q = torch.quantile(values, torch.tensor([0.5, 0.2, 0.8], dtype=torch.float64)).tolist()
-            if q[1] <= 0:                      # no measurable time (e.g. nothing between the parts)
+            t = summarize([s.get(part, 0.0) for s in samples])
+            if t.p20_ms <= 0:                  # no measurable time (e.g. nothing between the parts)
                 continue
-            yield dict(base, part=part, median_ms=q[0], p20_ms=q[1], p80_ms=q[2], reps=reps,
+            yield dict(base, part=part, median_ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms, reps=t.reps,
                        max_abs_err=max_abs, rel_err=rel, status=status,
                        message=None if status == "ok" else f"rel_err {rel:.3g} > tolerance {tol:g}",
                        flops=flops(block, batch, seqlen, cache_len) if part == "total" else None)
@@ -226,7 +225,6 @@ def _graph_total(block: DecoderBlock, x, config: str, cache) -> dict:
     except Exception as exc:  # a kernel that cannot be captured: the row says so
         return {"part": "total", "timing": "cudagraph", "status": "error",
                 "message": f"graph capture: {type(exc).__name__}: {exc}"[:300]}
-    values = torch.tensor(list(times), dtype=torch.float64)
-    q = torch.quantile(values, torch.tensor([0.5, 0.2, 0.8], dtype=torch.float64)).tolist()
-    return {"part": "total", "timing": "cudagraph", "median_ms": q[0], "p20_ms": q[1], "p80_ms": q[2],
-            "reps": len(values), "status": "ok", "message": None}
+    t = summarize(list(times))
+    return {"part": "total", "timing": "cudagraph", "median_ms": t.median_ms, "p20_ms": t.p20_ms,
+            "p80_ms": t.p80_ms, "reps": t.reps, "status": "ok", "message": None}

@@ -109,7 +109,7 @@ def test_error_metrics_treat_non_finite_values_strictly(out, ref, finite):
 
 
 def test_quantiles_are_median_p20_p80():
-    timing = bench._quantiles([float(v) for v in range(1, 11)])
+    timing = bench.summarize([float(v) for v in range(1, 11)])
     assert (timing.median_ms, timing.reps) == (5.5, 10)
     assert timing.p20_ms == pytest.approx(2.8) and timing.p80_ms == pytest.approx(8.2)
 

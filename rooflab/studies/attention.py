@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.flash_attention import attention, attention_bytes, attention_flops
-from rooflab.bench import Ceiling, Unsupported, error_metrics
+from rooflab.bench import Ceiling, Unsupported, error_metrics, is_oom
 
 STUDY = "attention"
 SHAPE_KEYS = ("batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal")
@@ -173,10 +173,6 @@ def _expand_kv(inputs):
             inputs["v"].repeat_interleave(group, dim=1).contiguous())
 
 
-def _is_oom(exc: BaseException) -> bool:
-    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
-
-
 def _first_run(fn, backend_name: str):
     """Run fn once; a peer's refusal (RuntimeError and its warnings) becomes Unsupported."""
     with warnings.catch_warnings(record=True) as caught:
@@ -184,7 +180,7 @@ def _first_run(fn, backend_name: str):
         try:
             fn()
         except RuntimeError as exc:
-            if _is_oom(exc):
+            if is_oom(exc):
                 raise
             reasons = "; ".join(str(w.message) for w in caught) or str(exc)
             raise Unsupported(f"{backend_name}: {reasons}"[:300]) from exc

@@ -12,7 +12,7 @@ import warnings
 
 import torch
 
-from rooflab.bench import TOLERANCE, Ceiling, Unsupported, error_metrics
+from rooflab.bench import TOLERANCE, Ceiling, Unsupported, error_metrics, is_oom
 
 STUDY = "decode"
 LENGTH_SEED = 20240607     # ragged lengths: one fixed generator, so every run and impl sees the same
@@ -137,7 +137,7 @@ def _sdpa(backend_name: str, masks: bool):
                     warnings.simplefilter("always")
                     call(kk, vv, gqa)
             except RuntimeError as exc:
-                if "out of memory" in str(exc).lower():
+                if is_oom(exc):
                     raise
                 why = "; ".join(str(w.message) for w in caught) or str(exc)
                 reasons.append(f"{'enable_gqa' if gqa else 'plain'}: {why}")

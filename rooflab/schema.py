@@ -16,10 +16,18 @@ import yaml
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "workflow" / "schemas" / "results.schema.yaml"
 
 COMMON_COLUMNS = (
-    "gpu", "study", "impl", "dtype", "timing", "median_ms", "p20_ms", "p80_ms", "reps",
-    "tbps", "tflops", "frac_ceiling", "frac_datasheet", "max_abs_err", "rel_err",
-    "status", "message",
+    "gpu", "study", "impl", "dtype", "timing", "median_ms", "ci_low_ms", "ci_high_ms", "p20_ms", "p80_ms",
+    "reps", "trials", "bytes", "flops", "ceiling_name", "tbps", "tflops", "frac_ceiling", "frac_datasheet",
+    "max_abs_err", "rel_err", "strategy", "status", "message",
 )
+# Columns a transcribed article's row (data/published/, marked by `source`) may leave out: the
+# article printed no interval, trial count or byte count. read_results adds them empty.
+PUBLISHED_OPTIONAL = ("ci_low_ms", "ci_high_ms", "trials", "bytes", "flops", "ceiling_name", "strategy")
+# Timing methods (the `timing` column): plain calls timed with CUDA events around each call, L2
+# flushed before it (`events`: what a Python caller pays); the device time of the same calls'
+# kernels from CUPTI through torch.profiler, L2 flushed before each (`cupti`: the kernel alone);
+# a whole captured sequence replayed as a CUDA graph (`cudagraph`: e2e decode steps).
+TIMINGS = ("events", "cupti", "cudagraph")
 SHAPE_COLUMNS = {
     "softmax": ("rows", "cols"),
     "attention": ("batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"),
@@ -66,6 +74,7 @@ def validate_frame(frame: pd.DataFrame, source: str = "<frame>") -> pd.DataFrame
         missing += [c for c in SHAPE_COLUMNS[study] if c not in frame.columns]
     if missing:
         raise SchemaError(f"{source}: missing columns {sorted(set(missing))}")
+    _check_interval(frame, source)
     validator = _validator()
     for index, record in enumerate(frame.to_dict(orient="records")):
         row = {k: _clean(v) for k, v in record.items()}
@@ -78,6 +87,16 @@ def validate_frame(frame: pd.DataFrame, source: str = "<frame>") -> pd.DataFrame
     return frame
 
 
+def _check_interval(frame: pd.DataFrame, source: str) -> None:
+    """A row's interval holds its median: ci_low_ms <= median_ms <= ci_high_ms where all three exist."""
+    lo, mid, hi = (pd.to_numeric(frame[c], errors="coerce") for c in ("ci_low_ms", "median_ms", "ci_high_ms"))
+    bad = (lo.notna() & mid.notna() & (lo > mid)) | (hi.notna() & mid.notna() & (mid > hi))
+    if bad.any():
+        index = int(bad.to_numpy().nonzero()[0][0])
+        raise SchemaError(f"{source}: row {index + 2} field 'ci_low_ms'/'ci_high_ms': the interval "
+                          f"[{lo.iloc[index]}, {hi.iloc[index]}] does not hold median_ms {mid.iloc[index]}")
+
+
 def read_results(path: str | Path) -> pd.DataFrame:
     """Read and validate one results CSV."""
     path = Path(path)
@@ -87,4 +106,8 @@ def read_results(path: str | Path) -> pd.DataFrame:
         raise SchemaError(f"{path}: unreadable CSV ({exc})") from exc
     if "message" in frame:
         frame["message"] = frame["message"].astype(object).where(frame["message"].notna(), None)
+    if "source" in frame:
+        for column in PUBLISHED_OPTIONAL:
+            if column not in frame:
+                frame[column] = None
     return validate_frame(frame, str(path))

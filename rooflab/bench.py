@@ -3,26 +3,31 @@
 A study module (rooflab/studies/<name>.py) describes *what* to measure; this module
 decides *how*: inputs built once per shape, each implementation returned as a
 zero-argument callable so set-up stays out of the timed region, the output checked
-against the study's reference on every row, then timed with CUDA events over many
-calls with a cold L2 (triton.testing.do_bench zeroes a 256 MB buffer before every
-timed call). Failures become rows (`oom`, `error`, `unsupported`, `incorrect`) and the
-sweep goes on; every row is flushed to the CSV as soon as it is measured.
+against the study's reference on every row, then the correct implementations timed
+together over several trials in shuffled order with a cold L2 (rooflab.timing: plain
+calls with CUDA events, and kernel-only device time from CUPTI where the host can show),
+with the GPU's clocks read around each case. Every row carries its own bytes, FLOPs and
+the ceiling it is judged against. Failures become rows (`oom`, `error`, `unsupported`,
+`incorrect`) and the sweep goes on; every case's rows are flushed to the CSV as soon as
+they are measured.
 """
 from __future__ import annotations
 
 import csv
 import math
 import os
+import random
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 import torch
 
 from rooflab.schema import SHAPE_COLUMNS, columns
+from rooflab.timing import Timing, calls_per_trial, summarize
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 # Relative error (||out - ref|| / ||ref||, float64 reference) above which a row is `incorrect`.
@@ -35,11 +40,17 @@ class Unsupported(Exception):
 
 @dataclass
 class BenchConfig:
-    warmup_ms: float = 25.0          # do_bench warm-up budget per row
-    rep_ms: float = 100.0            # do_bench timing budget per row
-    graph_below_bytes: float = 8e6   # also time CUDA-graph replay when a case moves fewer bytes
-    graph_rep_ms: float = 50.0       # timing budget for the graph replay rows
-    case_timeout_s: float = 300.0    # a case (all impls at one shape) running longer is taken as a hang
+    warmup_ms: float = 25.0           # warm-up per implementation and case, which also estimates its call time
+    rep_ms: float = 20.0              # timing budget per implementation, timing method and trial
+    trials: int = 3                   # independent trials; each runs the implementations in a fresh shuffled order
+    min_reps: int = 20                # timed calls per row at least, over all trials (whatever the budget)
+    max_calls: int = 500              # timed calls per trial at most
+    kernel_below_bytes: float = 64e6  # cases moving fewer bytes are also timed kernel-only (`cupti` rows)
+    kernel_below_ms: float = 0.05     # ... and so are cases whose fastest call takes less than this
+    flush_mib: int = 256              # L2 flush buffer overwritten before every timed call
+    clock_drop: float = 0.9           # SM clock below this share of the steady clock: the case is re-measured
+    case_timeout_s: float = 300.0     # a case (all impls at one shape) running longer is taken as a hang
+    seed: int = 0                     # seeds the shuffled order of each trial
 
 
 @dataclass
@@ -48,14 +59,7 @@ class Ceiling:
     metric: str            # "tbps" or "tflops"
     measured: float | None
     datasheet: float | None
-
-
-@dataclass
-class Timing:
-    median_ms: float
-    p20_ms: float
-    p80_ms: float
-    reps: int
+    name: str | None = None   # the ceilings.csv row `measured` comes from
 
 
 def error_metrics(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
@@ -82,24 +86,6 @@ def error_metrics(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     return max_abs, rel
 
 
-def summarize(times: list[float]) -> Timing:
-    """Median, p20 and p80 (ms) of timed samples, and their count."""
-    ordered = torch.tensor(times, dtype=torch.float64)
-    q = torch.quantile(ordered, torch.tensor([0.5, 0.2, 0.8], dtype=torch.float64)).tolist()
-    return Timing(q[0], q[1], q[2], len(times))
-
-
-def time_callable(fn: Callable[[], object], cfg: BenchConfig, mode: str = "events") -> Timing:
-    """Median and p20/p80 of many timed calls; cold L2 for `events`, graph replay for `cudagraph`."""
-    import triton.testing
-
-    if mode == "cudagraph":
-        times = triton.testing.do_bench_cudagraph(fn, rep=cfg.graph_rep_ms, return_mode="all")
-    else:
-        times = triton.testing.do_bench(fn, warmup=cfg.warmup_ms, rep=cfg.rep_ms, return_mode="all")
-    return summarize(list(times))
-
-
 @dataclass
 class Sweep:
     """Everything one sweep job needs; `study` is a module of rooflab.studies."""
@@ -111,11 +97,15 @@ class Sweep:
     ceilings: dict[str, float]
     bench: BenchConfig = field(default_factory=BenchConfig)
     device: str = "cuda"
-    timer: Callable[..., Timing] | None = None   # None: check correctness only (interpreter runs)
+    timer: object | None = None      # CudaTimer-like (estimate, sample); None on CUDA makes one, on CPU checks only
+    monitor: object | None = None    # rooflab.gpustate.Monitor: clocks around each case (None: not read)
+    steady_mhz: float | None = None  # the SM clock warm_up settled at
+    cases_log: list = field(default_factory=list)   # one record per timed case: clocks, attempts
 
     def __post_init__(self):
         if self.timer is None and self.device == "cuda":
-            self.timer = time_callable
+            from rooflab.timing import CudaTimer
+            self.timer = CudaTimer(self.bench.flush_mib)
 
 
 def _blank_row(sweep: Sweep, shape: dict, dtype: str, impl: str, timing: str) -> dict:
@@ -124,11 +114,12 @@ def _blank_row(sweep: Sweep, shape: dict, dtype: str, impl: str, timing: str) ->
     return row
 
 
-def _fill_metrics(row: dict, timing: Timing, nbytes: float | None, flops: float | None, ceiling: Ceiling) -> None:
+def _fill_metrics(row: dict, timing: Timing, ceiling: Ceiling) -> None:
     seconds = timing.median_ms * 1e-3
-    row.update(median_ms=timing.median_ms, p20_ms=timing.p20_ms, p80_ms=timing.p80_ms, reps=timing.reps)
-    row["tbps"] = nbytes / seconds / 1e12 if nbytes else None
-    row["tflops"] = flops / seconds / 1e12 if flops else None
+    row.update(median_ms=timing.median_ms, ci_low_ms=timing.ci_low_ms, ci_high_ms=timing.ci_high_ms,
+               p20_ms=timing.p20_ms, p80_ms=timing.p80_ms, reps=timing.reps, trials=timing.trials)
+    row["tbps"] = row["bytes"] / seconds / 1e12 if row["bytes"] else None
+    row["tflops"] = row["flops"] / seconds / 1e12 if row["flops"] else None
     value = row[ceiling.metric]
     if value is not None:
         row["frac_ceiling"] = value / ceiling.measured if ceiling.measured else None
@@ -146,13 +137,16 @@ def is_oom(exc: BaseException) -> bool:
 
 
 def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
-    """Rows for every implementation at one shape and dtype (inputs and reference built once)."""
+    """Rows for every implementation at one shape and dtype (inputs and reference built once).
+
+    Each implementation is built and checked against the reference first; the correct ones are
+    then timed together: warm-up, then `trials` rounds, each running them in a fresh shuffled
+    order, so that drift of clocks or temperature falls on all alike. A case timed under a
+    slowdown or a clock drop is timed once more (see `_time_case`).
+    """
     study = sweep.study
     nbytes, flops = study.work(shape, dtype)
     ceiling = study.ceiling(dtype, sweep.ceilings)
-    modes = ["events"]
-    if sweep.device == "cuda" and nbytes is not None and nbytes < sweep.bench.graph_below_bytes:
-        modes.append("cudagraph")
     try:
         inputs = study.make_inputs(shape, DTYPES[dtype], sweep.device)
         ref = study.reference(inputs)
@@ -165,33 +159,135 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
             yield row
         return
     factories = study.impls()
+    rows, fns = {}, {}
     for impl in sweep.impls:
-        for mode in modes:
-            row = _blank_row(sweep, shape, dtype, impl, mode)
-            try:
-                fn = factories[impl](inputs)
-                out = fn()
-                if sweep.device == "cuda":
-                    torch.cuda.synchronize()
-                max_abs, rel = study.check(out, ref, inputs)
-                del out                                   # free the output before timing
-                row.update(max_abs_err=max_abs, rel_err=rel)
-                tol = study.tolerance(dtype)
-                if not rel <= tol:
-                    row.update(status="incorrect", message=f"rel_err {rel:.3g} > tolerance {tol:g}")
-                    continue
-                if sweep.timer is not None:
-                    _fill_metrics(row, sweep.timer(fn, sweep.bench, mode), nbytes, flops, ceiling)
+        row = _blank_row(sweep, shape, dtype, impl, "events")
+        row.update(bytes=nbytes, flops=flops, ceiling_name=ceiling.name)
+        try:
+            if impl == "ours" and hasattr(study, "strategy"):
+                row["strategy"] = study.strategy(shape, dtype, inputs)
+            fn = factories[impl](inputs)
+            out = fn()
+            if sweep.device == "cuda":
+                torch.cuda.synchronize()
+            max_abs, rel = study.check(out, ref, inputs)
+            del out                                   # free the output before timing
+            row.update(max_abs_err=max_abs, rel_err=rel)
+            tol = study.tolerance(dtype)
+            if not rel <= tol:
+                row.update(status="incorrect", message=f"rel_err {rel:.3g} > tolerance {tol:g}")
+            else:
                 row["status"] = "ok"
-            except Unsupported as exc:
-                row.update(status="unsupported", message=str(exc)[:300])
-            except Exception as exc:  # OOM, compile failure, launch failure: record and go on
-                row.update(status="oom" if is_oom(exc) else "error", message=_describe(exc))
-                _release()
-            finally:
-                yield row
-    del inputs, ref
+                fns[impl] = fn
+        except Unsupported as exc:
+            row.update(status="unsupported", message=str(exc)[:300])
+        except Exception as exc:  # OOM, compile failure, launch failure: record and go on
+            row.update(status="oom" if is_oom(exc) else "error", message=_describe(exc))
+            _release()
+        rows[impl] = row
+    del ref
+    timed = _time_case(sweep, shape, dtype, nbytes, fns, rows) if sweep.timer is not None and fns else {}
+    for impl in sweep.impls:
+        samples = timed.get(impl)
+        if not samples:
+            yield rows[impl]
+            continue
+        for mode, values in samples.items():
+            row = dict(rows[impl], timing=mode)
+            _fill_metrics(row, summarize(values, sweep.bench.trials), ceiling)
+            yield row
+    del inputs, fns
     _release()
+
+
+def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: dict) -> dict:
+    """{impl: {mode: samples}} for the correct implementations; failures go into `rows`.
+
+    Modes: `events` always; `cupti` too when the case moves fewer than kernel_below_bytes or
+    its fastest call is under kernel_below_ms, where host time can hide the kernel. The SM clock
+    and throttle reasons are read before and after; when either shows a slowdown or the clock
+    fell below clock_drop x the steady clock, the case is timed once more and the rows say so
+    if the second attempt was disturbed too.
+    """
+    cfg, timer, monitor = sweep.bench, sweep.timer, sweep.monitor
+    estimates = {}
+    for impl, fn in list(fns.items()):
+        try:
+            estimates[impl] = timer.estimate(fn, cfg.warmup_ms)
+        except Exception as exc:
+            rows[impl].update(status="oom" if is_oom(exc) else "error", message=f"warm-up: {_describe(exc)}")
+            del fns[impl]
+            _release()
+    if not fns:
+        return {}
+    modes = ["events"]
+    if (nbytes is not None and nbytes < cfg.kernel_below_bytes) or min(estimates.values()) < cfg.kernel_below_ms:
+        modes.append("cupti")
+    min_calls = math.ceil(cfg.min_reps / cfg.trials)
+    calls = {impl: calls_per_trial(estimates[impl], cfg.rep_ms, min_calls, cfg.max_calls) for impl in fns}
+    record = {"study": sweep.study.STUDY, "dtype": dtype, **shape, "modes": modes, "calls_per_trial": calls,
+              "attempts": []}
+    for attempt in range(2):
+        before = _settle(sweep)
+        samples = {impl: {mode: [] for mode in modes} for impl in fns}
+        failed = {}
+        for trial in range(cfg.trials):
+            order = list(fns)
+            random.Random(f"{cfg.seed}|{shape}|{dtype}|{attempt}|{trial}").shuffle(order)
+            for impl in order:
+                if impl in failed:
+                    continue
+                for mode in modes:
+                    try:
+                        samples[impl][mode].extend(timer.sample(fns[impl], calls[impl], mode))
+                    except Exception as exc:
+                        failed[impl] = exc
+                        _release()
+                        break
+        after = monitor.read() if monitor is not None else None
+        disturbed = _disturbance(sweep, before, after)
+        record["attempts"].append({"before": before, "after": after, "disturbed": disturbed})
+        if not disturbed:
+            break
+    sweep.cases_log.append(record)
+    for impl, exc in failed.items():
+        rows[impl].update(status="oom" if is_oom(exc) else "error", message=f"timing: {_describe(exc)}")
+        samples.pop(impl)
+    if disturbed:
+        for impl in samples:
+            rows[impl]["message"] = f"measured twice, both under {disturbed}"
+    return samples
+
+
+def _settle(sweep: Sweep) -> dict | None:
+    """Clock reading before a case; if the SM clock has fallen from the steady clock (the GPU idled
+    while inputs and references were built), run dense matmuls for up to 2 s to bring it back."""
+    monitor = sweep.monitor
+    if monitor is None:
+        return None
+    state = monitor.read()
+    if sweep.steady_mhz and (state.get("sm_mhz") or 0) < sweep.bench.clock_drop * sweep.steady_mhz:
+        a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
+        stop = time.perf_counter() + 2.0
+        while time.perf_counter() < stop and (state.get("sm_mhz") or 0) < sweep.bench.clock_drop * sweep.steady_mhz:
+            for _ in range(32):
+                a @ a
+            torch.cuda.synchronize()
+            state = monitor.read()
+        del a
+    return state
+
+
+def _disturbance(sweep: Sweep, before: dict | None, after: dict | None) -> str | None:
+    """Why a case's timing cannot be trusted (a slowdown reason, a clock drop), or None."""
+    for state in (before, after):
+        if state and state.get("slowdown"):
+            return "throttling (" + ", ".join(state.get("throttle", [])) + ")"
+    floor = sweep.bench.clock_drop * sweep.steady_mhz if sweep.steady_mhz else None
+    for state in (before, after):
+        if floor and state and state.get("sm_mhz") and state["sm_mhz"] < floor:
+            return f"a clock drop (SM {state['sm_mhz']:.0f} MHz < {floor:.0f})"
+    return None
 
 
 def _release() -> None:
@@ -208,6 +304,26 @@ def _progress(done: int, total: int, started: float, row: dict, log) -> None:
     shape = " ".join(f"{c}={row[c]}" for c in SHAPE_COLUMNS[row["study"]])
     print(f"[{done}/{total} {elapsed:5.0f}s eta {eta:4.0f}s] {row['study']} {row['dtype']} "
           f"{row['impl']:<18} {row['timing']:<9} {row['status']:<11} {value} {shape}", file=log, flush=True)
+
+
+REMEASURED = "re-measured once after a quality flag"
+
+
+def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log=sys.stderr) -> list[dict]:
+    """`rows` with every row of each (shape, dtype) case replaced by a new measurement of the case,
+    whose messages say so (rooflab.qa flags the cases; the merge step calls this once)."""
+    def key(row, shape):
+        return tuple(row[c] for c in shape)
+
+    out = list(rows)
+    for shape, dtype in cases:
+        wanted = tuple(shape.values())
+        out = [r for r in out if not (r["dtype"] == dtype and key(r, shape) == wanted)]
+        for row in measure_case(sweep, shape, dtype):
+            row["message"] = "; ".join(m for m in (row.get("message"), REMEASURED) if m)
+            out.append(row)
+            _progress(1, 1, time.perf_counter(), row, log)
+    return out
 
 
 def run_sweep(sweep: Sweep, out_path: str | Path, log=sys.stderr) -> int:

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 from collections import defaultdict
 
 import torch
 import torch.nn.functional as F
 
-from rooflab.bench import TOLERANCE, error_metrics, is_oom, summarize
+from rooflab.bench import TOLERANCE, error_metrics, is_oom
+from rooflab.timing import summarize
 
 PARTS = ("norms", "projections", "attention", "softmax", "mlp", "other")
 CONFIGS = {"prefill": ("eager", "ours_softmax", "sdpa", "ours_attention"),
@@ -165,8 +167,15 @@ def _reference(block: DecoderBlock, x, cache):
     return ref.forward(x.float(), "sdpa", PartTimer(False), cache32)
 
 
-def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int, dtype, device="cuda"):
-    """Rows (dicts without gpu/study/ceiling columns) for every configuration at one case."""
+def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int, trials: int, dtype,
+            device="cuda", seed: int = 0):
+    """Rows (dicts without gpu/study/ceiling columns) for every configuration at one case.
+
+    Every configuration is checked against the float32 reference and warmed up first; then
+    `trials` rounds time them in a fresh shuffled order each, ceil(reps / trials) forward passes
+    per configuration and round (and as many CUDA-graph replays of a decode step), so drift hits
+    all alike. A row pools every round's samples: median and its 95 % interval.
+    """
     seqlen, cache_len = (length, 0) if phase == "prefill" else (1, length)
     x = torch.randn(batch, seqlen, block.width, device=device, dtype=dtype)
     cache = None
@@ -174,57 +183,95 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
         shape = (batch, block.kv_heads, cache_len, block.head_dim)
         cache = (torch.randn(shape, device=device, dtype=dtype), torch.randn(shape, device=device, dtype=dtype))
     ref = _reference(block, x, cache)
+    tol = TOLERANCE[str(dtype).removeprefix("torch.")]
+    work = flops(block, batch, seqlen, cache_len)
+    ready = {}
     for config in CONFIGS[phase]:
         base = {"impl": config, "phase": phase, "seqlen": seqlen, "cache_len": cache_len,
                 "width": block.width, "heads": block.heads}
         try:
             out = block.forward(x, config, PartTimer(False), cache)
             max_abs, rel = error_metrics(out, ref)
+            del out
             for _ in range(3):
                 block.forward(x, config, PartTimer(False), cache)
-            samples = []
-            for _ in range(reps):
-                timer = PartTimer(True)
-                block.forward(x, config, timer, cache)
-                samples.append(timer.breakdown())
         except Exception as exc:  # OOM or a kernel refusing the case: one row says so
-            status = "oom" if is_oom(exc) else "error"
-            yield dict(base, part="total", status=status, message=f"{type(exc).__name__}: {exc}"[:300])
+            yield dict(base, part="total", status="oom" if is_oom(exc) else "error",
+                       message=f"{type(exc).__name__}: {exc}"[:300])
             torch.cuda.empty_cache()
             continue
-        tol = TOLERANCE[str(dtype).removeprefix("torch.")]
         status = "ok" if rel <= tol else "incorrect"
+        base.update(max_abs_err=max_abs, rel_err=rel, status=status,
+                    message=None if status == "ok" else f"rel_err {rel:.3g} > tolerance {tol:g}")
+        graph = _capture(block, x, config, cache) if phase == "decode" else None
+        ready[config] = (base, graph)
+    per_trial = math.ceil(reps / trials)
+    parts = {config: [] for config in ready}
+    replays = {config: [] for config in ready}
+    for trial in range(trials):
+        order = list(ready)
+        random.Random(f"{seed}|{phase}|{length}|{trial}").shuffle(order)
+        for config in order:
+            for _ in range(per_trial):
+                timer = PartTimer(True)
+                block.forward(x, config, timer, cache)
+                parts[config].append(timer.breakdown())
+            graph = ready[config][1]
+            if isinstance(graph, torch.cuda.CUDAGraph):
+                replays[config].extend(_replay_ms(graph, per_trial))
+    for config, (base, graph) in ready.items():
+        samples = parts[config]
         for part in ("total",) + PARTS:
             if part not in samples[0]:        # a part this configuration does not have (softmax under SDPA)
                 continue
-            t = summarize([s.get(part, 0.0) for s in samples])
-            if t.p20_ms <= 0:                  # no measurable time (e.g. nothing between the parts)
+            values = [s.get(part, 0.0) for s in samples]
+            if min(values) <= 0:               # no measurable time (e.g. nothing between the parts)
                 continue
-            yield dict(base, part=part, median_ms=t.median_ms, p20_ms=t.p20_ms, p80_ms=t.p80_ms, reps=t.reps,
-                       max_abs_err=max_abs, rel_err=rel, status=status,
-                       message=None if status == "ok" else f"rel_err {rel:.3g} > tolerance {tol:g}",
-                       flops=flops(block, batch, seqlen, cache_len) if part == "total" else None)
-        if phase == "decode":   # one token's step is launch-bound: also replay it as a CUDA graph
-            yield dict(base, **_graph_total(block, x, config, cache), max_abs_err=max_abs, rel_err=rel,
-                       flops=flops(block, batch, seqlen, cache_len))
-        del out
+            yield dict(base, part=part, timing="events", **_timing(summarize(values, trials)),
+                       flops=work if part == "total" else None)
+        if isinstance(graph, str):             # the step could not be captured: the row says so
+            yield dict(base, part="total", timing="cudagraph", status="error", message=graph)
+        elif graph is not None:
+            yield dict(base, part="total", timing="cudagraph", flops=work,
+                       **_timing(summarize(replays[config], trials)))
     torch.cuda.empty_cache()
 
 
-def _graph_total(block: DecoderBlock, x, config: str, cache) -> dict:
-    """The whole block captured once as a CUDA graph and timed over its replays (timing `cudagraph`).
+def _timing(t) -> dict:
+    return {"median_ms": t.median_ms, "ci_low_ms": t.ci_low_ms, "ci_high_ms": t.ci_high_ms, "p20_ms": t.p20_ms,
+            "p80_ms": t.p80_ms, "reps": t.reps, "trials": t.trials}
+
+
+def _capture(block: DecoderBlock, x, config: str, cache):
+    """The decode step captured once as a CUDA graph (timing `cudagraph`), or why it could not be.
 
     Eager timing of a decode step measures the host launching ~30 kernels as much as the GPU;
     graph replay leaves the GPU's own time, which is what a serving engine with graphs sees.
     """
-    import triton.testing
-
     try:
-        times = triton.testing.do_bench_cudagraph(lambda: block.forward(x, config, PartTimer(False), cache),
-                                                  rep=50, return_mode="all")
-    except Exception as exc:  # a kernel that cannot be captured: the row says so
-        return {"part": "total", "timing": "cudagraph", "status": "error",
-                "message": f"graph capture: {type(exc).__name__}: {exc}"[:300]}
-    t = summarize(list(times))
-    return {"part": "total", "timing": "cudagraph", "median_ms": t.median_ms, "p20_ms": t.p20_ms,
-            "p80_ms": t.p80_ms, "reps": t.reps, "status": "ok", "message": None}
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                block.forward(x, config, PartTimer(False), cache)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            block.forward(x, config, PartTimer(False), cache)
+        graph.replay()
+        torch.cuda.synchronize()
+        return graph
+    except Exception as exc:
+        torch.cuda.synchronize()
+        return f"graph capture: {type(exc).__name__}: {exc}"[:300]
+
+
+def _replay_ms(graph, n: int) -> list[float]:
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for start, end in zip(starts, ends):
+        start.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]

@@ -1,9 +1,7 @@
-"""The GPU this run measures: its slug, its environment record and its own ceilings.
+"""The GPU this run measures: its slug, its environment record and its datasheet values.
 
-Ceilings are measured, never assumed: a device-to-device copy, a read-only reduction and
-a fill over buffers many times the L2, dense fp16/bf16 matrix products, and the launch
-floor of a tiny kernel, plain and inside a CUDA graph. Datasheet values ride along
-(from data/gpus.yaml) so every row can also be read as a fraction of the vendor's number.
+The measured ceilings are rooflab.ceilings'; datasheet values ride along (from
+data/gpus.yaml) so every row can also be read as a fraction of the vendor's number.
 """
 from __future__ import annotations
 
@@ -80,6 +78,7 @@ def environment(config: dict) -> dict:
     return {
         "gpu": name,
         "slug": slug(name),
+        "gpu_uuid": "GPU-" + str(props.uuid),
         "sm_count": props.multi_processor_count,
         "memory_gib": round(props.total_memory / 2**30, 2),
         "l2_mib": round(getattr(props, "L2_cache_size", 0) / 2**20, 2),
@@ -99,66 +98,7 @@ def environment(config: dict) -> dict:
     }
 
 
-# ---------------------------------------------------------------- ceilings
-
-def _median_ms(fn, warmup_ms: float = 25, rep_ms: float = 200) -> float:
-    import triton.testing
-    return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
-
-
-def _launch_floor_us(launches: int = 2000) -> tuple[float, float]:
-    """Per-launch time of a one-element kernel: back-to-back plain launches, then graph replay."""
-    x = torch.zeros(1, device="cuda")
-    for _ in range(100):
-        x.add_(1)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(launches):
-        x.add_(1)
-    end.record()
-    torch.cuda.synchronize()
-    plain = start.elapsed_time(end) * 1e3 / launches
-    stream = torch.cuda.Stream()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.stream(stream):
-        with torch.cuda.graph(graph, stream=stream):
-            for _ in range(launches):
-                x.add_(1)
-    graph.replay()
-    torch.cuda.synchronize()
-    start.record()
-    graph.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return plain, start.elapsed_time(end) * 1e3 / launches
-
-
-def measure_ceilings(buffer_gib: float = 2.0, matmul_n: int = 8192) -> list[tuple[str, float, str]]:
-    """(name, value, unit) rows for ceilings.csv, measured on CUDA device 0."""
-    n = int(buffer_gib * 2**30) // 4
-    src = torch.rand(n, device="cuda")   # fp32, buffer_gib GiB: many times any L2
-    dst = torch.empty_like(src)
-    nbytes = src.numel() * src.element_size()
-    rows = [
-        ("copy_tbps", 2 * nbytes / _median_ms(lambda: dst.copy_(src)) / 1e9, "TB/s"),
-        ("read_tbps", nbytes / _median_ms(lambda: torch.sum(src)) / 1e9, "TB/s"),
-        ("write_tbps", nbytes / _median_ms(lambda: dst.fill_(1.0)) / 1e9, "TB/s"),
-    ]
-    del src, dst
-    torch.cuda.empty_cache()
-    for dtype, label in ((torch.float16, "fp16"), (torch.bfloat16, "bf16")):
-        a = torch.randn(matmul_n, matmul_n, device="cuda", dtype=dtype)   # random data, never zeros
-        b = torch.randn(matmul_n, matmul_n, device="cuda", dtype=dtype)
-        flops = 2.0 * matmul_n ** 3
-        rows.append((f"matmul_{label}_tflops", flops / _median_ms(lambda: a @ b) / 1e9, "TFLOP/s"))
-        del a, b
-    plain, graphed = _launch_floor_us()
-    rows += [("launch_us", plain, "us"), ("launch_graph_us", graphed, "us")]
-    return rows
-
-
-def datasheet_rows(device_name: str) -> list[tuple[str, float, str]]:
+def datasheet_rows(device_name: str) -> list[tuple[str, float, str, str]]:
     """The vendor's numbers for this device from data/gpus.yaml (empty when it is not listed)."""
     from rooflab.report.datasheet import lookup
     entry = lookup(device_name)
@@ -166,7 +106,8 @@ def datasheet_rows(device_name: str) -> list[tuple[str, float, str]]:
         return []
     units = {"bandwidth_tbps": "TB/s", "fp16_tflops": "TFLOP/s", "bf16_tflops": "TFLOP/s",
              "fp32_tflops": "TFLOP/s", "memory_gb": "GB"}
-    return [(f"datasheet_{key}", float(entry[key]), unit) for key, unit in units.items() if entry.get(key) is not None]
+    return [(f"datasheet_{key}", float(entry[key]), unit, "data/gpus.yaml")
+            for key, unit in units.items() if entry.get(key) is not None]
 
 
 def read_ceilings(path) -> dict[str, float]:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from rooflab import bench
-from rooflab.bench import BenchConfig, Ceiling, Sweep, Timing, Unsupported, error_metrics, run_sweep
+from rooflab.bench import BenchConfig, Ceiling, Sweep, Unsupported, error_metrics, run_sweep
 from rooflab.schema import read_results
 
 
@@ -50,16 +50,32 @@ def _fake_study(fail_inputs_at=None):
     )
 
 
-def _fixed_timer(fn, cfg, mode):
-    fn()
-    return Timing(median_ms=2.0, p20_ms=1.9, p80_ms=2.2, reps=50)
+class FixedTimer:
+    """Stands for rooflab.timing.CudaTimer: every call takes `ms`; records what it timed, in order."""
+
+    def __init__(self, ms=2.0, fail=None):
+        self.ms, self.fail, self.calls = ms, fail, []
+
+    def estimate(self, fn, budget_ms):
+        fn()
+        return self.ms
+
+    def sample(self, fn, n, mode):
+        out = fn()
+        if self.fail is not None and self.fail(out):
+            raise RuntimeError("CUPTI recorded no device work")
+        self.calls.append((id(fn), n, mode))
+        return [self.ms * (0.99 + 0.02 * i / max(n - 1, 1)) for i in range(n)]
+
+
 
 
 def test_every_status_becomes_a_row_and_the_sweep_goes_on(tmp_path):
     sweep = Sweep(study=_fake_study(fail_inputs_at=64), gpu="test-gpu",
                   shapes=[{"rows": 4, "cols": 1000}, {"rows": 2, "cols": 64}, {"rows": 3, "cols": 5}],
                   dtypes=["float32"], impls=["ours", "torch", "liger", "eager", "torch_compile"],
-                  ceilings={"copy_tbps": 4.0, "datasheet_bandwidth_tbps": 4.8}, device="cpu", timer=_fixed_timer)
+                  ceilings={"copy_tbps": 4.0, "datasheet_bandwidth_tbps": 4.8}, device="cpu", timer=FixedTimer(),
+                  bench=BenchConfig(kernel_below_bytes=0, kernel_below_ms=0))
     path = tmp_path / "softmax.csv"
     assert run_sweep(sweep, path, log=open("/dev/null", "w")) == 15
     frame = read_results(path)  # the schema accepts every row
@@ -77,14 +93,18 @@ def test_every_status_becomes_a_row_and_the_sweep_goes_on(tmp_path):
 def test_metrics_come_from_the_traffic_count_and_the_ceiling(tmp_path):
     sweep = Sweep(study=_fake_study(), gpu="test-gpu", shapes=[{"rows": 1000, "cols": 1000}],
                   dtypes=["float32"], impls=["ours"], ceilings={"copy_tbps": 4.0, "datasheet_bandwidth_tbps": 5.0},
-                  device="cpu", timer=_fixed_timer)
+                  device="cpu", timer=FixedTimer(), bench=BenchConfig(rep_ms=1, kernel_below_bytes=0, kernel_below_ms=0))
     run_sweep(sweep, tmp_path / "s.csv", log=open("/dev/null", "w"))
     row = pd.read_csv(tmp_path / "s.csv").iloc[0]
+    assert row["median_ms"] == pytest.approx(2.0)
     expected_tbps = 2.0 * 1000 * 1000 * 4 / 2.0e-3 / 1e12
+    assert row["bytes"] == 2.0 * 1000 * 1000 * 4
     assert row["tbps"] == pytest.approx(expected_tbps)
     assert row["frac_ceiling"] == pytest.approx(expected_tbps / 4.0)
     assert row["frac_datasheet"] == pytest.approx(expected_tbps / 5.0)
-    assert (row["median_ms"], row["p20_ms"], row["p80_ms"], row["reps"]) == (2.0, 1.9, 2.2, 50)
+    assert (row["reps"], row["trials"]) == (21, 3)       # min_reps 20 over 3 trials: 7 calls each
+    assert row["ci_low_ms"] < row["median_ms"] < row["ci_high_ms"]
+    assert row["timing"] == "events"
     assert math.isnan(row["tflops"])
 
 
@@ -108,15 +128,89 @@ def test_error_metrics_treat_non_finite_values_strictly(out, ref, finite):
     assert math.isfinite(rel) == finite
 
 
-def test_quantiles_are_median_p20_p80():
-    timing = bench.summarize([float(v) for v in range(1, 11)])
-    assert (timing.median_ms, timing.reps) == (5.5, 10)
-    assert timing.p20_ms == pytest.approx(2.8) and timing.p80_ms == pytest.approx(8.2)
-
-
-def test_bench_config_defaults_are_positive():
+def test_bench_config_defaults_meet_the_sampling_floor():
     cfg = BenchConfig()
-    assert cfg.warmup_ms > 0 and cfg.rep_ms > 0 and cfg.graph_rep_ms > 0
+    assert cfg.trials >= 3 and cfg.min_reps >= 20 and cfg.warmup_ms > 0 and cfg.rep_ms > 0
+
+
+def _small_sweep(timer, **bench):
+    return Sweep(study=_fake_study(), gpu="test-gpu", shapes=[{"rows": 4, "cols": 8}], dtypes=["float32"],
+                 impls=["ours", "liger", "torch_compile"], ceilings={"copy_tbps": 4.0, "datasheet_bandwidth_tbps": 5.0},
+                 device="cpu", timer=timer, bench=BenchConfig(**bench))
+
+
+def test_small_cases_get_kernel_only_rows_beside_plain_calls():
+    timer = FixedTimer(ms=0.01)
+    rows = list(bench.measure_case(_small_sweep(timer), {"rows": 4, "cols": 8}, "float32"))
+    ours = [r for r in rows if r["impl"] == "ours"]
+    assert [r["timing"] for r in ours] == ["events", "cupti"]
+    assert all(r["status"] == "ok" and r["trials"] == 3 and r["reps"] >= 20 for r in ours)
+    large = list(bench.measure_case(_small_sweep(FixedTimer(ms=1.0), kernel_below_bytes=0),
+                                    {"rows": 4, "cols": 8}, "float32"))
+    assert [r["timing"] for r in large if r["impl"] == "ours"] == ["events"]
+
+
+def test_trials_interleave_implementations_in_shuffled_orders():
+    study = _fake_study()
+    impls = {f"impl{i}": (lambda inputs: (lambda: torch.softmax(inputs["x"], -1))) for i in range(6)}
+    study.impls = lambda: impls
+    timer = FixedTimer(ms=1.0)
+    sweep = Sweep(study=study, gpu="test-gpu", shapes=[], dtypes=["float32"], impls=list(impls),
+                  ceilings={"copy_tbps": 4.0, "datasheet_bandwidth_tbps": 5.0}, device="cpu", timer=timer,
+                  bench=BenchConfig(trials=4, kernel_below_bytes=0, kernel_below_ms=0))
+    list(bench.measure_case(sweep, {"rows": 4, "cols": 8}, "float32"))
+    rounds = [[fn for fn, _, _ in timer.calls[i * 6:(i + 1) * 6]] for i in range(4)]
+    assert len(timer.calls) == 24 and all(len(set(r)) == 6 for r in rounds)   # each impl once per trial
+    assert len({tuple(r) for r in rounds}) > 1                                  # orders differ between trials
+
+
+def test_a_failure_while_timing_one_impl_leaves_the_others_measured():
+    timer = FixedTimer(ms=0.01, fail=lambda out: out.shape[-1] == 8 and float(out.sum()) < 0)
+    study = _fake_study()
+    ok = study.impls()["ours"]
+    study.impls = lambda: {"ours": ok, "liger": lambda inputs: (lambda: -ok(inputs)())}
+    study.check = lambda out, ref, inputs: (0.0, 0.0)
+    sweep = Sweep(study=study, gpu="test-gpu", shapes=[], dtypes=["float32"], impls=["ours", "liger"],
+                  ceilings={"copy_tbps": 4.0, "datasheet_bandwidth_tbps": 5.0}, device="cpu", timer=timer)
+    rows = {(r["impl"], r["timing"]): r for r in bench.measure_case(sweep, {"rows": 4, "cols": 8}, "float32")}
+    assert rows[("ours", "events")]["status"] == "ok" and rows[("ours", "cupti")]["status"] == "ok"
+    assert rows[("liger", "events")]["status"] == "error" and "CUPTI" in rows[("liger", "events")]["message"]
+
+
+class FlakyMonitor:
+    """Reports a thermal slowdown on the first `bad` readings, then a steady clock."""
+
+    def __init__(self, bad):
+        self.bad, self.reads = bad, 0
+
+    def read(self):
+        self.reads += 1
+        slow = self.reads <= self.bad
+        return {"sm_mhz": 1980, "slowdown": slow, "throttle": ["sw_thermal_slowdown"] if slow else []}
+
+
+@pytest.mark.parametrize("bad, attempts, note", [(0, 1, False), (2, 2, False), (4, 2, True)])
+def test_a_case_timed_under_throttling_is_timed_again(bad, attempts, note):
+    sweep = _small_sweep(FixedTimer(ms=1.0), kernel_below_bytes=0)
+    sweep.monitor, sweep.steady_mhz = FlakyMonitor(bad), 1980
+    rows = list(bench.measure_case(sweep, {"rows": 4, "cols": 8}, "float32"))
+    (record,) = sweep.cases_log
+    assert len(record["attempts"]) == attempts
+    ours = next(r for r in rows if r["impl"] == "ours")
+    assert ours["status"] == "ok" and (ours["message"] is not None and "thermal" in ours["message"]) == note
+
+
+def test_remeasure_replaces_a_cases_rows_and_says_so(tmp_path):
+    sweep = _small_sweep(FixedTimer(ms=1.0), kernel_below_bytes=0)
+    sweep.shapes = [{"rows": 4, "cols": 8}, {"rows": 2, "cols": 3}]
+    run_sweep(sweep, tmp_path / "s.csv", log=open("/dev/null", "w"))
+    before = read_results(tmp_path / "s.csv")
+    rows = before.astype(object).where(before.notna(), None).to_dict(orient="records")
+    after = bench.remeasure(sweep, rows, [({"rows": 2, "cols": 3}, "float32")], log=open("/dev/null", "w"))
+    assert len(after) == len(rows)
+    again = [r for r in after if r["cols"] == 3]
+    assert again and all(bench.REMEASURED in r["message"] for r in again)
+    assert all(bench.REMEASURED not in (r["message"] or "") for r in after if r["cols"] == 8)
 
 
 def test_a_hung_case_keeps_measured_rows_and_marks_the_rest(tmp_path):
@@ -125,7 +219,7 @@ def test_a_hung_case_keeps_measured_rows_and_marks_the_rest(tmp_path):
     import textwrap
     script = textwrap.dedent(f"""
         import time, torch
-        from tests.test_bench import _fake_study, _fixed_timer
+        from tests.test_bench import _fake_study, FixedTimer
         from rooflab.bench import BenchConfig, Sweep, run_sweep
         study = _fake_study()
         slow = study.make_inputs
@@ -137,7 +231,7 @@ def test_a_hung_case_keeps_measured_rows_and_marks_the_rest(tmp_path):
         sweep = Sweep(study=study, gpu="test-gpu", shapes=[{{"rows": 2, "cols": 5}}, {{"rows": 2, "cols": 9}},
                       {{"rows": 2, "cols": 11}}], dtypes=["float32"], impls=["ours", "liger"],
                       ceilings={{"copy_tbps": 1, "datasheet_bandwidth_tbps": 1}}, device="cpu",
-                      timer=_fixed_timer, bench=BenchConfig(case_timeout_s=2))
+                      timer=FixedTimer(), bench=BenchConfig(case_timeout_s=2, kernel_below_bytes=0, kernel_below_ms=0))
         run_sweep(sweep, r"{tmp_path / 'hung.csv'}")
         raise SystemExit(3)   # not reached: the watchdog exits with 0
     """)

@@ -5,7 +5,7 @@ Conventions
   seqlen_k left out means seqlen_q, heads_kv left out means heads_q.
 - Causal masks are aligned bottom-right (FlashAttention-2's convention): query i sees keys
   j <= i + Nk - Nq. torch's `is_causal=True` aligns top-left, so for Nq != Nk the SDPA peers
-  call the bottom-right variants SDPA itself dispatches to (see `_sdpa`), or are unsupported.
+  get SDPA's own bottom-right bias, causal_lower_right (see `_sdpa_bottom_right`), or are unsupported.
 - Work: FLOPs from kernels.flash_attention.attention_flops (4*B*Hq*Nq*Nk*D, halved for causal square
   shapes, visible pairs counted exactly otherwise); bytes = q, k, v read once and o written
   once. The metric is TFLOP/s against the measured dense matmul ceiling of the dtype.
@@ -124,7 +124,8 @@ def work(shape: dict, dtype: str) -> tuple[float, float]:
 
 def ceiling(dtype: str, ceilings: dict) -> Ceiling:
     kind = {"float16": "fp16", "bfloat16": "bf16"}[dtype]
-    return Ceiling("tflops", ceilings.get(f"matmul_{kind}_tflops"), ceilings.get(f"datasheet_{kind}_tflops"))
+    return Ceiling("tflops", ceilings.get(f"matmul_{kind}_tflops"), ceilings.get(f"datasheet_{kind}_tflops"),
+                   f"matmul_{kind}_tflops")
 
 
 def memory_bytes(impl: str, shape: dict, dtype: str) -> int:
@@ -215,28 +216,23 @@ def _sdpa(backend_name: str):
 
 
 def _sdpa_bottom_right(backend_name, q, k, v, inputs):
-    """Causal Nq != Nk with the bottom-right mask, through the ops SDPA itself dispatches
-    torch.nn.attention.bias.causal_lower_right to (flash: is_causal means bottom-right;
-    mem-efficient: custom_mask_type 2). cuDNN gets an explicit boolean mask."""
-    scale = 1.0 / math.sqrt(q.shape[-1])
-    if k.shape[1] != q.shape[1]:
-        k, v = _expand_kv(inputs)  # the direct ops take one K/V head per query head
-    if backend_name == "sdpa_flash":
-        fn = lambda: torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, True, False, scale=scale)[0]
-    elif backend_name == "sdpa_efficient":
-        qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)  # (B, N, H, D) views
-        fn = lambda: torch.ops.aten._efficient_attention_forward(
-            qt, kt, vt, None, None, None, None, None, 0.0, 2, False, scale=scale)[0].transpose(1, 2)
-    else:
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        nq, nk = q.shape[2], k.shape[2]
-        rows = torch.arange(nq, device=q.device)[:, None]
-        mask = torch.arange(nk, device=q.device)[None, :] <= rows + (nk - nq)  # True = attend
+    """Causal Nq != Nk with SDPA's own bottom-right mask, torch.nn.attention.bias.causal_lower_right,
+    which each backend handles natively or refuses (then the row is `unsupported`, never a dense
+    mask: a backend given an explicit mask is another kernel). Backends that take no grouped K/V
+    get them expanded here, outside the timed callable."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
 
-        def fn():
-            with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
-                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    return _first_run(fn, backend_name)
+    backend = {"sdpa_flash": SDPBackend.FLASH_ATTENTION, "sdpa_cudnn": SDPBackend.CUDNN_ATTENTION,
+               "sdpa_efficient": SDPBackend.EFFICIENT_ATTENTION}[backend_name]
+    bias = causal_lower_right(q.shape[2], k.shape[2])
+    if k.shape[1] != q.shape[1]:
+        k, v = _expand_kv(inputs)
+
+    def fn():
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
+    return _first_run(fn, backend_name + " (causal_lower_right)")
 
 
 def _eager(inputs):

@@ -81,7 +81,17 @@ def input_bytes(shape: dict, dtype: str) -> int:
 
 
 def ceiling(dtype: str, ceilings: dict) -> Ceiling:
-    return Ceiling("tbps", ceilings.get("read_tbps"), ceilings.get("datasheet_bandwidth_tbps"))
+    return Ceiling("tbps", ceilings.get("read_tbps"), ceilings.get("datasheet_bandwidth_tbps"), "read_tbps")
+
+
+def strategy(shape: dict, dtype: str, inputs: dict) -> str:
+    """`nosplit` (its forced twin is ours_nosplit) or `split<S>`: what decode_attention chooses here."""
+    from kernels._device import sm_count
+    from kernels.flash_decoding import choose_splits, launch_config
+    k = inputs["k_cache"]
+    block_n, _, _ = launch_config(shape["head_dim"], k.element_size())
+    splits, _ = choose_splits(shape["batch"], shape["heads_kv"], shape["cache_len"], block_n, sm_count(k.device))
+    return "nosplit" if splits == 1 else f"split{splits}"
 
 
 # ---- implementations: each factory takes the inputs and returns a zero-argument callable ----

@@ -8,11 +8,14 @@ rule e2e:
         code=sorted(glob.glob("kernels/**/*.py", recursive=True)) + ["rooflab/e2e.py"],
     output:
         csv=f"{FRESH}/e2e.csv",
+        env=f"{FRESH}/e2e/e2e.env.json",
     params:
         gpu=SLUG,
         model=config["e2e"],
         grid=config["e2e"]["grid"][PROFILE],
-        reps={"quick": 10, "full": 30}[PROFILE],
+        reps=config["bench"]["min_reps"],
+        trials=config["bench"][PROFILE]["trials"],
+        qa=config["qa"],
     log:
         f"logs/{SLUG}/e2e.log",
     resources:

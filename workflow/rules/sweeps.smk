@@ -1,6 +1,9 @@
 # The kernel sweeps (softmax, attention, decode): one job per study and dtype, so an
-# interrupted run loses little; then one CSV per study. A change to a kernel re-measures.
+# interrupted run loses little; then one CSV per study, after the quality gates (rooflab.qa)
+# have had every flagged case measured once more. A change to a kernel re-measures.
 import glob
+
+BENCH = dict({k: v for k, v in config["bench"].items() if k not in ("quick", "full")}, **config["bench"][PROFILE])
 
 
 wildcard_constraints:
@@ -14,12 +17,12 @@ rule sweep:
         code=lambda w: sorted(glob.glob("kernels/**/*.py", recursive=True) + [f"rooflab/studies/{w.study}.py"]),
     output:
         csv=f"{FRESH}/{{study}}/{{dtype}}.csv",
+        env=f"{FRESH}/{{study}}/{{dtype}}.env.json",
     params:
         gpu=SLUG,
         study=lambda w: config[w.study],
         grid=lambda w: config[w.study]["grid"][PROFILE],
-        bench=dict(config["bench"][PROFILE], graph_below_bytes=config["bench"]["graph_below_bytes"],
-                   case_timeout_s=config["bench"]["case_timeout_s"]),
+        bench=BENCH,
     log:
         f"logs/{SLUG}/{{study}}_{{dtype}}.log",
     resources:
@@ -32,12 +35,21 @@ rule sweep:
 
 rule merge_sweep:
     input:
-        lambda w: expand(f"{FRESH}/{w.study}/{{dtype}}.csv", dtype=config[w.study]["dtypes"]),
+        csv=lambda w: expand(f"{FRESH}/{w.study}/{{dtype}}.csv", dtype=config[w.study]["dtypes"]),
+        ceilings=rules.calibrate.output.csv,
     output:
         csv=f"{FRESH}/{{study}}.csv",
+        env=f"{FRESH}/{{study}}/remeasured.env.json",
+    params:
+        gpu=SLUG,
+        study=lambda w: config[w.study],
+        bench=BENCH,
+        qa=config["qa"],
     log:
         f"logs/{SLUG}/{{study}}_merge.log",
+    resources:
+        gpu=1,
     conda:
         "../../envs/measure.yaml"
     script:
-        "../scripts/merge_csv.py"
+        "../scripts/merge_sweep.py"

@@ -1,17 +1,18 @@
-"""Rule calibrate: measured ceilings and datasheet values -> ceilings.csv (name, value, unit)."""
+"""Rule calibrate: measured ceilings and datasheet values -> ceilings.csv (name, value, unit, how)."""
 import csv
 import json
 
-from rooflab.gpus import datasheet_rows, measure_ceilings
+from rooflab.ceilings import measure
+from rooflab.gpus import datasheet_rows
 from rooflab.workflow import log_to
 
 log_to(snakemake.log[0])
 with open(snakemake.input.env) as handle:
     device = json.load(handle)["gpu"]
-rows = measure_ceilings(snakemake.params.buffer_gib, snakemake.params.matmul_n) + datasheet_rows(device)
+rows = measure(snakemake.params.buffer_gib, snakemake.params.matmul_n) + datasheet_rows(device)
 with open(snakemake.output.csv, "w", newline="") as handle:
     writer = csv.writer(handle)
-    writer.writerow(["name", "value", "unit"])
-    for name, value, unit in rows:
-        writer.writerow([name, f"{value:.6g}", unit])
-        print(f"{name:28} {value:10.4g} {unit}")
+    writer.writerow(["name", "value", "unit", "how"])
+    for name, value, unit, how in rows:
+        writer.writerow([name, f"{value:.6g}", unit, how])
+        print(f"{name:28} {value:10.4g} {unit:8} {how}")

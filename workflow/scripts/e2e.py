@@ -1,12 +1,17 @@
-"""Rule e2e: one decoder block, PyTorch defaults vs our kernels, time by part -> e2e.csv."""
-import csv
+"""Rule e2e: one decoder block, PyTorch defaults vs our kernels, time by part -> e2e.csv.
 
+A case whose measured speed-up exceeds its Amdahl bound (rooflab.qa's `amdahl` gate) is
+measured once more; the job records its environment like the sweeps do.
+"""
+import pandas as pd
 import torch
 
-from rooflab.bench import DTYPES
+from rooflab import qa
+from rooflab.bench import DTYPES, REMEASURED
 from rooflab.e2e import DecoderBlock, measure
-from rooflab.gpus import read_ceilings
-from rooflab.schema import columns
+from rooflab.gpus import read_ceilings, write_json
+from rooflab.gpustate import Monitor, job_record, warm_up
+from rooflab.schema import columns, validate_frame
 from rooflab.workflow import log_to
 
 log_to(snakemake.log[0])
@@ -14,21 +19,38 @@ model, grid = snakemake.params.model, snakemake.params.grid
 dtype = DTYPES[model["dtype"]]
 ceilings = read_ceilings(snakemake.input.ceilings)
 label = "bf16" if model["dtype"] == "bfloat16" else "fp16"
-ceiling, datasheet = ceilings.get(f"matmul_{label}_tflops"), ceilings.get(f"datasheet_{label}_tflops")
+ceiling_name = f"matmul_{label}_tflops"
+ceiling, datasheet = ceilings.get(ceiling_name), ceilings.get(f"datasheet_{label}_tflops")
+monitor = Monitor()
+record = {"start": job_record(monitor), "warm_up": warm_up(monitor)}
 torch.manual_seed(0)
 block = DecoderBlock(model["width"], model["heads"], model["kv_heads"], model["mlp_ratio"], dtype, "cuda")
-with open(snakemake.output.csv, "w", newline="") as handle:
-    writer = csv.DictWriter(handle, fieldnames=columns("e2e"))
-    writer.writeheader()
-    for phase in ("prefill", "decode"):
-        for length in grid[phase]:
-            for row in measure(block, phase, length, model["batch"], snakemake.params.reps, dtype):
-                flops = row.pop("flops", None)
-                if flops and row.get("median_ms"):
-                    row["tflops"] = flops / (row["median_ms"] * 1e-3) / 1e12
-                    row["frac_ceiling"] = row["tflops"] / ceiling if ceiling else None
-                    row["frac_datasheet"] = row["tflops"] / datasheet if datasheet else None
-                row.setdefault("timing", "events")
-                writer.writerow(dict(row, gpu=snakemake.params.gpu, study="e2e", dtype=model["dtype"]))
-                handle.flush()
-                print(f"{phase:8} {length:6} {row['impl']:15} {row['part']:12} {row['timing']:9} {row['status']:9} {row.get('median_ms')}")
+
+
+def case_rows(phase: str, length: int, note: str | None = None) -> list[dict]:
+    rows = []
+    for row in measure(block, phase, length, model["batch"], snakemake.params.reps, snakemake.params.trials, dtype):
+        if row.get("flops") and row.get("median_ms"):
+            row["tflops"] = row["flops"] / (row["median_ms"] * 1e-3) / 1e12
+            row["frac_ceiling"] = row["tflops"] / ceiling if ceiling else None
+            row["frac_datasheet"] = row["tflops"] / datasheet if datasheet else None
+        if note:
+            row["message"] = "; ".join(m for m in (row.get("message"), note) if m)
+        rows.append(dict(row, gpu=snakemake.params.gpu, study="e2e", dtype=model["dtype"], ceiling_name=ceiling_name))
+        print(f"{phase:8} {length:6} {row['impl']:15} {row['part']:12} {row.get('timing', ''):9} {row['status']:9} "
+              f"{row.get('median_ms')}", flush=True)
+    return rows
+
+
+cases = {(phase, length): case_rows(phase, length) for phase in ("prefill", "decode") for length in grid[phase]}
+frame = pd.DataFrame([r for rows in cases.values() for r in rows], columns=list(columns("e2e")))
+flagged = qa.flags(frame, snakemake.params.qa)
+record["flags"] = flagged.to_dict(orient="records")
+for _, flag in flagged.drop_duplicates(["phase", "seqlen", "cache_len"]).iterrows():
+    key = (flag["phase"], int(flag["seqlen"] if flag["phase"] == "prefill" else flag["cache_len"]))
+    print(f"quality flag {flag['gate']} at {key}: {flag['detail']}; measuring the case again")
+    cases[key] = case_rows(*key, note=REMEASURED)
+frame = pd.DataFrame([r for rows in cases.values() for r in rows], columns=list(columns("e2e")))
+validate_frame(frame, snakemake.output.csv).to_csv(snakemake.output.csv, index=False)
+record["end"] = job_record(monitor)
+write_json(snakemake.output.env, record)

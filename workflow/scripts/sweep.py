@@ -1,7 +1,10 @@
-"""Rule sweep: one study at one dtype over the profile's grid -> CSV rows (see rooflab.bench)."""
+"""Rule sweep: one study at one dtype over the profile's grid -> CSV rows (see rooflab.bench), and
+the job's own environment record (GPU, clocks and throttle reasons at its start and end and around
+every case, other processes on the GPU, host load)."""
 from rooflab import studies
 from rooflab.bench import BenchConfig, Sweep, run_sweep
-from rooflab.gpus import read_ceilings
+from rooflab.gpus import read_ceilings, write_json
+from rooflab.gpustate import Monitor, job_record, warm_up
 from rooflab.grid import expand
 from rooflab.workflow import log_to, within_budget
 
@@ -9,6 +12,10 @@ log_to(snakemake.log[0])
 study = studies.load(snakemake.wildcards.study)
 cfg = snakemake.params.study
 shapes = within_budget(study, study.shapes(expand(snakemake.params.grid)), snakemake.wildcards.dtype, cfg)
+monitor = Monitor()
+record = {"start": job_record(monitor)}
+record["warm_up"] = warm_up(monitor)
+print(f"GPU warmed up in {record['warm_up']['seconds']} s: SM clock {record['warm_up']['sm_mhz_readings']} MHz")
 sweep = Sweep(
     study=study,
     gpu=snakemake.params.gpu,
@@ -17,6 +24,10 @@ sweep = Sweep(
     impls=list(cfg["impls"]),
     ceilings=read_ceilings(snakemake.input.ceilings),
     bench=BenchConfig(**snakemake.params.bench),
+    monitor=monitor,
+    steady_mhz=record["warm_up"]["steady_sm_mhz"],
 )
 rows = run_sweep(sweep, snakemake.output.csv)
+record.update(end=job_record(monitor), cases=sweep.cases_log)
+write_json(snakemake.output.env, record)
 print(f"{rows} rows -> {snakemake.output.csv}")

@@ -1,0 +1,153 @@
+"""The GPU's own ceilings, measured: what no kernel of a study should beat.
+
+- read_tbps: a tuned read-only Triton kernel (each program sums a stretch of a buffer many times
+  the L2 into one partial per program), the best of several block sizes, warp counts and grid
+  shapes, and of torch.sum; bytes = the buffer read once.
+- copy_tbps / write_tbps: tuned Triton copy and fill kernels against torch's copy_ / fill_,
+  the best of each; bytes = read + written (copy), written (fill).
+- matmul_{fp16,bf16}_tflops: cuBLAS through torch on random n x n x n operands (never zeros).
+- launch_us: an empty Triton kernel launched back to back from Python (host launch rate);
+  launch_graph_us: the same empty kernel as nodes of one CUDA graph, per node on replay.
+
+Every value is a median of do_bench samples (warm-up outside). `how` names what won.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _read_kernel(x_ptr, partial_ptr, n, iters, BLOCK: tl.constexpr):
+    # program p sums blocks p, p + P, p + 2P, ... (iters of them) into one fp32 partial
+    pid = tl.program_id(0)
+    step = tl.num_programs(0).to(tl.int64) * BLOCK
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    acc = tl.zeros([BLOCK], tl.float32)
+    for _ in range(iters):
+        acc += tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+        offs += step
+    tl.store(partial_ptr + pid, tl.sum(acc, 0))
+
+
+@triton.jit
+def _copy_kernel(dst_ptr, src_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def _fill_kernel(dst_ptr, n, value, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.full([BLOCK], value, tl.float32), mask=offs < n)
+
+
+@triton.jit
+def _empty_kernel(x_ptr):
+    pass
+
+
+def _median_ms(fn, warmup_ms: float = 25, rep_ms: float = 100) -> float:
+    import triton.testing
+    return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+
+
+def _best(candidates: dict, nbytes: float) -> tuple[float, str]:
+    """(TB/s, name) of the fastest of {name: callable} moving nbytes each call."""
+    results = {name: nbytes / _median_ms(fn) / 1e9 for name, fn in candidates.items()}
+    name = max(results, key=results.get)
+    return results[name], name
+
+
+def read_candidates(src: torch.Tensor) -> dict:
+    n, sms = src.numel(), torch.cuda.get_device_properties(src.device).multi_processor_count
+    out = {"torch.sum": lambda: torch.sum(src)}
+    for block in (2048, 4096, 8192):
+        for warps in (4, 8):
+            for per_sm in (4, 8, 16, 0):        # 0: one program per block (no loop)
+                programs = sms * per_sm if per_sm else triton.cdiv(n, block)
+                iters = triton.cdiv(n, programs * block)
+                partial = torch.empty(programs, device=src.device, dtype=torch.float32)
+                out[f"triton read BLOCK={block} warps={warps} programs={programs}"] = (
+                    lambda p=partial, b=block, w=warps, g=programs, i=iters:
+                    _read_kernel[(g,)](src, p, n, i, BLOCK=b, num_warps=w))
+    return out
+
+
+def copy_candidates(dst: torch.Tensor, src: torch.Tensor) -> dict:
+    n = src.numel()
+    out = {"torch copy_": lambda: dst.copy_(src)}
+    for block in (1024, 2048, 4096, 8192):
+        for warps in (4, 8):
+            out[f"triton copy BLOCK={block} warps={warps}"] = (
+                lambda b=block, w=warps: _copy_kernel[(triton.cdiv(n, b),)](dst, src, n, BLOCK=b, num_warps=w))
+    return out
+
+
+def fill_candidates(dst: torch.Tensor) -> dict:
+    n = dst.numel()
+    out = {"torch fill_": lambda: dst.fill_(1.0)}
+    for block in (1024, 2048, 4096, 8192):
+        for warps in (4, 8):
+            out[f"triton fill BLOCK={block} warps={warps}"] = (
+                lambda b=block, w=warps: _fill_kernel[(triton.cdiv(n, b),)](dst, n, 1.0, BLOCK=b, num_warps=w))
+    return out
+
+
+def launch_floor_us(launches: int = 2000) -> tuple[float, float]:
+    """Per launch of an empty Triton kernel: back to back from Python, then as CUDA-graph nodes."""
+    import time
+    x = torch.empty(1, device="cuda")
+    for _ in range(100):
+        _empty_kernel[(1,)](x)
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(launches):
+        _empty_kernel[(1,)](x)
+    torch.cuda.synchronize()
+    plain = (time.perf_counter() - start) * 1e6 / launches
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+        for _ in range(launches):
+            _empty_kernel[(1,)](x)
+    graph.replay()
+    torch.cuda.synchronize()
+    begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    replays = []
+    for _ in range(5):
+        begin.record()
+        graph.replay()
+        end.record()
+        torch.cuda.synchronize()
+        replays.append(begin.elapsed_time(end) * 1e3 / launches)
+    return plain, sorted(replays)[len(replays) // 2]
+
+
+def measure(buffer_gib: float = 2.0, matmul_n: int = 8192) -> list[tuple[str, float, str, str]]:
+    """(name, value, unit, how) rows for ceilings.csv, measured on CUDA device 0."""
+    n = int(buffer_gib * 2**30) // 4
+    src = torch.rand(n, device="cuda")   # fp32, buffer_gib GiB: many times any L2
+    dst = torch.empty_like(src)
+    nbytes = src.numel() * src.element_size()
+    rows = []
+    for name, candidates, moved in (("read_tbps", read_candidates(src), nbytes),
+                                    ("copy_tbps", copy_candidates(dst, src), 2 * nbytes),
+                                    ("write_tbps", fill_candidates(dst), nbytes)):
+        value, how = _best(candidates, moved)
+        rows.append((name, value, "TB/s", how))
+        print(f"{name}: {value:.3f} TB/s ({how})", flush=True)
+    del src, dst
+    torch.cuda.empty_cache()
+    for dtype, label in ((torch.float16, "fp16"), (torch.bfloat16, "bf16")):
+        a = torch.randn(matmul_n, matmul_n, device="cuda", dtype=dtype)
+        b = torch.randn(matmul_n, matmul_n, device="cuda", dtype=dtype)
+        rows.append((f"matmul_{label}_tflops", 2.0 * matmul_n ** 3 / _median_ms(lambda: a @ b) / 1e9,
+                     "TFLOP/s", f"torch.matmul {matmul_n}^3, random operands"))
+        del a, b
+    plain, graphed = launch_floor_us()
+    rows += [("launch_us", plain, "us", "empty Triton kernel, back-to-back Python launches"),
+             ("launch_graph_us", graphed, "us", "empty Triton kernel as CUDA-graph nodes, per node")]
+    return rows

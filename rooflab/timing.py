@@ -1,0 +1,195 @@
+"""How one implementation is timed: samples, their median and its confidence interval.
+
+Two methods, both with a cold L2 (a 256 MiB buffer is overwritten before every timed call, as
+triton.testing.do_bench does, by a Triton kernel of its own name so its launches can be told
+apart from the timed ones):
+
+- `events`: what a Python caller pays for one call. After the flush the host waits for the GPU
+  to go idle, then CUDA events bracket the call, so the wrapper's host work, the launch and the
+  kernels all count.
+- `cupti`: the kernel alone. The same calls run back to back under torch.profiler (CUPTI);
+  each sample is the device time of the kernels, memsets and copies one call issued, found
+  between two flush kernels in the device timeline.
+
+Samples from every trial are pooled: `median_ms` is their median, `ci_low_ms`/`ci_high_ms` a
+95 % distribution-free confidence interval of it from order statistics (the binomial
+argument: the interval between the j-th and k-th smallest of n samples covers the median with
+probability P(j <= Binomial(n, 1/2) < k)).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+FLUSH_KERNEL = "_flush_l2"
+
+
+@dataclass
+class Timing:
+    median_ms: float
+    ci_low_ms: float
+    ci_high_ms: float
+    p20_ms: float
+    p80_ms: float
+    reps: int
+    trials: int
+
+
+@lru_cache(maxsize=4096)
+def median_ci_ranks(n: int, confidence: float = 0.95) -> tuple[int, int]:
+    """0-based ranks (lo, hi) of the sorted samples that bound a `confidence` interval of the median.
+
+    The narrowest symmetric pair with coverage >= confidence; for n < 6 no pair reaches 95 %,
+    and the full range (min, max) is returned.
+    """
+    if n < 1:
+        raise ValueError("no samples")
+    # cumulative Binomial(n, 1/2) probabilities, exactly for small n, by the normal law beyond
+    if n <= 2000:
+        total = 2 ** n
+        cdf, acc = [], 0
+        for k in range(n + 1):
+            acc += math.comb(n, k)
+            cdf.append(acc / total)
+        for lo in range((n - 1) // 2, -1, -1):
+            hi = n - 1 - lo
+            coverage = cdf[hi] - cdf[lo]     # P(lo < B <= hi) = P(x_(lo) <= median <= x_(hi))
+            if coverage >= confidence:
+                return lo, hi
+        return 0, n - 1
+    z = 1.959963984540054 if confidence == 0.95 else _z(confidence)
+    half = z * math.sqrt(n) / 2
+    lo = max(0, int(math.floor(n / 2 - half)) - 1)
+    return lo, min(n - 1, n - 1 - lo)
+
+
+def _z(confidence: float) -> float:
+    from statistics import NormalDist
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def _quantile(ordered: list[float], q: float) -> float:
+    """Linear-interpolation quantile (numpy's default) of sorted values."""
+    pos = q * (len(ordered) - 1)
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarize(samples: list[float], trials: int = 1) -> Timing:
+    """Median, its 95 % interval, p20 and p80 (ms) of pooled samples, their count and trials."""
+    ordered = sorted(float(s) for s in samples)
+    lo, hi = median_ci_ranks(len(ordered))
+    return Timing(_quantile(ordered, 0.5), ordered[lo], ordered[hi], _quantile(ordered, 0.2),
+                  _quantile(ordered, 0.8), len(ordered), trials)
+
+
+def calls_per_trial(estimate_ms: float, budget_ms: float, min_calls: int, max_calls: int) -> int:
+    """Timed calls for one trial: the budget over the estimated call time, within [min, max]."""
+    wanted = math.ceil(budget_ms / max(estimate_ms, 1e-4))
+    return int(min(max(wanted, min_calls), max_calls))
+
+
+class CudaTimer:
+    """Times zero-argument callables on the current CUDA device (see the module docstring)."""
+
+    def __init__(self, flush_mib: int = 256):
+        import torch
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def _flush_l2(ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(ptr + offs, tl.zeros([BLOCK], tl.int32), mask=offs < n)
+
+        self._kernel = _flush_l2
+        self._buffer = torch.empty(flush_mib * 2**20 // 4, dtype=torch.int32, device="cuda")
+        self._block = 8192
+        self._grid = (triton.cdiv(self._buffer.numel(), self._block),)
+        self.flush()
+        torch.cuda.synchronize()
+
+    def flush(self) -> None:
+        self._kernel[self._grid](self._buffer, self._buffer.numel(), BLOCK=self._block, num_warps=8)
+
+    def estimate(self, fn, budget_ms: float) -> float:
+        """Run fn (flushed) until budget_ms has passed, at least twice; ms per call of the last half."""
+        import time
+
+        import torch
+        times, start = [], time.perf_counter()
+        while len(times) < 2 or (time.perf_counter() - start) * 1e3 < budget_ms:
+            times.extend(self.events(fn, 1))
+            if len(times) >= 1000:
+                break
+        tail = sorted(times[len(times) // 2:])
+        torch.cuda.synchronize()
+        return tail[len(tail) // 2]
+
+    def events(self, fn, n: int) -> list[float]:
+        """n samples (ms) of one plain call each, from an idle GPU with a cold L2."""
+        import torch
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for start, end in zip(starts, ends):
+            self.flush()
+            torch.cuda.synchronize()
+            start.record()
+            fn()
+            end.record()
+        torch.cuda.synchronize()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+    def cupti(self, fn, n: int) -> list[float]:
+        """n samples (ms): the device time of the work one call issues, from CUPTI."""
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(n):
+                self.flush()
+                fn()
+            self.flush()                         # closes the last call's segment
+            torch.cuda.synchronize()
+        return device_segments(_device_events(prof), n)
+
+    def sample(self, fn, n: int, mode: str) -> list[float]:
+        if mode == "events":
+            return self.events(fn, n)
+        if mode == "cupti":
+            return self.cupti(fn, n)
+        raise ValueError(f"unknown timing mode {mode!r}")
+
+
+def _device_events(prof) -> list[tuple[int, int, str]]:
+    """(start_ns, duration_ns, name) of every device activity the profiler recorded."""
+    from torch.autograd import DeviceType
+    out = []
+    for event in prof.profiler.kineto_results.events():
+        if event.device_type() == DeviceType.CUDA:
+            out.append((int(event.start_ns()), int(event.duration_ns()), str(event.name())))
+    return out
+
+
+def device_segments(events: list[tuple[int, int, str]], n: int) -> list[float]:
+    """Split a device timeline at flush kernels; each of the n segments' summed duration in ms.
+
+    `events` are (start_ns, duration_ns, name); there must be n + 1 flushes, call i's work lying
+    between flush i and flush i + 1. A call that left no device activity is an error: a sample of
+    zero would be no measurement at all.
+    """
+    events = sorted(events)
+    flush_at = [i for i, (_, _, name) in enumerate(events) if FLUSH_KERNEL in name]
+    if len(flush_at) != n + 1:
+        raise RuntimeError(f"CUPTI recorded {len(flush_at)} flush kernels for {n} calls (expected {n + 1}); "
+                           "the device timeline is incomplete")
+    samples = []
+    for a, b in zip(flush_at, flush_at[1:]):
+        busy = sum(duration for _, duration, _ in events[a + 1:b])
+        if busy <= 0:
+            raise RuntimeError("a timed call issued no device work that CUPTI recorded")
+        samples.append(busy / 1e6)
+    return samples

@@ -1,0 +1,37 @@
+"""Rule merge_sweep: one study's per-dtype CSVs -> one schema-checked CSV, after the quality gates.
+
+Every case rooflab.qa flags (ours against the strategy it chose, fp16 against bf16, a share of
+a ceiling above its limit, too few samples) is measured once more on this GPU, all its
+implementations together, and its rows are replaced; what stays flagged is the qa rule's.
+"""
+import pandas as pd
+
+from rooflab import qa, studies
+from rooflab.bench import BenchConfig, Sweep, remeasure
+from rooflab.gpus import read_ceilings, write_json
+from rooflab.gpustate import Monitor, job_record, warm_up
+from rooflab.schema import columns, read_results, validate_frame
+from rooflab.workflow import log_to
+
+log_to(snakemake.log[0])
+name = snakemake.wildcards.study
+frame = pd.concat([read_results(path) for path in snakemake.input.csv], ignore_index=True)
+flagged = qa.flags(frame, snakemake.params.qa)
+cases = [(shape, dtype) for study, dtype, shape in qa.cases(flagged) if study == name]
+record = {"flags": flagged.to_dict(orient="records"), "remeasured": []}
+if cases:
+    print(f"{len(flagged)} quality flags; measuring {len(cases)} cases again:\n{flagged.to_string()}")
+    monitor = Monitor()
+    record["start"] = job_record(monitor)
+    record["warm_up"] = warm_up(monitor)
+    sweep = Sweep(study=studies.load(name), gpu=snakemake.params.gpu, shapes=[], dtypes=[],
+                  impls=list(snakemake.params.study["impls"]), ceilings=read_ceilings(snakemake.input.ceilings),
+                  bench=BenchConfig(**snakemake.params.bench), monitor=monitor,
+                  steady_mhz=record["warm_up"]["steady_sm_mhz"])
+    rows = remeasure(sweep, frame.astype(object).where(frame.notna(), None).to_dict(orient="records"), cases)
+    frame = pd.DataFrame(rows, columns=list(columns(name)))
+    record.update(remeasured=[dict(shape, dtype=dtype) for shape, dtype in cases], cases=sweep.cases_log,
+                  end=job_record(monitor))
+validate_frame(frame, snakemake.output.csv).to_csv(snakemake.output.csv, index=False)
+write_json(snakemake.output.env, record)
+print(frame.groupby(["dtype", "status"]).size().to_string())

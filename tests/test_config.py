@@ -33,6 +33,14 @@ def test_shipped_config_is_valid(config):
     (lambda c: c.update(unknown_top_level=1), "unknown_top_level"),
     (lambda c: c["bench"]["full"].update(rep_ms=-1), "-1"),
     (lambda c: c["attention"]["grid"]["full"][0].update(head_dim=[512]), "512"),
+    (lambda c: c.update(allow_flags="yes"), "yes"),
+    (lambda c: c.update(allow_flags=1), "boolean"),
+    (lambda c: c["qa"].update(ours_vs_strategy=-0.1), "-0.1"),
+    (lambda c: c["qa"].update(above_ceiling=0.9), "0.9"),
+    (lambda c: c["qa"].update(min_reps=2.5), "2.5"),
+    (lambda c: c["qa"].update(amdahl_slack="3%"), "3%"),
+    (lambda c: c["qa"].update(max_ratio=2), "max_ratio"),
+    (lambda c: c["qa"].pop("min_trials"), "min_trials"),
 ])
 def test_bad_config_fails_naming_the_key(config, mutate, named):
     bad = copy.deepcopy(config)
@@ -55,3 +63,9 @@ def test_every_impl_in_the_config_is_a_known_implementation(config):
 def test_grid_expands_as_a_cartesian_product():
     shapes = expand([{"rows": [1, 2], "cols": [7]}, {"rows": [3], "cols": [5, 6]}, {"rows": [1], "cols": [7]}])
     assert shapes == [{"rows": 1, "cols": 7}, {"rows": 2, "cols": 7}, {"rows": 3, "cols": 5}, {"rows": 3, "cols": 6}]
+
+
+def test_qa_section_matches_the_gate_defaults(config):
+    from rooflab.qa import THRESHOLDS
+    assert config["qa"] == THRESHOLDS
+    assert config["allow_flags"] is False

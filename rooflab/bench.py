@@ -309,12 +309,13 @@ def _progress(done: int, total: int, started: float, row: dict, log) -> None:
 REMEASURED = "re-measured once after a quality flag"
 
 
-def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log=sys.stderr) -> list[dict]:
+def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log=None) -> list[dict]:
     """`rows` with every row of each (shape, dtype) case replaced by a new measurement of the case,
     whose messages say so (rooflab.qa flags the cases; the merge step calls this once)."""
     def key(row, shape):
         return tuple(row[c] for c in shape)
 
+    log = log or sys.stderr
     out = list(rows)
     for shape, dtype in cases:
         wanted = tuple(shape.values())
@@ -326,7 +327,7 @@ def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log
     return out
 
 
-def run_sweep(sweep: Sweep, out_path: str | Path, log=sys.stderr) -> int:
+def run_sweep(sweep: Sweep, out_path: str | Path, log=None) -> int:
     """Measure every (shape, dtype, impl); write rows to out_path as they come. Returns row count.
 
     A watchdog guards against a kernel that never returns: if one case runs past
@@ -334,6 +335,7 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=sys.stderr) -> int:
     the process exits with status 0, keeping every row already measured (the driver ends
     the hung kernel with the process).
     """
+    log = log or sys.stderr          # looked up now: a rule's script may have redirected it
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     cases = [(shape, dtype) for dtype in sweep.dtypes for shape in sweep.shapes]

@@ -26,6 +26,7 @@ FRESH_OUTPUTS = ([f"{FRESH}/env.json", f"{FRESH}/ceilings.csv"] + [f"{FRESH}/{s}
                  + ([f"{FRESH}/e2e.csv"] if "e2e" in config["studies"] else [])) if SLUG else []
 RESULT_DIRS = result_dirs("data/results", fresh=FRESH)
 FRESH_SLUG = SLUG
+QA_CSV = f"{FRESH}/qa.csv" if SLUG else None      # open quality flags of the fresh run
 VERIFY_CSV = "results/verify/interpreter.csv"
 HAS_LATEX = subprocess.run(["which", "latexmk"], capture_output=True).returncode == 0
 
@@ -34,7 +35,9 @@ if SLUG:
     include: "workflow/rules/calibrate.smk"
     include: "workflow/rules/sweeps.smk"
     include: "workflow/rules/e2e.smk"
+    include: "workflow/rules/qa.smk"
     include: "workflow/rules/publish.smk"
+    include: "workflow/rules/reproduce.smk"
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/report.smk"
 
@@ -44,6 +47,7 @@ localrules: verify, aggregate, figures, paper  # CPU work stays on the submittin
 rule all:
     input:
         FRESH_OUTPUTS,
+        [QA_CSV] if SLUG else [],
         VERIFY_CSV,
         expand("figures/{name}.{ext}", name=FIGURES, ext=["png", "pdf"]),
         "paper/paper.md",

@@ -34,7 +34,8 @@ def test_shipped_config_is_valid(config):
     (lambda c: c["bench"]["full"].update(rep_ms=-1), "-1"),
     (lambda c: c["attention"]["grid"]["full"][0].update(head_dim=[512]), "512"),
     (lambda c: c.update(allow_flags="yes"), "yes"),
-    (lambda c: c.update(allow_flags=1), "boolean"),
+    (lambda c: c.update(allow_flags=1), "allow_flags"),
+    (lambda c: c.update(allow_flags="on"), "on"),
     (lambda c: c["qa"].update(ours_vs_strategy=-0.1), "-0.1"),
     (lambda c: c["qa"].update(above_ceiling=0.9), "0.9"),
     (lambda c: c["qa"].update(min_reps=2.5), "2.5"),
@@ -69,3 +70,10 @@ def test_qa_section_matches_the_gate_defaults(config):
     from rooflab.qa import THRESHOLDS
     assert config["qa"] == THRESHOLDS
     assert config["allow_flags"] is False
+
+
+@pytest.mark.parametrize("value", [True, False, "true", "false", "True"])
+def test_allow_flags_takes_a_boolean_or_its_command_line_spelling(config, value):
+    good = copy.deepcopy(config)
+    good["allow_flags"] = value
+    validate(good, SCHEMA)

@@ -228,3 +228,12 @@ def test_report_marks_remeasured_cases_and_writes_header_when_clean():
     assert out["open"].all()
     clean = qa.report(pd.DataFrame([row(impl="torch")]))
     assert clean.empty and list(clean.columns) == list(qa.QA_COLUMNS)
+
+
+def test_qa_and_reproduce_stay_off_the_measuring_layer():
+    import subprocess
+    import sys
+    code = ("import sys, rooflab.qa, rooflab.reproduce; "
+            "print(sorted(m for m in ('torch', 'triton', 'kernels', 'rooflab.bench', 'rooflab.report') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

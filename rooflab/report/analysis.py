@@ -14,6 +14,12 @@ import pandas as pd
 
 from rooflab.schema import SHAPE_COLUMNS
 
+# Timings (rooflab.schema.TIMINGS): a kernel study judges a case on its kernel alone where the harness
+# measured that (CUPTI device time of the same L2-flushed calls), else on plain calls timed with CUDA
+# events; only the end-to-end study replays whole steps as CUDA graphs.
+PLAIN_TIMING = "events"
+KERNEL_TIMING = "cupti"
+E2E_GRAPH_TIMING = "cudagraph"
 METRIC = {"softmax": "tbps", "attention": "tflops", "decode": "tbps", "e2e": None}
 UNIT = {"tbps": "TB/s", "tflops": "TFLOP/s", "median_ms": "ms"}
 BASELINE = {"softmax": "torch"}          # the everyday call each study is also compared with
@@ -79,7 +85,9 @@ def primary_gpu(results: pd.DataFrame, fresh_slug: str | None = None) -> str | N
 
 
 def moved_bytes(row) -> float | None:
-    """Bytes a row moved, recovered from its own tbps x time (the study's count)."""
+    """Bytes a row moved: its own `bytes` column, else recovered from its tbps x time (the study's count)."""
+    if pd.notna(row.get("bytes")):
+        return float(row["bytes"])
     if pd.notna(row.get("tbps")) and pd.notna(row.get("median_ms")):
         return float(row["tbps"]) * 1e12 * float(row["median_ms"]) * 1e-3
     return None
@@ -110,19 +118,19 @@ def _plain(value):
 
 
 def judged(frame: pd.DataFrame, study: str) -> pd.DataFrame:
-    """Each case's rows in the timing that measures its kernel: CUDA-graph replay where the case has
-    such rows (the harness replays exactly the cases that move less than its launch-bound threshold,
-    where a plain call measures the host), else CUDA events. Pass the result to
-    comparisons(..., timing=None)."""
+    """Each case's rows in the timing that measures its kernel: the kernel's device time from CUPTI
+    (KERNEL_TIMING) where the case has such rows (the harness records them for small or short cases,
+    where a plain call measures the host as much as the kernel), else CUDA events (PLAIN_TIMING).
+    Pass the result to comparisons(..., timing=None)."""
     keys = ["gpu", "dtype", *SHAPE_COLUMNS[study]]
     if frame.empty:
         return frame
     key = frame[keys].astype(str).agg("|".join, axis=1)
-    graphed = key.isin(set(key[frame["timing"] == "cudagraph"]))
-    return frame[(graphed & (frame["timing"] == "cudagraph")) | (~graphed & (frame["timing"] == "events"))]
+    kernel = key.isin(set(key[frame["timing"] == KERNEL_TIMING]))
+    return frame[(kernel & (frame["timing"] == KERNEL_TIMING)) | (~kernel & (frame["timing"] == PLAIN_TIMING))]
 
 
-def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str = "events",
+def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str | None = PLAIN_TIMING,
                 among=is_peer) -> pd.DataFrame:
     """One row per (gpu, dtype, shape) where `ours` has a row: ours against the baseline and the
     fastest correct implementation that `among(impl)` admits (by default the peers, see is_peer;

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pandas as pd
 
 from rooflab.report import datasheet, headline
-from rooflab.report.analysis import (METRIC, UNIT, ceiling_name, comparisons, geomean, is_ours, is_peer, is_seed,
-                                     judged, primary_gpu, shape_label)
+from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, METRIC, PLAIN_TIMING, UNIT, ceiling_name,
+                                     comparisons, geomean, is_ours, is_peer, is_seed, judged, moved_bytes, primary_gpu,
+                                     shape_label)
 from rooflab.report.fmt import DASH, dt, listing, megabytes, num, pct, ratio, sci
 from rooflab.report.fmt import missing as _missing
 from rooflab.report.load import MEASURED_CEILINGS, Aggregate
@@ -31,7 +32,7 @@ ENV_KEYS = ("gpu", "slug", "compute_capability", "sm_count", "memory_gib", "l2_m
             "triton", "python", "platform", "git_commit", "time")
 CLOCK_KEYS = ("clocks.sm", "clocks.max.sm", "clocks.mem", "power.draw", "power.limit", "temperature.gpu",
               "clocks_throttle_reasons.active", "persistence_mode")
-GRAPH_MARK = " [graph]"        # a table row whose values are CUDA-graph replay
+KERNEL_MARK = " [kernel]"      # a table row whose values are the kernel's device time (CUPTI)
 DISPATCH_CLOSE = 0.95          # the dispatched softmax counts as matching the fastest forced strategy from here
 DISPATCH_MISS = 0.80           # and is listed as a dispatch miss below this
 
@@ -55,7 +56,7 @@ def _rank(table: pd.DataFrame, col: str, best: bool) -> dict | None:
         return None
     row = part.loc[part[col].idxmax() if best else part[col].idxmin()]
     return {"ratio": ratio(row[col]), "shape": row["shape"], "dtype": dt(row["dtype"]), "peer": row.get("best_impl") or DASH,
-            "graph": row["timing"] == "cudagraph"}
+            "kernel": row["timing"] == KERNEL_TIMING}
 
 
 def _impl_order(impl: str) -> tuple:
@@ -73,20 +74,20 @@ def _impl_table(frame: pd.DataFrame, study: str, dtype: str, caption: str) -> Ta
     peers = comparisons(part, study, timing=None).set_index(keys)
     has_seeds = any(is_seed(i) for i in impls)
     seeds = comparisons(part, study, timing=None, among=is_seed).set_index(keys) if has_seeds else None
-    rows, graphed = [], False
+    rows, kernel_rows = [], False
     for key, group in part.groupby(keys, sort=True):
         cells = {r["impl"]: num(r[metric]) if r["status"] == "ok" and not _missing(r[metric]) else r["status"]
                  for _, r in group.iterrows()}
         key = key if isinstance(key, tuple) else (key,)
-        graph = (group["timing"] == "cudagraph").any()
-        graphed |= bool(graph)
-        row = [shape_label(group.iloc[0], study) + (GRAPH_MARK if graph else "")] + [cells.get(i, DASH) for i in impls]
+        kernel = (group["timing"] == KERNEL_TIMING).any()
+        kernel_rows |= bool(kernel)
+        row = [shape_label(group.iloc[0], study) + (KERNEL_MARK if kernel else "")] + [cells.get(i, DASH) for i in impls]
         row.append(ratio(peers.loc[key, "vs_best"]) if key in peers.index else DASH)
         if has_seeds:
             row.append(ratio(seeds.loc[key, "vs_best"]) if key in seeds.index else DASH)
         rows.append(row)
-    note = (f" Shapes marked{GRAPH_MARK} move less than the launch-bound threshold: their values are CUDA-graph "
-            "replay, since a plain call there times the host.") if graphed else ""
+    note = (f" Shapes marked{KERNEL_MARK} are small or short enough that a plain call times the host as well: "
+            "their values are the kernel's device time (CUPTI), L2 flushed before each call.") if kernel_rows else ""
     columns = ["shape"] + impls + ["ours / best peer"] + (["ours / best seed"] if has_seeds else [])
     return Table(columns=columns, rows=rows,
                  caption=f"{caption} ({UNIT[metric]}, {dt(dtype)}; failures named by status).{note}",
@@ -100,13 +101,13 @@ def _losses(table: pd.DataFrame, unit: str) -> list[dict]:
             break
         out.append({"shape": r["shape"], "dtype": dt(r["dtype"]), "ours": num(r["ours_metric"]), "unit": unit,
                     "peer": r["best_impl"], "peer_value": num(r["best_metric"]), "ratio": ratio(r["vs_best"]),
-                    "graph": r["timing"] == "cudagraph",
+                    "kernel": r["timing"] == KERNEL_TIMING,
                     "within_spread": bool(not _missing(r["vs_best_high"]) and r["vs_best_high"] >= 1)})
     return out
 
 
 def _loss_line(loss: dict) -> str:
-    timing = ", graph replay" if loss["graph"] else ""
+    timing = ", kernel time" if loss["kernel"] else ""
     spread = ", within spread" if loss["within_spread"] else ""
     return (f"{loss['shape']}, {loss['dtype']}{timing}: ours {loss['ours']} {loss['unit']}, {loss['peer']} "
             f"{loss['peer_value']} {loss['unit']} (ours at {loss['ratio']} of it{spread})")
@@ -142,7 +143,7 @@ def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
         peers_text=listing(sorted({i for i in frame["impl"] if is_peer(i)})),
         gm_best=ratio(geomean(table["vs_best"])), gm_baseline=ratio(geomean(table["vs_baseline"])),
         has_baseline=bool(table["vs_baseline"].notna().any()),
-        n_graph=int((table["timing"] == "cudagraph").sum()),
+        n_kernel=int((table["timing"] == KERNEL_TIMING).sum()),
         best=_rank(table, "vs_best", True), worst=_rank(table, "vs_best", False),
         wins=int((table["vs_best"] >= 1).sum()), compared=int(table["vs_best"].notna().sum()),
         losses=[_loss_line(x) for x in _losses(table, unit)],
@@ -161,11 +162,11 @@ def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
                         "decode": lambda: headline.decode(frame, ceilings)}[study]()
     extra = {"softmax": _softmax_extra, "attention": _attention_extra}.get(study)
     if extra:
-        view.update(extra(frame, ceilings))
+        view.update(extra(frame, ceilings, threshold))
     return view
 
 
-def _softmax_extra(frame: pd.DataFrame, ceilings: dict) -> dict:
+def _softmax_extra(frame: pd.DataFrame, ceilings: dict, threshold: float) -> dict:
     cases = judged(frame[frame["impl"].map(is_ours).astype(bool)], "softmax")
     strategies = sorted(i for i in set(cases["impl"]) if i != "ours")
     rows, misses, close, compared = [], [], 0, 0
@@ -175,30 +176,31 @@ def _softmax_extra(frame: pd.DataFrame, ceilings: dict) -> dict:
         win = ok.loc[ok["tbps"].idxmax()] if not ok.empty else None
         mine = group[(group["impl"] == "ours") & (group["status"] == "ok")]
         eff = float(mine["tbps"].iloc[0]) / float(win["tbps"]) if win is not None and not mine.empty else None
-        graph = (group["timing"] == "cudagraph").any()
+        kernel = (group["timing"] == KERNEL_TIMING).any()
         shape = f"rows={r_} cols={c_}"
-        rows.append([shape + (GRAPH_MARK if graph else ""), dt(dtype)] + [cells.get(s, DASH) for s in strategies]
+        rows.append([shape + (KERNEL_MARK if kernel else ""), dt(dtype)] + [cells.get(s, DASH) for s in strategies]
                     + [cells.get("ours", DASH), win["impl"] if win is not None else DASH, pct(eff)])
         if eff is not None:
             compared += 1
             close += eff >= DISPATCH_CLOSE
             if eff < DISPATCH_MISS:
-                misses.append((eff, f"{shape}, {dt(dtype)}{', graph replay' if graph else ''}: dispatched "
+                misses.append((eff, f"{shape}, {dt(dtype)}{', kernel time' if kernel else ''}: dispatched "
                                     f"{num(mine['tbps'].iloc[0])} TB/s, {win['impl']} {num(win['tbps'])} TB/s ({pct(eff)})"))
     strategy_table = Table(columns=["shape", "dtype"] + strategies + ["ours", "fastest strategy", "ours / fastest"],
                            rows=rows, caption="Each softmax strategy forced on its own (TB/s) and the dispatched kernel"
-                                              f"; shapes marked{GRAPH_MARK} in CUDA-graph replay.",
+                                              f"; shapes marked{KERNEL_MARK} in kernel time (CUPTI).",
                            align=["p{2.6cm}", "l"] + ["r"] * (len(strategies) + 1) + ["l", "r"]) if strategies else None
-    graph = frame[frame["timing"] == "cudagraph"]
+    kernel = frame[frame["timing"] == KERNEL_TIMING]
     launch_rows = []
-    for _, g in graph[graph["status"] == "ok"].iterrows():
-        e = frame[(frame["timing"] == "events") & (frame["impl"] == g["impl"]) & (frame["dtype"] == g["dtype"])
+    for _, g in kernel[kernel["status"] == "ok"].iterrows():
+        e = frame[(frame["timing"] == PLAIN_TIMING) & (frame["impl"] == g["impl"]) & (frame["dtype"] == g["dtype"])
                   & (frame["rows"] == g["rows"]) & (frame["cols"] == g["cols"]) & (frame["status"] == "ok")]
-        if g["impl"] in ("ours", "torch") and not e.empty:
+        if g["impl"] in ("ours", "torch") and not e.empty and (moved_bytes(e.iloc[0]) or 0) < threshold:
             launch_rows.append([g["impl"], shape_label(g, "softmax"), dt(g["dtype"]), num(e["median_ms"].iloc[0] * 1e3),
                                 num(g["median_ms"] * 1e3), ratio(e["median_ms"].iloc[0] / g["median_ms"])])
-    launch = Table(columns=["impl", "shape", "dtype", "events (us)", "CUDA graph (us)", "events / graph"], rows=launch_rows,
-                   caption="Launch-bound shapes: plain calls against CUDA-graph replay.",
+    launch = Table(columns=["impl", "shape", "dtype", "plain call (us)", "kernel (us)", "call / kernel"], rows=launch_rows,
+                   caption="Launch-bound shapes: a plain call timed with CUDA events against the kernel's device "
+                           "time from CUPTI, both L2 flushed.",
                    align=["l", "l", "l", "r", "r", "r"]) if launch_rows else None
     return {"strategies": strategies, "strategy_table": strategy_table, "dispatch_close": close,
             "close_pct": pct(1 - DISPATCH_CLOSE), "miss_pct": pct(DISPATCH_MISS),
@@ -206,7 +208,7 @@ def _softmax_extra(frame: pd.DataFrame, ceilings: dict) -> dict:
             "launch_us": num(ceilings.get("launch_us")), "launch_graph_us": num(ceilings.get("launch_graph_us"))}
 
 
-def _attention_extra(frame: pd.DataFrame, ceilings: dict) -> dict:
+def _attention_extra(frame: pd.DataFrame, ceilings: dict, threshold: float) -> dict:
     ooms = frame[frame["status"] == "oom"]
     return {"ooms": [{"impl": r["impl"], "shape": shape_label(r, "attention"), "dtype": dt(r["dtype"])}
                      for _, r in ooms.iterrows()]}
@@ -220,9 +222,9 @@ def e2e_view(agg: Aggregate, gpu: str | None) -> dict:
     if frame.empty:
         return view
     rows, amdahl = [], []
-    graphs = frame[(frame["part"] == "total") & (frame["timing"] == "cudagraph") & (frame["status"] == "ok")]
+    graphs = frame[(frame["part"] == "total") & (frame["timing"] == E2E_GRAPH_TIMING) & (frame["status"] == "ok")]
     view["graph"] = headline.e2e_graph(frame)
-    frame = frame[frame["timing"] == "events"]
+    frame = frame[frame["timing"] == PLAIN_TIMING]
     totals = frame[(frame["part"] == "total")]
     for (phase, seqlen, cache_len), group in totals.groupby(["phase", "seqlen", "cache_len"], sort=False):
         length = f"S={seqlen}" if phase == "prefill" else f"L={cache_len}"

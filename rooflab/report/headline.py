@@ -3,7 +3,7 @@
 Softmax   memory-bound: shapes that move at least the launch-bound threshold (8 MB by default)
           are judged on plain-call (CUDA events) time against the best of the peers, per dtype,
           and the largest (>= 128 MB) against the measured copy ceiling; the smaller, launch-bound
-          shapes only under CUDA-graph replay, since a plain call there times the host.
+          shapes only on kernel time (CUPTI), since a plain call there times the host.
 Attention long sequences at head dim 128 against FlashAttention-2 and cuDNN (through SDPA) one
           at a time, per dtype and mask; head dim 64 against FlashAttention-2.
 Decode    against cuDNN wherever it ran, at the anchors' B=1 L=4096 shape, and, where the KV
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rooflab.report.analysis import comparisons, geomean, is_peer, is_seed, judged, shape_label
+from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, comparisons, geomean, is_peer,
+                                     is_seed, judged, shape_label)
 from rooflab.report.fmt import DASH, DTYPE_SHORT, dt, listing, megabytes, num, pct, ratio, span
 
 LARGE_SOFTMAX_BYTES = 128e6     # large enough that every peer streams at its sustained rate
@@ -69,22 +70,23 @@ def softmax(frame: pd.DataFrame, threshold: float, ceilings: dict) -> dict | Non
     if not large.empty:
         out["large_frac"] = {"n": len(large), "low": _at(large, "ours_frac"), "high": _at(large, "ours_frac", lowest=False),
                              "ceiling": num(ceilings.get("copy_tbps"))}
-    graph = comparisons(frame, "softmax", timing="cudagraph")
-    graph = graph[graph["bytes"] < threshold]
-    if tally(graph):
+    kernel = comparisons(frame, "softmax", timing=KERNEL_TIMING)
+    kernel = kernel[kernel["bytes"] < threshold]
+    if tally(kernel):
         small = frame[frame["status"] == "ok"]
         keys = ["dtype", "rows", "cols"]
-        replayed = small[small["timing"] == "cudagraph"][keys + ["impl", "median_ms"]]
-        plain = small[small["timing"] == "events"].merge(replayed, on=keys + ["impl"], suffixes=("", "_graph"))
+        device = small[small["timing"] == KERNEL_TIMING][keys + ["impl", "median_ms"]]
+        plain = small[small["timing"] == PLAIN_TIMING].merge(device, on=keys + ["impl"], suffixes=("", "_kernel"))
         plain = plain[plain["impl"].map(lambda i: i == "ours" or is_peer(i)).astype(bool)]
-        out["launch"] = dict(tally(graph), plain_us=num(plain["median_ms"].median() * 1e3),
-                             graph_us=num(plain["median_ms_graph"].median() * 1e3),
+        plain = plain[plain["bytes"].fillna(plain["median_ms"] * plain["tbps"] * 1e9) < threshold]
+        out["launch"] = dict(tally(kernel), plain_us=num(plain["median_ms"].median() * 1e3),
+                             kernel_us=num(plain["median_ms_kernel"].median() * 1e3),
                              launch_us=num(ceilings.get("launch_us")))
     seeds = comparisons(frame, "softmax", among=is_seed)
     seeds_big = tally(seeds[seeds["bytes"] >= threshold])
-    seeds_graph = comparisons(frame, "softmax", timing="cudagraph", among=is_seed)
+    seeds_kernel = comparisons(frame, "softmax", timing=KERNEL_TIMING, among=is_seed)
     out["vs_seeds"] = seeds_big
-    out["vs_seeds_graph"] = tally(seeds_graph[seeds_graph["bytes"] < threshold])
+    out["vs_seeds_kernel"] = tally(seeds_kernel[seeds_kernel["bytes"] < threshold])
     return out
 
 
@@ -161,7 +163,7 @@ def decode(frame: pd.DataFrame, ceilings: dict) -> dict | None:
     if not large.empty:
         out["large"] = {"bytes": megabytes(LARGE_DECODE_BYTES), "n": len(large), "low": _at(large, "ours_frac"),
                         "median": pct(large["ours_frac"].median()), "ceiling": num(ceilings.get("read_tbps"))}
-    ok = frame[(frame["timing"] == "events") & (frame["status"] == "ok")]
+    ok = frame[(frame["timing"] == PLAIN_TIMING) & (frame["status"] == "ok")]
     keys = ["batch", "heads_q", "heads_kv", "cache_len", "head_dim", "ragged", "dtype"]
     split = ok[ok["impl"] == "ours"].merge(ok[ok["impl"] == "ours_nosplit"], on=keys, suffixes=("", "_ns"))
     if not split.empty:
@@ -178,7 +180,7 @@ def decode(frame: pd.DataFrame, ceilings: dict) -> dict | None:
 def e2e_graph(frame: pd.DataFrame) -> dict | None:
     """The decode step's totals replayed as a CUDA graph against its call-by-call (events) totals."""
     totals = frame[(frame["part"] == "total") & (frame["status"] == "ok") & frame["median_ms"].notna()]
-    graph, events = totals[totals["timing"] == "cudagraph"], totals[totals["timing"] == "events"]
+    graph, events = totals[totals["timing"] == E2E_GRAPH_TIMING], totals[totals["timing"] == PLAIN_TIMING]
     if graph.empty:
         return None
     lengths, impls = [], sorted(set(graph["impl"]) | {"eager", "sdpa", "ours_attention", "ours_softmax"})

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from rooflab.report import datasheet
-from rooflab.report.analysis import shape_label, study_work
+from rooflab.report.analysis import PLAIN_TIMING, shape_label, study_work
 from rooflab.schema import SHAPE_COLUMNS
 
 TOLERANCE = 0.05   # spread widening: clocks, drivers and do_bench versions differ between runs
@@ -85,7 +85,7 @@ def _shape(row, study: str) -> dict:
 
 def _matches(results: pd.DataFrame, claim, study: str) -> pd.DataFrame:
     mask = (results["study"] == study) & (results["impl"] == claim["impl"]) & (results["dtype"] == claim["dtype"])
-    mask &= results["timing"] == "events"
+    mask &= results["timing"] == PLAIN_TIMING
     for col in SHAPE_COLUMNS[study]:
         mask &= results[col] == claim[col]
     return results[mask]

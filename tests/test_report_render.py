@@ -71,7 +71,7 @@ def test_numbers_come_from_the_data(rendered):
 def test_abstract_states_the_fields_acceptance_numbers(rendered):
     abstract = rendered["md"].split("## Abstract", 1)[1].split("## Method", 1)[0]
     assert "Softmax. At shapes that move at least 8 MB, against the best of liger and torch, our kernel" in abstract
-    assert "in fp16 wins 2 of 3 shapes" in abstract
+    assert "in fp16 has 2 wins, 1 tie and 0 losses over 3 shapes" in abstract
     assert "Below 8 MB a plain call times the host" in abstract
     assert "Against the seeds' designs (seed\\_rowwise)" in abstract
     assert "over FlashAttention-2 (`sdpa_flash`) and over cuDNN (`sdpa_cudnn`)" in abstract

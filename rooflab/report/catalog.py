@@ -15,7 +15,8 @@ FIGURES = {
         "softmax", "Softmax",
         "Speedup of our softmax (median time of the other / ours, same run) over the fastest peer (torch, torch.compile, "
         "Liger; filled) and over the faster of the seeds' designs (hollow) at each shape, against the bytes the shape "
-        "moves. Each shape is judged in the timing that measures its kernel: the kernel's device time (CUPTI) where "
+        "moves; bars: the ratio's interval from both rows' 95% confidence intervals of the median, and the legend "
+        "counts wins, ties (intervals overlap or medians within 2%) and losses. Each shape is judged in the timing that measures its kernel: the kernel's device time (CUPTI) where "
         "it was measured (small or short shapes), plain calls elsewhere; grey: below the launch-bound threshold."),
     "softmax_strategies": (
         "softmax", "Softmax",

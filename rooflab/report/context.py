@@ -8,8 +8,8 @@ import pandas as pd
 
 from rooflab.report import datasheet, headline
 from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, METRIC, PLAIN_TIMING, UNIT, ceiling_name,
-                                     comparisons, geomean, is_ours, is_peer, is_seed, judged, moved_bytes, primary_gpu,
-                                     shape_label)
+                                     LOSS, TIE, TIE_WITHIN, comparisons, counts, geomean, is_ours, is_peer, is_seed,
+                                     judged, moved_bytes, primary_gpu, shape_label, versus)
 from rooflab.report.fmt import DASH, dt, listing, megabytes, num, pct, ratio, sci
 from rooflab.report.fmt import missing as _missing
 from rooflab.report.load import MEASURED_CEILINGS, Aggregate
@@ -56,7 +56,8 @@ def _rank(table: pd.DataFrame, col: str, best: bool) -> dict | None:
         return None
     row = part.loc[part[col].idxmax() if best else part[col].idxmin()]
     return {"ratio": ratio(row[col]), "shape": row["shape"], "dtype": dt(row["dtype"]), "peer": row.get("best_impl") or DASH,
-            "kernel": row["timing"] == KERNEL_TIMING}
+            "kernel": row["timing"] == KERNEL_TIMING, "outcome": row[f"{col}_outcome"],
+            "interval": headline.ratio_interval(row[f"{col}_low"], row[f"{col}_high"])}
 
 
 def _impl_order(impl: str) -> tuple:
@@ -82,35 +83,45 @@ def _impl_table(frame: pd.DataFrame, study: str, dtype: str, caption: str) -> Ta
         kernel = (group["timing"] == KERNEL_TIMING).any()
         kernel_rows |= bool(kernel)
         row = [shape_label(group.iloc[0], study) + (KERNEL_MARK if kernel else "")] + [cells.get(i, DASH) for i in impls]
-        row.append(ratio(peers.loc[key, "vs_best"]) if key in peers.index else DASH)
+        row.append(_versus_cell(peers.loc[key]) if key in peers.index else DASH)
         if has_seeds:
-            row.append(ratio(seeds.loc[key, "vs_best"]) if key in seeds.index else DASH)
+            row.append(_versus_cell(seeds.loc[key]) if key in seeds.index else DASH)
         rows.append(row)
     note = (f" Shapes marked{KERNEL_MARK} are small or short enough that a plain call times the host as well: "
             "their values are the kernel's device time (CUPTI), L2 flushed before each call.") if kernel_rows else ""
     columns = ["shape"] + impls + ["ours / best peer"] + (["ours / best seed"] if has_seeds else [])
+    tallied = headline.outcome_text(counts(peers["vs_best_outcome"].dropna())) if len(peers) else DASH
     return Table(columns=columns, rows=rows,
-                 caption=f"{caption} ({UNIT[metric]}, {dt(dtype)}; failures named by status).{note}",
+                 caption=f"{caption} ({UNIT[metric]}, {dt(dtype)}; failures named by status). Ours / best: the "
+                         "fastest one's median time over ours with its interval from both rows' 95% confidence "
+                         f"intervals, and the outcome for ours (against the best peer: {tallied}).{note}",
                  align=["p{2.1cm}" if study == "softmax" else "p{3.2cm}"] + ["r"] * (len(columns) - 1))
 
 
-def _losses(table: pd.DataFrame, unit: str) -> list[dict]:
+def _versus_cell(r) -> str:
+    """'0.91x [0.90x, 0.92x] loss' for one row of a comparisons table."""
+    if _missing(r["vs_best"]):
+        return DASH
+    return f"{ratio(r['vs_best'])} {headline.ratio_interval(r['vs_best_low'], r['vs_best_high'])} {r['vs_best_outcome']}"
+
+
+def _losses(table: pd.DataFrame, unit: str, which: str = LOSS) -> list[dict]:
+    """The rows of a comparisons table whose outcome for ours is `which` (a loss or a tie), worst first."""
     out = []
     for _, r in table.dropna(subset=["vs_best"]).sort_values("vs_best").iterrows():
-        if r["vs_best"] >= 1:
-            break
+        if r["vs_best_outcome"] != which:
+            continue
         out.append({"shape": r["shape"], "dtype": dt(r["dtype"]), "ours": num(r["ours_metric"]), "unit": unit,
                     "peer": r["best_impl"], "peer_value": num(r["best_metric"]), "ratio": ratio(r["vs_best"]),
-                    "kernel": r["timing"] == KERNEL_TIMING,
-                    "within_spread": bool(not _missing(r["vs_best_high"]) and r["vs_best_high"] >= 1)})
+                    "interval": headline.ratio_interval(r["vs_best_low"], r["vs_best_high"]),
+                    "kernel": r["timing"] == KERNEL_TIMING})
     return out
 
 
 def _loss_line(loss: dict) -> str:
     timing = ", kernel time" if loss["kernel"] else ""
-    spread = ", within spread" if loss["within_spread"] else ""
     return (f"{loss['shape']}, {loss['dtype']}{timing}: ours {loss['ours']} {loss['unit']}, {loss['peer']} "
-            f"{loss['peer_value']} {loss['unit']} (ours at {loss['ratio']} of it{spread})")
+            f"{loss['peer_value']} {loss['unit']} (ours at {loss['ratio']} {loss['interval']} of it)")
 
 
 def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
@@ -141,12 +152,18 @@ def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
         dtypes=[dt(d) for d in sorted(set(frame["dtype"]))], impls=sorted(set(frame["impl"]), key=_impl_order),
         peers=sorted({i for i in frame["impl"] if is_peer(i)}), seeds=sorted({i for i in frame["impl"] if is_seed(i)}),
         peers_text=listing(sorted({i for i in frame["impl"] if is_peer(i)})),
-        gm_best=ratio(geomean(table["vs_best"])), gm_baseline=ratio(geomean(table["vs_baseline"])),
+        gm_best=ratio(geomean(table["vs_best"])),
+        gm_best_interval=headline.ratio_interval(geomean(table["vs_best_low"]), geomean(table["vs_best_high"])),
+        gm_baseline=ratio(geomean(table["vs_baseline"])),
+        gm_baseline_interval=headline.ratio_interval(geomean(table["vs_baseline_low"]),
+                                                     geomean(table["vs_baseline_high"])),
+        baseline_outcomes=headline.outcome_text(counts(table["vs_baseline_outcome"])),
         has_baseline=bool(table["vs_baseline"].notna().any()),
         n_kernel=int((table["timing"] == KERNEL_TIMING).sum()),
         best=_rank(table, "vs_best", True), worst=_rank(table, "vs_best", False),
-        wins=int((table["vs_best"] >= 1).sum()), compared=int(table["vs_best"].notna().sum()),
-        losses=[_loss_line(x) for x in _losses(table, unit)],
+        compared=int(table["vs_best"].notna().sum()), outcomes=headline.outcome_text(counts(table["vs_best_outcome"])),
+        tie_within=pct(TIE_WITHIN),
+        losses=[_loss_line(x) for x in _losses(table, unit)], ties=[_loss_line(x) for x in _losses(table, unit, TIE)],
         seed_tally=headline.tally(seeds), seed_losses=[_loss_line(x) for x in _losses(seeds, unit)],
         ours_not_ok=int((ours_rows["status"] != "ok").sum()),
         tables=[_impl_table(frame, study, d, f"{STUDY_TITLES[study]} on {gpu}") for d in sorted(set(frame["dtype"]))],
@@ -214,6 +231,11 @@ def _attention_extra(frame: pd.DataFrame, ceilings: dict, threshold: float) -> d
                      for _, r in ooms.iterrows()]}
 
 
+def _interval_outcome(v: tuple) -> dict:
+    """{'interval': '[0.98x, 1.03x]', 'outcome': 'tie'} from analysis.versus."""
+    return {"interval": headline.ratio_interval(v[1], v[2]), "outcome": v[3]}
+
+
 def e2e_view(agg: Aggregate, gpu: str | None) -> dict:
     frame = agg.study("e2e")
     view = {"name": "e2e", "title": STUDY_TITLES["e2e"], "has_rows": not frame.empty, "gpus": sorted(set(frame["gpu"]))}
@@ -254,6 +276,7 @@ def e2e_view(agg: Aggregate, gpu: str | None) -> dict:
             amdahl.append({"phase": phase, "length": length, "share": pct(share), "part_speedup": ratio(k),
                            "bound": ratio(1 / (1 - share)), "predicted": ratio(1 / ((1 - share) + share / k)),
                            "measured": ratio(eager_ms / float(mine["median_ms"].iloc[0])), "_share": share,
+                           **_interval_outcome(versus(mine.iloc[0], eager.iloc[0])),
                            "graph": ratio(float(g_eager.iloc[0]) / float(g_ours.iloc[0]))
                            if len(g_eager) and len(g_ours) else None})
     view["table"] = Table(columns=["phase", "length", "configuration", "total (ms)", "vs eager", "softmax share",
@@ -304,7 +327,7 @@ def claims_view(agg: Aggregate, prefer: list[str]) -> dict:
     counts = {k: sum(v.verdict == k for v in verdicts) for k in (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE)}
     notes = _gpu_notes({"claims": {(v.source, v.claim_gpu) for v in verdicts},
                         "ours": {v.ours_gpu for v in verdicts if v.ours_gpu}})
-    table = Table(columns=["seed", "impl", "shape", "dtype", "claimed", "ours [spread]", "ratio",
+    table = Table(columns=["seed", "impl", "shape", "dtype", "claimed", "ours [interval]", "ratio",
                            "claim %", "ours %", "verdict"], rows=rows,
                   align=["l", "l", "p{2.5cm}", "l", "r", "p{2.4cm}", "r", "r", "r", "l"],
                   caption="Every published number of the seeds against our measurement of the same implementation, "
@@ -316,7 +339,7 @@ def claims_view(agg: Aggregate, prefer: list[str]) -> dict:
                    r.verdict] for r in ratios]
     ratio_notes = _gpu_notes({"claims": {(r.source, r.claim_gpu) for r in ratios},
                               "ours": {r.ours_gpu for r in ratios if r.ours_gpu}})
-    ratio_table = Table(columns=["seed", "shape", "dtype", "speedup of", "claimed", "ours [spread]", "verdict"],
+    ratio_table = Table(columns=["seed", "shape", "dtype", "speedup of", "claimed", "ours [interval]", "verdict"],
                         rows=ratio_rows, align=["l", "p{3.4cm}", "l", "p{3.4cm}", "r", "p{3.0cm}", "l"],
                         caption="The seeds' relative claims (one implementation k times faster than another at one "
                                 "shape), measured the same way.", notes=ratio_notes)
@@ -340,14 +363,19 @@ def cross_gpu_view(agg: Aggregate) -> dict:
             if table.empty:
                 continue
             sheet = datasheet.for_slug(gpu)
-            rows.append([gpu, study, str(int(table["vs_best"].notna().sum())), ratio(geomean(table["vs_best"])),
+            c = counts(table["vs_best_outcome"])
+            rows.append([gpu, study, str(int(table["vs_best"].notna().sum())),
+                         f"{ratio(geomean(table['vs_best']))} "
+                         + headline.ratio_interval(geomean(table["vs_best_low"]), geomean(table["vs_best_high"])),
+                         f"{c['win']} / {c['tie']} / {c['loss']}",
                          pct(events["ours_frac"].median()), pct(events["ours_frac"].max()),
                          sheet["label"] if sheet else "not in data/gpus.yaml"])
-    table = Table(columns=["GPU", "study", "shapes", "ours / best peer (geomean)", "median share of ceiling",
-                           "highest share", "datasheet entry"], rows=rows,
-                  align=["l", "l", "r", "p{2.2cm}", "p{2cm}", "p{1.4cm}", "p{3.2cm}"],
+    table = Table(columns=["GPU", "study", "shapes", "ours / best peer (geomean)", "win / tie / loss",
+                           "median share of ceiling", "highest share", "datasheet entry"], rows=rows,
+                  align=["l", "l", "r", "p{2.2cm}", "p{1.4cm}", "p{2cm}", "p{1.4cm}", "p{3.2cm}"],
                   caption="Each GPU against its own measured ceiling (shares from plain-call rows; ratios "
-                          "in the timing that judges each shape).")
+                          "in the timing that judges each shape, with the interval of the geometric mean from "
+                          "both rows' 95% confidence intervals, and the outcomes for ours).")
     return {"table": table, "gpus": sorted(set(agg.results["gpu"]))}
 
 
@@ -382,10 +410,12 @@ def _ceiling_table(agg: Aggregate) -> Table:
 
 
 def _spread(frame: pd.DataFrame) -> dict | None:
-    ok = frame[(frame["status"] == "ok") & frame["p20_ms"].notna() & frame["p80_ms"].notna() & frame["median_ms"].notna()]
+    """How wide the rows' 95% confidence intervals of the median are, relative to the median."""
+    ok = frame[(frame["status"] == "ok") & frame["ci_low_ms"].notna() & frame["ci_high_ms"].notna()
+               & frame["median_ms"].notna()]
     if ok.empty:
         return None
-    rel = (ok["p80_ms"] - ok["p20_ms"]) / ok["median_ms"]
+    rel = (ok["ci_high_ms"] - ok["ci_low_ms"]) / ok["median_ms"]
     worst = ok.loc[rel.idxmax()]
     study = worst["study"]
     return {"median": pct(rel.median()), "max": pct(rel.max()), "rows": len(ok),
@@ -472,6 +502,8 @@ def build(agg: Aggregate, figures: list[dict], verify: pd.DataFrame | None = Non
         "tolerances": tolerances(),
         "flush_mib": num(L2_FLUSH_BYTES / 2**20),
         "verdict_tolerance": pct(TOLERANCE),
+        "tie_within": pct(TIE_WITHIN),
+        "ci_level": "95%",
         "problems": list(agg.problems),
         "figures": figs,
         "figure_base": figure_base,

@@ -22,7 +22,7 @@ import pandas as pd  # noqa: E402
 
 from rooflab.report import datasheet  # noqa: E402
 from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, ceiling_name,  # noqa: E402
-                                     comparisons, intensity, is_ours, is_seed, judged, moved_bytes, primary_gpu,
+                                     comparisons, counts, intensity, is_ours, is_seed, judged, moved_bytes, primary_gpu,
                                      study_work)
 from rooflab.report.catalog import FIGURES  # noqa: E402
 from rooflab.report.load import Aggregate  # noqa: E402
@@ -257,6 +257,21 @@ def _softmax_axis(ax, data: FigureData, part: pd.DataFrame, dtype: str, top: flo
     ax.set_ylabel(ylabel)
 
 
+def _tally(table: pd.DataFrame) -> str:
+    """'2 win / 1 tie / 0 loss' over a comparisons table."""
+    c = counts(table["vs_best_outcome"])
+    return f"{c['win']} win / {c['tie']} tie / {c['loss']} loss"
+
+
+def _interval_bars(ax, table: pd.DataFrame, colour: str) -> None:
+    """Each speedup's interval (from both rows' 95% confidence intervals) as a vertical bar."""
+    part = table.dropna(subset=["vs_best", "vs_best_low", "vs_best_high", "bytes"])
+    if not part.empty:
+        ax.errorbar(part["bytes"], part["vs_best"], yerr=[part["vs_best"] - part["vs_best_low"],
+                                                          part["vs_best_high"] - part["vs_best"]],
+                    fmt="none", ecolor=colour, lw=0.8, capsize=2, zorder=2)
+
+
 def softmax_speedup(fig, data: FigureData):
     frame = judged(data.rows("softmax", timing=None), "softmax")
     peers = comparisons(frame, "softmax", timing=None)
@@ -269,10 +284,12 @@ def softmax_speedup(fig, data: FigureData):
     for dtype in [d for d in DTYPE_SHORT if d in set(peers["dtype"])]:
         p, s = peers[peers["dtype"] == dtype], seeds[seeds["dtype"] == dtype]
         ax.scatter(p["bytes"], p["vs_best"], marker=markers[dtype], color=color("ours"), s=20, zorder=3,
-                   label=f"vs best peer, {DTYPE_SHORT[dtype]}")
+                   label=f"vs best peer, {DTYPE_SHORT[dtype]} ({_tally(p)})")
+        _interval_bars(ax, p, color("ours"))
         if s["vs_best"].notna().any():
             ax.scatter(s["bytes"], s["vs_best"], marker=markers[dtype], facecolors="none", edgecolors=color("seed_rowwise"),
-                       s=26, zorder=2, label=f"vs best seed design, {DTYPE_SHORT[dtype]}")
+                       s=26, zorder=2, label=f"vs best seed design, {DTYPE_SHORT[dtype]} ({_tally(s)})")
+            _interval_bars(ax, s, color("seed_rowwise"))
     failed = peers[peers["ours_status"] != "ok"]     # ours incorrect, unsupported, oom or error: no speedup
     for k, (_, row) in enumerate(failed.iterrows()):
         if pd.notna(row["bytes"]):
@@ -283,7 +300,7 @@ def softmax_speedup(fig, data: FigureData):
     _bytes_axis(ax)
     _shade_launch_bound(ax, data.graph_below)
     ax.set_xlabel("bytes moved (read + write)")
-    ax.set_ylabel("speedup (their time / our time)")
+    ax.set_ylabel("their time / our time (bars: interval)")
     ax.set_title(f"softmax: ours against the fastest peer and the seeds' designs, {data.label}", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return None

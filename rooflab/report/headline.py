@@ -17,7 +17,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, comparisons, geomean, is_peer,
-                                     is_seed, judged, shape_label)
+                                     counts, is_seed, judged, shape_label, versus)
 from rooflab.report.fmt import DASH, DTYPE_SHORT, dt, listing, megabytes, num, pct, ratio, span
 
 LARGE_SOFTMAX_BYTES = 128e6     # large enough that every peer streams at its sustained rate
@@ -38,16 +38,35 @@ def _at(table: pd.DataFrame, col: str, lowest: bool = True) -> dict | None:
     if part.empty:
         return None
     row = part.loc[part[col].idxmin() if lowest else part[col].idxmax()]
-    return {"ratio": ratio(row[col]), "frac": pct(row[col]), "shape": row["shape"], "dtype": dt(row["dtype"]),
-            "peer": row.get("best_impl") or "", "value": num(row.get("ours_metric"))}
+    out = {"ratio": ratio(row[col]), "frac": pct(row[col]), "shape": row["shape"], "dtype": dt(row["dtype"]),
+           "peer": row.get("best_impl") or "", "value": num(row.get("ours_metric")), "interval": "", "outcome": ""}
+    if f"{col}_low" in row and not pd.isna(row[f"{col}_low"]):
+        out.update(interval=ratio_interval(row[f"{col}_low"], row[f"{col}_high"]), outcome=row[f"{col}_outcome"])
+    return out
+
+
+def ratio_interval(low, high) -> str:
+    """'[0.90x, 0.92x]': the interval of a speedup."""
+    return f"[{ratio(low)}, {ratio(high)}]"
+
+
+def outcome_text(c: dict) -> str:
+    """'2 wins, 1 tie and 0 losses'."""
+    return listing([f"{c['win']} win{'s' if c['win'] != 1 else ''}", f"{c['tie']} tie{'s' if c['tie'] != 1 else ''}",
+                    f"{c['loss']} loss{'es' if c['loss'] != 1 else ''}"])
 
 
 def tally(table: pd.DataFrame) -> dict | None:
-    """Shapes compared, wins (ours at least as fast), geometric mean and the worst of a comparisons table."""
+    """Shapes compared, wins / ties / losses of ours (analysis.outcome), geometric mean, the interval of
+    the geometric mean (geometric means of the ratios' low and high ends) and the worst and best shapes
+    of a comparisons table."""
     part = table.dropna(subset=["vs_best"])
     if part.empty:
         return None
-    return {"n": len(part), "wins": int((part["vs_best"] >= 1).sum()), "gm": ratio(geomean(part["vs_best"])),
+    c = counts(part["vs_best_outcome"])
+    return {"n": len(part), "wins": c["win"], "ties": c["tie"], "losses": c["loss"], "outcomes": outcome_text(c),
+            "gm": ratio(geomean(part["vs_best"])),
+            "gm_interval": ratio_interval(geomean(part["vs_best_low"]), geomean(part["vs_best_high"])),
             "worst": _at(part, "vs_best"), "best": _at(part, "vs_best", lowest=False)}
 
 
@@ -103,6 +122,12 @@ def _range(table: pd.DataFrame) -> str | None:
     return span(ratio(values.min()), ratio(values.max()))
 
 
+def _outcomes(table: pd.DataFrame) -> str | None:
+    """'1 win, 1 tie and 0 losses' over the compared rows of a comparisons table."""
+    part = table.dropna(subset=["vs_best"])
+    return outcome_text(counts(part["vs_best_outcome"])) if not part.empty else None
+
+
 def attention(frame: pd.DataFrame) -> dict | None:
     flash = comparisons(frame, "attention", among=_only("sdpa_flash"))
     cudnn = comparisons(frame, "attention", among=_only("sdpa_cudnn"))
@@ -123,11 +148,12 @@ def attention(frame: pd.DataFrame) -> dict | None:
             n = int(max(f["vs_best"].notna().sum(), c["vs_best"].notna().sum()))
             if n:
                 groups.append({"dtype": dt(dtype), "mask": "causal" if causal else "non-causal", "n": n,
-                               "flash": _range(f), "cudnn": _range(c)})
+                               "flash": _range(f), "cudnn": _range(c),
+                               "flash_outcomes": _outcomes(f), "cudnn_outcomes": _outcomes(c)})
     out = {"long": num(LONG_SEQUENCE), "groups": groups, "d64": None}
     d64 = flash[flash["head_dim"] == 64].dropna(subset=["vs_best"])
     if not d64.empty:
-        out["d64"] = {"n": len(d64), "flash": _range(d64), "worst": _at(d64, "vs_best"),
+        out["d64"] = {"n": len(d64), "flash": _range(d64), "outcomes": _outcomes(d64), "worst": _at(d64, "vs_best"),
                       "lengths": span(num(d64["seqlen_q"].min()), num(d64["seqlen_q"].max()))}
     out["vs_seeds"] = tally(comparisons(frame, "attention", among=is_seed))
     return out
@@ -155,6 +181,8 @@ def decode(frame: pd.DataFrame, ceilings: dict) -> dict | None:
         f = same.iloc[0] if not same.empty else None
         anchor.append({"dtype": dt(dtype), "shape": row["shape"], "ours": num(row["ours_metric"]),
                        "cudnn": num(row["best_metric"]), "vs_cudnn": ratio(row["vs_best"]),
+                       "interval": ratio_interval(row["vs_best_low"], row["vs_best_high"]),
+                       "outcome": row["vs_best_outcome"],
                        "flash": num(f["best_metric"]) if f is not None else "",
                        "vs_flash": ratio(f["vs_best"]) if f is not None else ""})
     out["anchor"] = anchor
@@ -168,7 +196,13 @@ def decode(frame: pd.DataFrame, ceilings: dict) -> dict | None:
     split = ok[ok["impl"] == "ours"].merge(ok[ok["impl"] == "ours_nosplit"], on=keys, suffixes=("", "_ns"))
     if not split.empty:
         gains = split["median_ms_ns"] / split["median_ms"]
+        unsplit = split[[c + "_ns" for c in ("median_ms", "ci_low_ms", "ci_high_ms")]]
+        versus_unsplit = [versus(mine, other.rename(lambda c: c[:-3]))
+                          for (_, mine), (_, other) in zip(split.iterrows(), unsplit.iterrows())]
         out["split"] = {"n": len(split), "gm": ratio(geomean(gains)),
+                        "gm_interval": ratio_interval(geomean([v[1] for v in versus_unsplit]),
+                                                      geomean([v[2] for v in versus_unsplit])),
+                        "outcomes": outcome_text(counts([v[3] for v in versus_unsplit])),
                         "low": ratio(gains.min()), "low_shape": shape_label(split.loc[gains.idxmin()], "decode"),
                         "high": ratio(gains.max()), "high_shape": shape_label(split.loc[gains.idxmax()], "decode")}
     out["vs_seeds"] = tally(comparisons(frame, "decode", among=is_seed))

@@ -123,3 +123,23 @@ def test_latex_builds_a_pdf(rendered):
     paper = rendered["out"] / "paper"
     render.build_pdf(paper / "paper.tex", paper / "paper.pdf")
     assert (paper / "paper.pdf").read_bytes()[:5] == b"%PDF-"
+
+
+def test_method_says_what_the_harness_does(rendered):
+    timing = rendered["md"].split("### Timing", 1)[1].split("### Correctness", 1)[0]
+    ok = rendered["agg"].results.query("gpu == 'fixture-gpu' and status == 'ok'")
+    assert f"Each row pools at least {ok['reps'].min():.0f} timed calls from at least {ok['trials'].min():.0f} " \
+           "independent trials" in timing
+    for words in ("fresh shuffled order", "95% confidence interval of that median from order statistics",
+                  "flushed by a 256 MiB write", "CUDA events around it, host launch included",
+                  "from CUPTI (through `torch.profiler`)", "less than 64 MB or run in under 50 us",
+                  "brought out of idle", "clocks and throttle reasons are read around every case"):
+        assert words in timing, words
+    for gone in ("p20", "p80", "warm L2", "do_bench_cudagraph", "within spread"):
+        assert gone not in rendered["md"] and gone not in rendered["tex"], gone
+
+
+def test_method_without_rows_states_the_harness_floor(tmp_path):
+    agg = load.collect([], None, None)
+    md = render.render(context.build(agg, [], None), "markdown")
+    assert "Each row pools at least 20 timed calls from at least 3 independent trials" in md

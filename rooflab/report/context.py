@@ -17,7 +17,12 @@ from rooflab.report.markup import Table
 from rooflab.report.verdicts import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, TOLERANCE, judge_all, ratio_claims
 from rooflab.schema import SHAPE_COLUMNS
 
-L2_FLUSH_BYTES = 256 * 2**20   # triton.testing.do_bench zeroes a buffer of this size before every timed call
+L2_FLUSH_BYTES = 256 * 2**20   # the harness writes a buffer of this size before every timed call
+# The harness's floors and the reach of its kernel-time (CUPTI) rows, where env.json's config.bench
+# does not record them: a row pools at least MIN_REPS calls from at least MIN_TRIALS trials, and a
+# case gets a `cupti` row beside its `events` row when it moves less than CUPTI_BELOW_BYTES or runs
+# in under CUPTI_BELOW_US.
+HARNESS = {"min_reps": 20, "min_trials": 3, "cupti_below_bytes": 64e6, "cupti_below_us": 50.0}
 DEFAULT_GRAPH_BELOW = 8e6      # rooflab.bench.BenchConfig.graph_below_bytes, when env.json has no config
 STUDY_TITLES = {"softmax": "Softmax", "attention": "Attention (prefill)", "decode": "Decode attention",
                 "e2e": "End-to-end decoder block"}
@@ -35,6 +40,20 @@ CLOCK_KEYS = ("clocks.sm", "clocks.max.sm", "clocks.mem", "power.draw", "power.l
 KERNEL_MARK = " [kernel]"      # a table row whose values are the kernel's device time (CUPTI)
 DISPATCH_CLOSE = 0.95          # the dispatched softmax counts as matching the fastest forced strategy from here
 DISPATCH_MISS = 0.80           # and is listed as a dispatch miss below this
+
+
+def harness(env: dict, rows: pd.DataFrame | None = None) -> dict:
+    """The harness settings of one GPU's run as text: the fewest calls and trials of its correct rows where
+    they are recorded, else env.json's config.bench, else HARNESS."""
+    config = env.get("config") if isinstance(env.get("config"), dict) else {}
+    bench = config.get("bench") if isinstance(config.get("bench"), dict) else {}
+    values = {k: bench.get(k, v) for k, v in HARNESS.items()}
+    ok = rows[rows["status"] == "ok"] if rows is not None else None
+    for key, col in (("min_reps", "reps"), ("min_trials", "trials")):
+        if ok is not None and ok[col].notna().any():
+            values[key] = ok[col].min()
+    return {"min_reps": num(values["min_reps"]), "min_trials": num(values["min_trials"]),
+            "cupti_mb": num(float(values["cupti_below_bytes"]) / 1e6), "cupti_us": num(values["cupti_below_us"])}
 
 
 def graph_below(env: dict) -> float:
@@ -162,7 +181,7 @@ def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
         n_kernel=int((table["timing"] == KERNEL_TIMING).sum()),
         best=_rank(table, "vs_best", True), worst=_rank(table, "vs_best", False),
         compared=int(table["vs_best"].notna().sum()), outcomes=headline.outcome_text(counts(table["vs_best_outcome"])),
-        tie_within=pct(TIE_WITHIN),
+        tie_within=f"{TIE_WITHIN:.0%}",
         losses=[_loss_line(x) for x in _losses(table, unit)], ties=[_loss_line(x) for x in _losses(table, unit, TIE)],
         seed_tally=headline.tally(seeds), seed_losses=[_loss_line(x) for x in _losses(seeds, unit)],
         ours_not_ok=int((ours_rows["status"] != "ok").sum()),
@@ -445,12 +464,15 @@ def gpu_views(agg: Aggregate) -> list[dict]:
         env_rows += [[f"before: {k}", v] for k, v in before.items()] + [[f"after: {k}", v] for k, v in after.items()]
         layout = env.get("run_layout") if isinstance(env.get("run_layout"), dict) else {}
         env_rows += [[f"run layout: {k}", str(v)] for k, v in layout.items()]
-        reps = rows["reps"].dropna()
+        reps, trials = rows["reps"].dropna(), rows["trials"].dropna()
         out.append({
             "slug": gpu, "name": str(env.get("gpu") or gpu), "rows": len(rows),
             "studies": sorted(set(rows["study"])), "counts": _status_counts(rows) if len(rows) else {},
             "datasheet": sheet["label"] if sheet else None,
             "reps_min": num(reps.min()) if len(reps) else DASH, "reps_max": num(reps.max()) if len(reps) else DASH,
+            "trials_min": num(trials.min()) if len(trials) else DASH,
+            "trials_max": num(trials.max()) if len(trials) else DASH,
+            "cupti_rows": int((rows["timing"] == KERNEL_TIMING).sum()),
             "bench": {k: num(v) for k, v in bench.items()} if isinstance(bench, dict) else {},
             "graph_below": num(graph_below(env) / 1e6),
             "layout": [f"{k}: {v}" for k, v in layout.items()],
@@ -501,8 +523,9 @@ def build(agg: Aggregate, figures: list[dict], verify: pd.DataFrame | None = Non
         "ceilings": _ceiling_table(agg) if agg.gpus else None,
         "tolerances": tolerances(),
         "flush_mib": num(L2_FLUSH_BYTES / 2**20),
+        "harness": harness(agg.envs.get(gpu, {}), agg.results[agg.results["gpu"] == gpu]) if gpu else harness({}),
         "verdict_tolerance": pct(TOLERANCE),
-        "tie_within": pct(TIE_WITHIN),
+        "tie_within": f"{TIE_WITHIN:.0%}",
         "ci_level": "95%",
         "problems": list(agg.problems),
         "figures": figs,

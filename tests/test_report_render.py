@@ -141,5 +141,61 @@ def test_method_says_what_the_harness_does(rendered):
 
 def test_method_without_rows_states_the_harness_floor(tmp_path):
     agg = load.collect([], None, None)
-    md = render.render(context.build(agg, [], None), "markdown")
+    md = _paper([])
     assert "Each row pools at least 20 timed calls from at least 3 independent trials" in md
+
+
+def test_reproduction_section_counts_per_study(rendered):
+    section = rendered["md"].split("\n## Reproduction\n", 1)[1].split("\n## ", 1)[0]
+    assert "compared case by case (implementation, shape, dtype and timing) with the committed ones (`reproduction.csv`, 9 lines)" in section
+    assert ("Softmax: 5 cases compared, 3 of them at least 20 us, of which 33% (1) reproduced; 2 faster and 1 slower "
+            "in the fresh run over all lengths, 1 new and 0 missing; the ratio (fresh over committed) farthest from 1 "
+            "is 1.12x (torch 4096x2048 fp16, events).") in section
+    assert ("Decode: 2 cases compared, 2 of them at least 20 us, of which 100% (2) reproduced; 0 faster and 0 slower "
+            "in the fresh run over all lengths, 0 new and 1 missing") in section
+    assert "| softmax | 5 | 3 | 33% (1 of 3) | 2 | 1 | 1 | 0 | 1.12x (torch 4096x2048 fp16, events) |" in section
+    assert "![reproduction](../figures/reproduction.png)" in section
+    assert "\\section{Reproduction}" in rendered["tex"] and "{../figures/reproduction.pdf}" in rendered["tex"]
+
+
+def test_threats_to_validity_list_the_open_flags(rendered):
+    section = rendered["md"].split("\n## Threats to validity\n", 1)[1].split("\n## ", 1)[0]
+    assert "2 flags stayed open (1 more cleared)" in section
+    assert ("- softmax, dtype\\_twin: 4096x2048, fp16, torch: 0.18 against a limit of 0.15; re-measured once and "
+            "still flagged") in section
+    assert "- e2e, few\\_samples: decode S=1 L=4096 W=4096 H=32 total, bf16, eager: 10 against a limit of 20; not re-measured" in section
+    assert "above\\_ceiling" in section and "B=8 Hq=32 Hkv=32 L=32768" not in section     # the cleared flag is not listed
+    assert "\\section{Threats to validity}" in rendered["tex"]
+
+
+def _paper(folders):
+    agg = load.collect(folders, None, None)
+    index = [dict(name=n, caption=c, png=f"{n}.png", pdf=f"{n}.pdf", drawn=False, reason="not drawn here")
+             for n, (_, _, c) in FIGURES.items()]
+    return render.render(context.build(agg, index, None), "markdown")
+
+
+def test_without_quality_records_the_sections_say_so():
+    md = _paper([FIXTURES / "results" / "fixture-gpu-partial"])
+    assert "The run on fixture-gpu-partial has no quality record (`qa.csv`)" in md
+    assert "The results on fixture-gpu-partial have no reproduction record (`reproduction.csv`)" in md
+
+
+def test_a_record_without_open_flags_names_the_gates(tmp_path):
+    folder = tmp_path / "fixture-gpu"
+    shutil.copytree(FIXTURES / "results" / "fixture-gpu", folder)
+    qa = pd.read_csv(folder / "qa.csv").assign(open=False)
+    qa.to_csv(folder / "qa.csv", index=False)
+    md = _paper([folder])
+    section = md.split("\n## Threats to validity\n", 1)[1].split("\n## ", 1)[0]
+    for gate in ("ours\\_vs\\_strategy", "dtype\\_twin", "above\\_ceiling", "few\\_samples", "amdahl"):
+        assert gate in section
+    assert "None stayed open (3 flagged and cleared)." in section
+    qa.iloc[0:0].to_csv(folder / "qa.csv", index=False)
+    assert "None stayed open." in _paper([folder])
+
+
+def test_reproduction_figure_says_what_is_missing(tmp_path):
+    agg = load.collect([FIXTURES / "results" / "fixture-gpu-partial"])
+    (entry,) = figures.render_all(agg, tmp_path, names=["reproduction"])
+    assert not entry["drawn"] and entry["reason"].startswith("no reproduction.csv for fixture-gpu-partial")

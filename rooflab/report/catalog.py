@@ -66,6 +66,12 @@ FIGURES = {
         "One decoder block, one panel per phase and length: time per part timed with CUDA events (host gaps land in "
         "'other') for each configuration (PyTorch eager, our softmax swapped in, SDPA, our attention), the parts "
         "stacked to the block's total; diamonds: the whole decode step replayed as one CUDA graph, its GPU time."),
+    "reproduction": (
+        "all", "Reproduction",
+        "Reproduction: each case's median time in a fresh run against the committed run on the same GPU, log-log, "
+        "one marker per study, with the line y = x and a band of +-5% around it; a case reproduces when the two "
+        "95% confidence intervals of the median overlap or the medians lie within 5% (cases of one run only are "
+        "left out)."),
 }
 
 NAMES = list(FIGURES)

@@ -687,11 +687,29 @@ def e2e_breakdown(fig, data: FigureData):
     return None
 
 
+def reproduction(fig, data: FigureData):
+    """rooflab.reproduce.draw over the paper's GPU's reproduction.csv."""
+    from rooflab import reproduce
+
+    if not data.agg.has_record(data.gpu, "reproduction.csv"):
+        return (f"no reproduction.csv for {data.gpu}: no fresh run was compared with the committed one"
+                if data.gpu else "no GPU results, so no reproduction record")
+    frame = data.agg.reproduction[data.agg.reproduction["gpu"] == data.gpu].drop(columns=["gpu"])
+    both = frame[frame["verdict"].isin(("reproduced", "faster", "slower"))]
+    if both.empty:
+        return f"reproduction.csv of {data.gpu} has no case measured in both runs"
+    ax = fig.subplots()
+    fig.set_size_inches(5.6, 5.0)
+    reproduce.draw(frame, ax)
+    ax.set_title(f"fresh against committed run, {data.label}", fontsize=9)
+    return None
+
+
 DRAW = {
     "softmax_bandwidth": softmax_bandwidth, "softmax_speedup": softmax_speedup,
     "softmax_strategies": softmax_strategies, "launch_bound": launch_bound, "claims": claims,
     "attention_tflops": attention_tflops, "decode_bandwidth": decode_bandwidth, "decode_split": decode_split,
-    "roofline": roofline, "cross_gpu": cross_gpu, "e2e_breakdown": e2e_breakdown,
+    "roofline": roofline, "cross_gpu": cross_gpu, "e2e_breakdown": e2e_breakdown, "reproduction": reproduction,
 }
 assert set(DRAW) == set(FIGURES), "every catalogued figure needs a draw function"
 

@@ -9,7 +9,9 @@ from rooflab.report import context, load, render
 from rooflab.workflow import log_to
 
 log = log_to(snakemake.log[0])
-agg = load.read(*(snakemake.input[k] for k in ("results", "published", "ceilings", "envs", "problems")))
+agg = load.read(*(snakemake.input[k] for k in ("results", "published", "ceilings", "envs", "problems")),
+                qa_csv=snakemake.input.qa, reproduction_csv=snakemake.input.reproduction,
+                records_json=snakemake.input.records)
 index = json.loads(Path(snakemake.input.index).read_text())
 verify = pd.read_csv(snakemake.input.verify) if os.path.getsize(snakemake.input.verify) else None
 out = snakemake.output

@@ -20,11 +20,12 @@ from rooflab.report.verdicts import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, 
 from rooflab.schema import SHAPE_COLUMNS
 
 L2_FLUSH_BYTES = 256 * 2**20   # the harness writes a buffer of this size before every timed call
-# The harness's floors and the reach of its kernel-time (CUPTI) rows, where env.json's config.bench
-# does not record them: a row pools at least MIN_REPS calls from at least MIN_TRIALS trials, and a
-# case gets a `cupti` row beside its `events` row when it moves less than CUPTI_BELOW_BYTES or runs
-# in under CUPTI_BELOW_US.
-HARNESS = {"min_reps": 20, "min_trials": 3, "cupti_below_bytes": 64e6, "cupti_below_us": 50.0}
+# The harness's settings (config/config.yaml's `bench`), where neither the run's env.json nor the
+# workflow's config records them: a row pools at least `min_reps` calls from `trials` trials, the L2
+# flush writes `flush_mib`, and a case gets a `cupti` row beside its `events` row when it moves less
+# than `kernel_below_bytes` or its fastest call takes under `kernel_below_ms`.
+HARNESS = {"min_reps": 20, "trials": 3, "flush_mib": L2_FLUSH_BYTES / 2**20, "kernel_below_bytes": 64e6,
+           "kernel_below_ms": 0.05}
 DEFAULT_GRAPH_BELOW = 8e6      # rooflab.bench.BenchConfig.graph_below_bytes, when env.json has no config
 STUDY_TITLES = {"softmax": "Softmax", "attention": "Attention (prefill)", "decode": "Decode attention",
                 "e2e": "End-to-end decoder block"}
@@ -44,18 +45,26 @@ DISPATCH_CLOSE = 0.95          # the dispatched softmax counts as matching the f
 DISPATCH_MISS = 0.80           # and is listed as a dispatch miss below this
 
 
-def harness(env: dict, rows: pd.DataFrame | None = None) -> dict:
-    """The harness settings of one GPU's run as text: the fewest calls and trials of its correct rows where
-    they are recorded, else env.json's config.bench, else HARNESS."""
-    config = env.get("config") if isinstance(env.get("config"), dict) else {}
+def _bench(config) -> dict:
+    """A config's `bench` settings with its profile's (trials, budgets) folded in."""
+    config = config if isinstance(config, dict) else {}
     bench = config.get("bench") if isinstance(config.get("bench"), dict) else {}
-    values = {k: bench.get(k, v) for k, v in HARNESS.items()}
+    profile = bench.get(config.get("profile")) if isinstance(bench.get(config.get("profile")), dict) else {}
+    return {**bench, **profile}
+
+
+def harness(env: dict, rows: pd.DataFrame | None = None, config: dict | None = None) -> dict:
+    """The harness settings of one GPU's run as text: the fewest calls and trials behind its correct rows
+    where they are recorded; else what its env.json's config says, else the workflow's config, else HARNESS."""
+    recorded, workflow = _bench(env.get("config")), _bench(config)
+    values = {k: recorded.get(k, workflow.get(k, v)) for k, v in HARNESS.items()}
     ok = rows[rows["status"] == "ok"] if rows is not None else None
-    for key, col in (("min_reps", "reps"), ("min_trials", "trials")):
+    for key, col in (("min_reps", "reps"), ("trials", "trials")):
         if ok is not None and ok[col].notna().any():
             values[key] = ok[col].min()
-    return {"min_reps": num(values["min_reps"]), "min_trials": num(values["min_trials"]),
-            "cupti_mb": num(float(values["cupti_below_bytes"]) / 1e6), "cupti_us": num(values["cupti_below_us"])}
+    return {"min_reps": num(values["min_reps"]), "min_trials": num(values["trials"]),
+            "flush_mib": num(values["flush_mib"]), "cupti_mb": num(float(values["kernel_below_bytes"]) / 1e6),
+            "cupti_us": num(float(values["kernel_below_ms"]) * 1e3)}
 
 
 def graph_below(env: dict) -> float:
@@ -593,8 +602,9 @@ def tolerances() -> list[dict]:
 
 
 def build(agg: Aggregate, figures: list[dict], verify: pd.DataFrame | None = None, fresh_slug: str | None = None,
-          figure_base: str = "../figures") -> dict:
-    """Everything the templates print."""
+          figure_base: str = "../figures", config: dict | None = None) -> dict:
+    """Everything the templates print; `config` is the workflow's (its `bench` settings where the results'
+    env.json does not record them)."""
     gpu = primary_gpu(agg.results, fresh_slug)
     gpus = gpu_views(agg)
     studies = {s: study_view(agg, s, gpu) for s in ("softmax", "attention", "decode")}
@@ -612,8 +622,8 @@ def build(agg: Aggregate, figures: list[dict], verify: pd.DataFrame | None = Non
         "verify": verify_view(verify),
         "ceilings": _ceiling_table(agg) if agg.gpus else None,
         "tolerances": tolerances(),
-        "flush_mib": num(L2_FLUSH_BYTES / 2**20),
-        "harness": harness(agg.envs.get(gpu, {}), agg.results[agg.results["gpu"] == gpu]) if gpu else harness({}),
+        "harness": harness(agg.envs.get(gpu, {}), agg.results[agg.results["gpu"] == gpu], config) if gpu
+        else harness({}, None, config),
         "verdict_tolerance": pct(TOLERANCE),
         "tie_within": f"{TIE_WITHIN:.0%}",
         "reproduction_tolerance": f"{REPRODUCTION_TOLERANCE:.0%}",

@@ -132,7 +132,7 @@ def _versus_cell(r) -> str:
     """'0.91x [0.90x, 0.92x] loss' for one row of a comparisons table."""
     if _missing(r["vs_best"]):
         return DASH
-    return f"{ratio(r['vs_best'])} {headline.ratio_interval(r['vs_best_low'], r['vs_best_high'])} {r['vs_best_outcome']}"
+    return f"{ratio(r['vs_best'])} [{float(r['vs_best_low']):.2f}, {float(r['vs_best_high']):.2f}] {r['vs_best_outcome']}"
 
 
 def _losses(table: pd.DataFrame, unit: str, which: str = LOSS) -> list[dict]:

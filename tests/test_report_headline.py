@@ -18,12 +18,24 @@ def agg():
     return load.collect([FIXTURES / "results" / GPU])
 
 
-def _ms(frame, impl, timing="events", **shape):
+def _row(frame, impl, timing="events", **shape):
     rows = frame[(frame["impl"] == impl) & (frame["timing"] == timing)]
     for col, value in shape.items():
         rows = rows[rows[col] == value]
     assert len(rows) == 1, (impl, timing, shape)
-    return float(rows["median_ms"].iloc[0])
+    return rows.iloc[0]
+
+
+def _ms(frame, impl, timing="events", **shape):
+    return float(_row(frame, impl, timing, **shape)["median_ms"])
+
+
+def _outcome(frame, peer, timing="events", **shape):
+    """win / tie / loss for ours against `peer`, from the two rows' confidence intervals (independent of analysis)."""
+    mine, other = _row(frame, "ours", timing, **shape), _row(frame, peer, timing, **shape)
+    overlap = other["ci_low_ms"] <= mine["ci_high_ms"] and mine["ci_low_ms"] <= other["ci_high_ms"]
+    r = other["median_ms"] / mine["median_ms"]
+    return "tie" if overlap or abs(r - 1) <= 0.02 else ("win" if r > 1 else "loss")
 
 
 def test_peers_are_neither_ours_nor_the_seeds_designs():
@@ -43,16 +55,16 @@ def test_best_peer_excludes_the_seeds_which_are_compared_apart(agg):
     assert seeds["vs_best"] == pytest.approx(_ms(softmax, "seed_rowwise", **shape) / _ms(softmax, "ours", **shape))
 
 
-def test_judged_keeps_graph_replay_only_where_the_case_was_replayed(agg):
+def test_judged_keeps_kernel_time_only_where_the_case_has_it(agg):
     softmax = judged(agg.study("softmax"), "softmax")
     small = softmax[(softmax["rows"] == 256) & (softmax["cols"] == 128)]
     large = softmax[(softmax["rows"] == 4096) & (softmax["cols"] == 2048)]
-    assert set(small["timing"]) == {"cudagraph"} and set(large["timing"]) == {"events"}
+    assert set(small["timing"]) == {"cupti"} and set(large["timing"]) == {"events"}
     table = comparisons(softmax, "softmax", timing=None).set_index(["rows", "cols"])
-    assert table.loc[(256, 128), "timing"] == "cudagraph"
+    assert table.loc[(256, 128), "timing"] == "cupti"
     raw = agg.study("softmax")
     assert table.loc[(256, 128), "vs_best"] == pytest.approx(
-        _ms(raw, "torch", "cudagraph", rows=256, cols=128) / _ms(raw, "ours", "cudagraph", rows=256, cols=128))
+        _ms(raw, "torch", "cupti", rows=256, cols=128) / _ms(raw, "ours", "cupti", rows=256, cols=128))
 
 
 def test_softmax_headline_splits_bandwidth_and_launch_bound_regions(agg):
@@ -60,22 +72,27 @@ def test_softmax_headline_splits_bandwidth_and_launch_bound_regions(agg):
     h = headline.softmax(raw, 8e6, agg.ceiling(GPU))
     fp16 = next(t for t in h["dtypes"] if t["dtype"] == "fp16")
     # fp16 shapes of at least 8 MB: 4096x2048, 8192x4096, 1024x131072 (liger refuses the last)
-    ratios = {(4096, 2048): _ms(raw, "torch", dtype="float16", rows=4096, cols=2048),
-              (8192, 4096): _ms(raw, "liger", dtype="float16", rows=8192, cols=4096),
-              (1024, 131072): _ms(raw, "torch", dtype="float16", rows=1024, cols=131072)}
-    ratios = {k: v / _ms(raw, "ours", dtype="float16", rows=k[0], cols=k[1]) for k, v in ratios.items()}
-    assert fp16["n"] == 3 and fp16["wins"] == sum(r >= 1 for r in ratios.values())
+    best = {(4096, 2048): "torch", (8192, 4096): "liger", (1024, 131072): "torch"}
+    ratios = {k: _ms(raw, p, dtype="float16", rows=k[0], cols=k[1]) / _ms(raw, "ours", dtype="float16", rows=k[0], cols=k[1])
+              for k, p in best.items()}
+    outcomes = [_outcome(raw, p, dtype="float16", rows=k[0], cols=k[1]) for k, p in best.items()]
+    assert outcomes == ["win", "tie", "win"]           # 8192 x 4096: liger within the interval of ours
+    assert fp16["n"] == 3 and (fp16["wins"], fp16["ties"], fp16["losses"]) == (2, 1, 0)
+    assert fp16["outcomes"] == "2 wins, 1 tie and 0 losses"
     assert fp16["gm"] == f"{geomean(ratios.values()):.2f}x"
     assert fp16["worst"]["shape"] == "rows=8192 cols=4096" and fp16["worst"]["peer"] == "liger"
     assert h["peers"] == "liger and torch" and h["seeds"] == "seed_rowwise"
     # at least 128 MB: 8192x4096 (134 MB) and 1024x131072 (268 MB), as fractions of the copy ceiling
     assert h["large_frac"]["n"] == 2 and h["large_frac"]["ceiling"] == "4.2"
-    # below 8 MB only CUDA-graph replay counts
+    # below 8 MB only the kernel's device time (CUPTI) counts
     launch = h["launch"]
     assert launch["n"] == 2
-    expected = [_ms(raw, "torch", "cudagraph", rows=r, cols=128) / _ms(raw, "ours", "cudagraph", rows=r, cols=128)
+    expected = [_ms(raw, "torch", "cupti", rows=r, cols=128) / _ms(raw, "ours", "cupti", rows=r, cols=128)
                 for r in (256, 4096)]
-    assert launch["gm"] == f"{geomean(expected):.2f}x" and launch["wins"] == sum(x >= 1 for x in expected)
+    assert launch["gm"] == f"{geomean(expected):.2f}x"
+    assert [_outcome(raw, "torch", "cupti", dtype="float16", rows=r, cols=128) for r in (256, 4096)] == ["win", "loss"]
+    assert (launch["wins"], launch["ties"], launch["losses"]) == (1, 0, 1)
+    assert launch["worst"]["outcome"] == "loss" and launch["worst"]["shape"] == "rows=4096 cols=128"
     assert h["vs_seeds"]["n"] == 4 and h["vs_seeds"]["worst"]["peer"] == "seed_rowwise"
 
 

@@ -129,3 +129,48 @@ def test_verdicts_survive_the_round_trip(tmp_path):
     before = [v.as_dict() for v in judge_all(agg.published, agg.results)]
     assert [v.as_dict() for v in judge_all(back.published, back.results)] == before
     assert any(v["ours_gpu"] == "fixture-gpu" for v in before)
+
+
+def test_quality_records_and_job_records_are_not_result_files(tmp_path):
+    folder = _copy(GOOD, tmp_path / "fixture-gpu")
+    for name in ("reproduction.png", "reproduction.pdf"):
+        (folder / name).write_bytes(b"\x89PNG not a csv")
+    (folder / "softmax").mkdir()
+    (folder / "softmax" / "job-0.env.json").write_text('{"host": "node-1"}\n')
+    agg = load.collect([folder])
+    assert agg.problems == []
+    assert agg.records == {"fixture-gpu": ["qa.csv", "reproduction.csv"]}
+    assert len(agg.qa) == len(pd.read_csv(GOOD / "qa.csv")) and set(agg.qa["gpu"]) == {"fixture-gpu"}
+    assert len(agg.reproduction) == len(pd.read_csv(GOOD / "reproduction.csv"))
+    assert set(agg.reproduction["gpu"]) == {"fixture-gpu"} and list(agg.reproduction.columns[:2]) == ["gpu", "study"]
+    assert len(agg.results) == sum(len(pd.read_csv(GOOD / f"{s}.csv")) for s in ("softmax", "attention", "decode", "e2e"))
+
+
+def test_header_only_qa_is_a_record_without_lines_and_a_bad_one_is_named(tmp_path):
+    folder = _copy(GOOD, tmp_path / "fixture-gpu")
+    (folder / "qa.csv").write_text(",".join(load.QA_COLUMNS) + "\n")
+    (folder / "reproduction.csv").write_text("study,impl\nsoftmax,ours\n")
+    agg = load.collect([folder])
+    assert agg.has_record("fixture-gpu", "qa.csv") and agg.qa.empty
+    assert not agg.has_record("fixture-gpu", "reproduction.csv") and agg.reproduction.empty
+    (line,) = agg.problems
+    assert line.startswith(f"skipped file {folder / 'reproduction.csv'}: missing columns")
+    assert "softmax" in set(agg.results["study"])
+
+
+def test_quality_records_round_trip(tmp_path):
+    agg = load.collect([GOOD, PARTIAL])
+    paths = [tmp_path / n for n in ("r.csv", "p.csv", "c.csv", "e.json", "problems.txt")]
+    extra = dict(qa_csv=tmp_path / "qa.csv", reproduction_csv=tmp_path / "reproduction.csv",
+                 records_json=tmp_path / "records.json")
+    load.write(agg, *paths, **extra)
+    back = load.read(*paths, **extra)
+    assert back.records == {"fixture-gpu": ["qa.csv", "reproduction.csv"], "fixture-gpu-partial": []}
+    pd.testing.assert_frame_equal(back.qa, agg.qa, check_dtype=False)
+    assert back.reproduction["verdict"].tolist() == agg.reproduction["verdict"].tolist()
+    assert back.reproduction["fresh_ms"].tolist() == pytest.approx(agg.reproduction["fresh_ms"].tolist(), nan_ok=True)
+    empty = load.collect([PARTIAL])
+    load.write(empty, *paths, **extra)
+    assert (tmp_path / "qa.csv").read_text().startswith("gpu,study,gate")
+    assert (tmp_path / "reproduction.csv").read_text().startswith("gpu,study,impl")
+    assert load.read(*paths, **extra).qa.empty

@@ -14,14 +14,15 @@ def row(gpu, impl, tflops, spread=0.02, **extra):
     r = dict.fromkeys(columns("attention"))
     ms = FLOPS / (tflops * 1e12) * 1e3
     r.update(gpu=gpu, study="attention", impl=impl, dtype="float16", timing="events", status="ok", **SHAPE,
-             median_ms=ms, p20_ms=ms * (1 - spread), p80_ms=ms * (1 + spread), reps=10, tflops=tflops)
+             median_ms=ms, p20_ms=ms * (1 - spread), p80_ms=ms * (1 + spread),
+             ci_low_ms=ms * (1 - spread), ci_high_ms=ms * (1 + spread), reps=10, tflops=tflops)
     r.update(extra)
     return r
 
 
 def claim(impl, tflops):
     r = row("nvidia-h100-sxm", impl, tflops, source="003_x.txt", section="Benchmark")
-    r.update(median_ms=None, p20_ms=None, p80_ms=None, reps=None)
+    r.update(median_ms=None, p20_ms=None, p80_ms=None, ci_low_ms=None, ci_high_ms=None, reps=None)
     return pd.Series(r)
 
 

@@ -15,7 +15,8 @@ def row(gpu="nvidia-h100-sxm", impl="seed_rowwise", ms=0.048, spread=0.01, statu
     r = dict.fromkeys(columns("softmax"))
     r.update(gpu=gpu, study="softmax", impl=impl, dtype="float16", timing="events", status=status, **SHAPE)
     if status == "ok" and ms is not None:
-        r.update(median_ms=ms, p20_ms=ms * (1 - spread), p80_ms=ms * (1 + spread), reps=100,
+        r.update(median_ms=ms, p20_ms=ms * (1 - spread), p80_ms=ms * (1 + spread),
+                 ci_low_ms=ms * (1 - spread), ci_high_ms=ms * (1 + spread), reps=100,
                  tbps=NBYTES / (ms * 1e-3) / 1e12)
     r.update(extra)
     return r

@@ -2,7 +2,9 @@
 
 Speedups are ratios of median times of rows measured in the same run on the same GPU,
 shape and dtype (`events` timing unless asked otherwise); an `incorrect` row never
-yields a speedup. The best peer of a case is its fastest correct implementation that is
+yields a speedup. Each speedup carries an interval from the 95% confidence intervals of
+both medians and an outcome for ours: a `tie` when the two intervals overlap or the
+medians are within TIE_WITHIN of each other, else a `win` (ours faster) or a `loss`. The best peer of a case is its fastest correct implementation that is
 neither ours nor a seed's design (torch, torch.compile, Liger, the SDPA backends, eager);
 the seeds' designs (seed_*) are compared with separately, never mixed into the best peer.
 """
@@ -14,8 +16,17 @@ import pandas as pd
 
 from rooflab.schema import SHAPE_COLUMNS
 
+# Timings (rooflab.schema.TIMINGS): a kernel study judges a case on its kernel alone where the harness
+# measured that (CUPTI device time of the same L2-flushed calls), else on plain calls timed with CUDA
+# events; only the end-to-end study replays whole steps as CUDA graphs.
+PLAIN_TIMING = "events"
+KERNEL_TIMING = "cupti"
+E2E_GRAPH_TIMING = "cudagraph"
 METRIC = {"softmax": "tbps", "attention": "tflops", "decode": "tbps", "e2e": None}
 UNIT = {"tbps": "TB/s", "tflops": "TFLOP/s", "median_ms": "ms"}
+WIN, TIE, LOSS = "win", "tie", "loss"
+OUTCOMES = (WIN, TIE, LOSS)
+TIE_WITHIN = 0.02        # medians this close are a tie even where the intervals do not overlap
 BASELINE = {"softmax": "torch"}          # the everyday call each study is also compared with
 SHORT = {"rows": "rows", "cols": "cols", "batch": "B", "heads_q": "Hq", "heads_kv": "Hkv", "seqlen_q": "Nq",
          "seqlen_k": "Nk", "head_dim": "D", "cache_len": "L", "phase": "", "seqlen": "S", "width": "width",
@@ -79,7 +90,9 @@ def primary_gpu(results: pd.DataFrame, fresh_slug: str | None = None) -> str | N
 
 
 def moved_bytes(row) -> float | None:
-    """Bytes a row moved, recovered from its own tbps x time (the study's count)."""
+    """Bytes a row moved: its own `bytes` column, else recovered from its tbps x time (the study's count)."""
+    if pd.notna(row.get("bytes")):
+        return float(row["bytes"])
     if pd.notna(row.get("tbps")) and pd.notna(row.get("median_ms")):
         return float(row["tbps"]) * 1e12 * float(row["median_ms"]) * 1e-3
     return None
@@ -110,19 +123,19 @@ def _plain(value):
 
 
 def judged(frame: pd.DataFrame, study: str) -> pd.DataFrame:
-    """Each case's rows in the timing that measures its kernel: CUDA-graph replay where the case has
-    such rows (the harness replays exactly the cases that move less than its launch-bound threshold,
-    where a plain call measures the host), else CUDA events. Pass the result to
-    comparisons(..., timing=None)."""
+    """Each case's rows in the timing that measures its kernel: the kernel's device time from CUPTI
+    (KERNEL_TIMING) where the case has such rows (the harness records them for small or short cases,
+    where a plain call measures the host as much as the kernel), else CUDA events (PLAIN_TIMING).
+    Pass the result to comparisons(..., timing=None)."""
     keys = ["gpu", "dtype", *SHAPE_COLUMNS[study]]
     if frame.empty:
         return frame
     key = frame[keys].astype(str).agg("|".join, axis=1)
-    graphed = key.isin(set(key[frame["timing"] == "cudagraph"]))
-    return frame[(graphed & (frame["timing"] == "cudagraph")) | (~graphed & (frame["timing"] == "events"))]
+    kernel = key.isin(set(key[frame["timing"] == KERNEL_TIMING]))
+    return frame[(kernel & (frame["timing"] == KERNEL_TIMING)) | (~kernel & (frame["timing"] == PLAIN_TIMING))]
 
 
-def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str = "events",
+def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str | None = PLAIN_TIMING,
                 among=is_peer) -> pd.DataFrame:
     """One row per (gpu, dtype, shape) where `ours` has a row: ours against the baseline and the
     fastest correct implementation that `among(impl)` admits (by default the peers, see is_peer;
@@ -131,8 +144,10 @@ def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str
     timing=None keeps every timing (use it on the output of `judged`, which leaves one per case).
 
     Columns: gpu, dtype, <shape>, shape, timing, ours_status, ours_ms, ours_metric, ours_frac, bytes,
-    baseline_ms, vs_baseline, best_impl, best_ms, best_metric, vs_best, vs_best_low, vs_best_high.
-    vs_* = peer time / our time (above 1: ours faster); low/high from p80/p20 of both rows.
+    baseline_ms, vs_baseline, vs_baseline_low, vs_baseline_high, vs_baseline_outcome, best_impl, best_ms,
+    best_metric, vs_best, vs_best_low, vs_best_high, vs_best_outcome.
+    vs_* = peer time / our time (above 1: ours faster); low/high: the ratio's interval from the 95%
+    confidence intervals of both medians (see versus); outcome: win, tie or loss for ours.
     bytes: what the shape moves, from our row or else the study's own count.
     """
     keys = ["gpu", "dtype", *SHAPE_COLUMNS[study]]
@@ -156,18 +171,19 @@ def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str
         peers = correct[correct["impl"].map(lambda i: not is_ours(i) and bool(among(i))).astype(bool)]
         base = correct[correct["impl"] == BASELINE.get(study, "")]
         rec["baseline_ms"] = base["median_ms"].iloc[0] if not base.empty else None
-        rec["vs_baseline"] = rec["baseline_ms"] / rec["ours_ms"] if ok and rec["baseline_ms"] else None
+        if ok and not base.empty:
+            rec.update(zip(("vs_baseline", "vs_baseline_low", "vs_baseline_high", "vs_baseline_outcome"),
+                           versus(mine, base.iloc[0])))
         if not peers.empty:
             best = peers.loc[peers["median_ms"].idxmin()]
             rec.update(best_impl=best["impl"], best_ms=best["median_ms"],
                        best_metric=best[metric] if metric else None)
             if ok:
-                rec["vs_best"] = best["median_ms"] / mine["median_ms"]
-                rec["vs_best_low"] = _q(best, "p20_ms") / _q(mine, "p80_ms")
-                rec["vs_best_high"] = _q(best, "p80_ms") / _q(mine, "p20_ms")
+                rec.update(zip(("vs_best", "vs_best_low", "vs_best_high", "vs_best_outcome"), versus(mine, best)))
         records.append(rec)
-    cols = keys + ["shape", "timing", "ours_status", "ours_ms", "ours_metric", "ours_frac", "bytes", "baseline_ms", "vs_baseline",
-                   "best_impl", "best_ms", "best_metric", "vs_best", "vs_best_low", "vs_best_high"]
+    cols = keys + ["shape", "timing", "ours_status", "ours_ms", "ours_metric", "ours_frac", "bytes", "baseline_ms",
+                   "vs_baseline", "vs_baseline_low", "vs_baseline_high", "vs_baseline_outcome",
+                   "best_impl", "best_ms", "best_metric", "vs_best", "vs_best_low", "vs_best_high", "vs_best_outcome"]
     return pd.DataFrame.from_records(records, columns=cols)
 
 
@@ -175,9 +191,36 @@ def _shape_bytes(row, study: str) -> float | None:
     return study_work(study, {c: _plain(row[c]) for c in SHAPE_COLUMNS[study]}, row["dtype"])[0]
 
 
-def _q(row, col: str) -> float:
-    value = row[col]
-    return float(value) if pd.notna(value) else float(row["median_ms"])
+def interval(row) -> tuple[float, float]:
+    """A row's 95% confidence interval of its median time (ci_low_ms, ci_high_ms); the median itself
+    where the row has none (a published or older row)."""
+    median = float(row["median_ms"])
+    low, high = row.get("ci_low_ms"), row.get("ci_high_ms")
+    return (float(low) if pd.notna(low) else median, float(high) if pd.notna(high) else median)
+
+
+def outcome(ratio: float, low: float, high: float, tie_within: float = TIE_WITHIN) -> str:
+    """win / tie / loss for ours from other time / our time and that ratio's interval: a tie when the
+    interval holds 1 (the two rows' intervals overlap) or the ratio is within `tie_within` of 1."""
+    if low <= 1 <= high or abs(ratio - 1) <= tie_within:
+        return TIE
+    return WIN if ratio > 1 else LOSS
+
+
+def versus(mine, other) -> tuple[float, float, float, str]:
+    """(other / ours, low, high, outcome): the ratio of the two median times, its interval from both
+    rows' confidence intervals (other's low end over our high end, other's high end over our low end)
+    and the outcome for ours."""
+    ratio = float(other["median_ms"]) / float(mine["median_ms"])
+    (m_low, m_high), (o_low, o_high) = interval(mine), interval(other)
+    low, high = o_low / m_high, o_high / m_low
+    return ratio, low, high, outcome(ratio, low, high)
+
+
+def counts(outcomes) -> dict[str, int]:
+    """{'win': n, 'tie': n, 'loss': n} over a column of outcomes (missing ones skipped)."""
+    values = [o for o in outcomes if isinstance(o, str)]
+    return {o: values.count(o) for o in OUTCOMES}
 
 
 def geomean(values) -> float | None:

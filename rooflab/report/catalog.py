@@ -7,26 +7,28 @@ FIGURES = {
     "softmax_bandwidth": (
         "softmax", "Softmax",
         "Softmax bandwidth (bytes read and written / median time) against row length, one panel per dtype, at the "
-        "largest row count measured for each length; the seeds' designs dashed. Grey bands: lengths whose shape moves "
-        "less than the launch-bound threshold, where the hollow markers are CUDA-graph replay (warm L2) and stay off "
-        "the plain-call lines. Solid line: the GPU's measured copy ceiling; dashed: its datasheet bandwidth. Crosses on "
+        "largest row count measured for each length; the seeds' designs dashed. Grey bands: lengths whose shape is "
+        "small or short enough to have kernel-time rows, where the hollow markers are the kernel's device time "
+        "(CUPTI, L2 flushed) and stay off the plain-call lines. Solid line: the GPU's measured copy ceiling; dashed: its datasheet bandwidth. Crosses on "
         "the axis: rows that failed the correctness check."),
     "softmax_speedup": (
         "softmax", "Softmax",
         "Speedup of our softmax (median time of the other / ours, same run) over the fastest peer (torch, torch.compile, "
         "Liger; filled) and over the faster of the seeds' designs (hollow) at each shape, against the bytes the shape "
-        "moves. In the grey region (below the launch-bound threshold) both sides are timed as CUDA-graph replay, "
-        "elsewhere as plain calls."),
+        "moves; bars: the ratio's interval from both rows' 95% confidence intervals of the median, and the legend "
+        "counts wins, ties (intervals overlap or medians within 2%) and losses. Each shape is judged in the timing that measures its kernel: the kernel's device time (CUPTI) where "
+        "it was measured (small or short shapes), plain calls elsewhere; grey: below the launch-bound threshold."),
     "softmax_strategies": (
         "softmax", "Softmax",
         "Bandwidth of each softmax strategy forced on its own (one implementation per strategy) against row length, at the largest row "
         "count measured for each length, with the dispatched kernel (ours) dashed: where the curves cross is where the "
-        "dispatcher must switch. Grey bands and hollow markers: launch-bound shapes, in CUDA-graph replay."),
+        "dispatcher must switch. Grey bands and hollow markers: small or short shapes, in kernel time (CUPTI)."),
     "launch_bound": (
         "all", "Timing",
-        "Launch-bound shapes: median time of a plain call (CUDA events, hollow) and of CUDA-graph replay (filled) for "
-        "ours and the everyday peer, against bytes moved. Horizontal lines: the GPU's measured launch floor, plain and "
-        "in a graph."),
+        "Plain call against the kernel alone: median time of a plain call (CUDA events, hollow) and the kernel's "
+        "device time from CUPTI (filled), both with the L2 flushed, for ours and the everyday peer at every shape with "
+        "kernel-time rows, against bytes moved. Horizontal lines: the GPU's measured launch floor, plain and in a "
+        "graph."),
     "claims": (
         "all", "Claims",
         "Every published number of the seeds that has a measurement of ours, one panel per seed: the claim (blue) as a "
@@ -64,6 +66,12 @@ FIGURES = {
         "One decoder block, one panel per phase and length: time per part timed with CUDA events (host gaps land in "
         "'other') for each configuration (PyTorch eager, our softmax swapped in, SDPA, our attention), the parts "
         "stacked to the block's total; diamonds: the whole decode step replayed as one CUDA graph, its GPU time."),
+    "reproduction": (
+        "all", "Reproduction",
+        "Reproduction: each case's median time in a fresh run against the committed run on the same GPU, log-log, "
+        "one marker per study, with the line y = x and a band of +-5% around it; a case reproduces when the two "
+        "95% confidence intervals of the median overlap or the medians lie within 5% (cases of one run only are "
+        "left out)."),
 }
 
 NAMES = list(FIGURES)

@@ -4,19 +4,28 @@ only place it in sentences.
 """
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from rooflab.report import datasheet, headline
-from rooflab.report.analysis import (METRIC, UNIT, ceiling_name, comparisons, geomean, is_ours, is_peer, is_seed,
-                                     judged, primary_gpu, shape_label)
+from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, METRIC, PLAIN_TIMING, UNIT, ceiling_name,
+                                     LOSS, TIE, TIE_WITHIN, comparisons, counts, geomean, is_ours, is_peer, is_seed,
+                                     judged, moved_bytes, primary_gpu, shape_label, versus)
 from rooflab.report.fmt import DASH, dt, listing, megabytes, num, pct, ratio, sci
 from rooflab.report.fmt import missing as _missing
-from rooflab.report.load import MEASURED_CEILINGS, Aggregate
+from rooflab.report.load import MEASURED_CEILINGS, Aggregate, _as_bool
 from rooflab.report.markup import Table
 from rooflab.report.verdicts import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, TOLERANCE, judge_all, ratio_claims
 from rooflab.schema import SHAPE_COLUMNS
 
-L2_FLUSH_BYTES = 256 * 2**20   # triton.testing.do_bench zeroes a buffer of this size before every timed call
+L2_FLUSH_BYTES = 256 * 2**20   # the harness writes a buffer of this size before every timed call
+# The harness's settings (config/config.yaml's `bench`), where neither the run's env.json nor the
+# workflow's config records them: a row pools at least `min_reps` calls from `trials` trials, the L2
+# flush writes `flush_mib`, and a case gets a `cupti` row beside its `events` row when it moves less
+# than `kernel_below_bytes` or its fastest call takes under `kernel_below_ms`.
+HARNESS = {"min_reps": 20, "trials": 3, "flush_mib": L2_FLUSH_BYTES / 2**20, "kernel_below_bytes": 64e6,
+           "kernel_below_ms": 0.05}
 DEFAULT_GRAPH_BELOW = 8e6      # rooflab.bench.BenchConfig.graph_below_bytes, when env.json has no config
 STUDY_TITLES = {"softmax": "Softmax", "attention": "Attention (prefill)", "decode": "Decode attention",
                 "e2e": "End-to-end decoder block"}
@@ -31,9 +40,31 @@ ENV_KEYS = ("gpu", "slug", "compute_capability", "sm_count", "memory_gib", "l2_m
             "triton", "python", "platform", "git_commit", "time")
 CLOCK_KEYS = ("clocks.sm", "clocks.max.sm", "clocks.mem", "power.draw", "power.limit", "temperature.gpu",
               "clocks_throttle_reasons.active", "persistence_mode")
-GRAPH_MARK = " [graph]"        # a table row whose values are CUDA-graph replay
+KERNEL_MARK = " [kernel]"      # a table row whose values are the kernel's device time (CUPTI)
 DISPATCH_CLOSE = 0.95          # the dispatched softmax counts as matching the fastest forced strategy from here
 DISPATCH_MISS = 0.80           # and is listed as a dispatch miss below this
+
+
+def _bench(config) -> dict:
+    """A config's `bench` settings with its profile's (trials, budgets) folded in."""
+    config = config if isinstance(config, dict) else {}
+    bench = config.get("bench") if isinstance(config.get("bench"), dict) else {}
+    profile = bench.get(config.get("profile")) if isinstance(bench.get(config.get("profile")), dict) else {}
+    return {**bench, **profile}
+
+
+def harness(env: dict, rows: pd.DataFrame | None = None, config: dict | None = None) -> dict:
+    """The harness settings of one GPU's run as text: the fewest calls and trials behind its correct rows
+    where they are recorded; else what its env.json's config says, else the workflow's config, else HARNESS."""
+    recorded, workflow = _bench(env.get("config")), _bench(config)
+    values = {k: recorded.get(k, workflow.get(k, v)) for k, v in HARNESS.items()}
+    ok = rows[rows["status"] == "ok"] if rows is not None else None
+    for key, col in (("min_reps", "reps"), ("trials", "trials")):
+        if ok is not None and ok[col].notna().any():
+            values[key] = ok[col].min()
+    return {"min_reps": num(values["min_reps"]), "min_trials": num(values["trials"]),
+            "flush_mib": num(values["flush_mib"]), "cupti_mb": num(float(values["kernel_below_bytes"]) / 1e6),
+            "cupti_us": num(float(values["kernel_below_ms"]) * 1e3)}
 
 
 def graph_below(env: dict) -> float:
@@ -55,7 +86,8 @@ def _rank(table: pd.DataFrame, col: str, best: bool) -> dict | None:
         return None
     row = part.loc[part[col].idxmax() if best else part[col].idxmin()]
     return {"ratio": ratio(row[col]), "shape": row["shape"], "dtype": dt(row["dtype"]), "peer": row.get("best_impl") or DASH,
-            "graph": row["timing"] == "cudagraph"}
+            "kernel": row["timing"] == KERNEL_TIMING, "outcome": row[f"{col}_outcome"],
+            "interval": headline.ratio_interval(row[f"{col}_low"], row[f"{col}_high"])}
 
 
 def _impl_order(impl: str) -> tuple:
@@ -73,43 +105,53 @@ def _impl_table(frame: pd.DataFrame, study: str, dtype: str, caption: str) -> Ta
     peers = comparisons(part, study, timing=None).set_index(keys)
     has_seeds = any(is_seed(i) for i in impls)
     seeds = comparisons(part, study, timing=None, among=is_seed).set_index(keys) if has_seeds else None
-    rows, graphed = [], False
+    rows, kernel_rows = [], False
     for key, group in part.groupby(keys, sort=True):
         cells = {r["impl"]: num(r[metric]) if r["status"] == "ok" and not _missing(r[metric]) else r["status"]
                  for _, r in group.iterrows()}
         key = key if isinstance(key, tuple) else (key,)
-        graph = (group["timing"] == "cudagraph").any()
-        graphed |= bool(graph)
-        row = [shape_label(group.iloc[0], study) + (GRAPH_MARK if graph else "")] + [cells.get(i, DASH) for i in impls]
-        row.append(ratio(peers.loc[key, "vs_best"]) if key in peers.index else DASH)
+        kernel = (group["timing"] == KERNEL_TIMING).any()
+        kernel_rows |= bool(kernel)
+        row = [shape_label(group.iloc[0], study) + (KERNEL_MARK if kernel else "")] + [cells.get(i, DASH) for i in impls]
+        row.append(_versus_cell(peers.loc[key]) if key in peers.index else DASH)
         if has_seeds:
-            row.append(ratio(seeds.loc[key, "vs_best"]) if key in seeds.index else DASH)
+            row.append(_versus_cell(seeds.loc[key]) if key in seeds.index else DASH)
         rows.append(row)
-    note = (f" Shapes marked{GRAPH_MARK} move less than the launch-bound threshold: their values are CUDA-graph "
-            "replay, since a plain call there times the host.") if graphed else ""
+    note = (f" Shapes marked{KERNEL_MARK} are small or short enough that a plain call times the host as well: "
+            "their values are the kernel's device time (CUPTI), L2 flushed before each call.") if kernel_rows else ""
     columns = ["shape"] + impls + ["ours / best peer"] + (["ours / best seed"] if has_seeds else [])
+    tallied = headline.outcome_text(counts(peers["vs_best_outcome"].dropna())) if len(peers) else DASH
     return Table(columns=columns, rows=rows,
-                 caption=f"{caption} ({UNIT[metric]}, {dt(dtype)}; failures named by status).{note}",
+                 caption=f"{caption} ({UNIT[metric]}, {dt(dtype)}; failures named by status). Ours / best: the "
+                         "fastest one's median time over ours with its interval from both rows' 95% confidence "
+                         f"intervals, and the outcome for ours (against the best peer: {tallied}).{note}",
                  align=["p{2.1cm}" if study == "softmax" else "p{3.2cm}"] + ["r"] * (len(columns) - 1))
 
 
-def _losses(table: pd.DataFrame, unit: str) -> list[dict]:
+def _versus_cell(r) -> str:
+    """'0.91x [0.90x, 0.92x] loss' for one row of a comparisons table."""
+    if _missing(r["vs_best"]):
+        return DASH
+    return f"{ratio(r['vs_best'])} [{float(r['vs_best_low']):.2f}, {float(r['vs_best_high']):.2f}] {r['vs_best_outcome']}"
+
+
+def _losses(table: pd.DataFrame, unit: str, which: str = LOSS) -> list[dict]:
+    """The rows of a comparisons table whose outcome for ours is `which` (a loss or a tie), worst first."""
     out = []
     for _, r in table.dropna(subset=["vs_best"]).sort_values("vs_best").iterrows():
-        if r["vs_best"] >= 1:
-            break
+        if r["vs_best_outcome"] != which:
+            continue
         out.append({"shape": r["shape"], "dtype": dt(r["dtype"]), "ours": num(r["ours_metric"]), "unit": unit,
                     "peer": r["best_impl"], "peer_value": num(r["best_metric"]), "ratio": ratio(r["vs_best"]),
-                    "graph": r["timing"] == "cudagraph",
-                    "within_spread": bool(not _missing(r["vs_best_high"]) and r["vs_best_high"] >= 1)})
+                    "interval": headline.ratio_interval(r["vs_best_low"], r["vs_best_high"]),
+                    "kernel": r["timing"] == KERNEL_TIMING})
     return out
 
 
 def _loss_line(loss: dict) -> str:
-    timing = ", graph replay" if loss["graph"] else ""
-    spread = ", within spread" if loss["within_spread"] else ""
+    timing = ", kernel time" if loss["kernel"] else ""
     return (f"{loss['shape']}, {loss['dtype']}{timing}: ours {loss['ours']} {loss['unit']}, {loss['peer']} "
-            f"{loss['peer_value']} {loss['unit']} (ours at {loss['ratio']} of it{spread})")
+            f"{loss['peer_value']} {loss['unit']} (ours at {loss['ratio']} {loss['interval']} of it)")
 
 
 def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
@@ -140,12 +182,18 @@ def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
         dtypes=[dt(d) for d in sorted(set(frame["dtype"]))], impls=sorted(set(frame["impl"]), key=_impl_order),
         peers=sorted({i for i in frame["impl"] if is_peer(i)}), seeds=sorted({i for i in frame["impl"] if is_seed(i)}),
         peers_text=listing(sorted({i for i in frame["impl"] if is_peer(i)})),
-        gm_best=ratio(geomean(table["vs_best"])), gm_baseline=ratio(geomean(table["vs_baseline"])),
+        gm_best=ratio(geomean(table["vs_best"])),
+        gm_best_interval=headline.ratio_interval(geomean(table["vs_best_low"]), geomean(table["vs_best_high"])),
+        gm_baseline=ratio(geomean(table["vs_baseline"])),
+        gm_baseline_interval=headline.ratio_interval(geomean(table["vs_baseline_low"]),
+                                                     geomean(table["vs_baseline_high"])),
+        baseline_outcomes=headline.outcome_text(counts(table["vs_baseline_outcome"])),
         has_baseline=bool(table["vs_baseline"].notna().any()),
-        n_graph=int((table["timing"] == "cudagraph").sum()),
+        n_kernel=int((table["timing"] == KERNEL_TIMING).sum()),
         best=_rank(table, "vs_best", True), worst=_rank(table, "vs_best", False),
-        wins=int((table["vs_best"] >= 1).sum()), compared=int(table["vs_best"].notna().sum()),
-        losses=[_loss_line(x) for x in _losses(table, unit)],
+        compared=int(table["vs_best"].notna().sum()), outcomes=headline.outcome_text(counts(table["vs_best_outcome"])),
+        tie_within=f"{TIE_WITHIN:.0%}",
+        losses=[_loss_line(x) for x in _losses(table, unit)], ties=[_loss_line(x) for x in _losses(table, unit, TIE)],
         seed_tally=headline.tally(seeds), seed_losses=[_loss_line(x) for x in _losses(seeds, unit)],
         ours_not_ok=int((ours_rows["status"] != "ok").sum()),
         tables=[_impl_table(frame, study, d, f"{STUDY_TITLES[study]} on {gpu}") for d in sorted(set(frame["dtype"]))],
@@ -161,11 +209,11 @@ def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
                         "decode": lambda: headline.decode(frame, ceilings)}[study]()
     extra = {"softmax": _softmax_extra, "attention": _attention_extra}.get(study)
     if extra:
-        view.update(extra(frame, ceilings))
+        view.update(extra(frame, ceilings, threshold))
     return view
 
 
-def _softmax_extra(frame: pd.DataFrame, ceilings: dict) -> dict:
+def _softmax_extra(frame: pd.DataFrame, ceilings: dict, threshold: float) -> dict:
     cases = judged(frame[frame["impl"].map(is_ours).astype(bool)], "softmax")
     strategies = sorted(i for i in set(cases["impl"]) if i != "ours")
     rows, misses, close, compared = [], [], 0, 0
@@ -175,30 +223,31 @@ def _softmax_extra(frame: pd.DataFrame, ceilings: dict) -> dict:
         win = ok.loc[ok["tbps"].idxmax()] if not ok.empty else None
         mine = group[(group["impl"] == "ours") & (group["status"] == "ok")]
         eff = float(mine["tbps"].iloc[0]) / float(win["tbps"]) if win is not None and not mine.empty else None
-        graph = (group["timing"] == "cudagraph").any()
+        kernel = (group["timing"] == KERNEL_TIMING).any()
         shape = f"rows={r_} cols={c_}"
-        rows.append([shape + (GRAPH_MARK if graph else ""), dt(dtype)] + [cells.get(s, DASH) for s in strategies]
+        rows.append([shape + (KERNEL_MARK if kernel else ""), dt(dtype)] + [cells.get(s, DASH) for s in strategies]
                     + [cells.get("ours", DASH), win["impl"] if win is not None else DASH, pct(eff)])
         if eff is not None:
             compared += 1
             close += eff >= DISPATCH_CLOSE
             if eff < DISPATCH_MISS:
-                misses.append((eff, f"{shape}, {dt(dtype)}{', graph replay' if graph else ''}: dispatched "
+                misses.append((eff, f"{shape}, {dt(dtype)}{', kernel time' if kernel else ''}: dispatched "
                                     f"{num(mine['tbps'].iloc[0])} TB/s, {win['impl']} {num(win['tbps'])} TB/s ({pct(eff)})"))
     strategy_table = Table(columns=["shape", "dtype"] + strategies + ["ours", "fastest strategy", "ours / fastest"],
                            rows=rows, caption="Each softmax strategy forced on its own (TB/s) and the dispatched kernel"
-                                              f"; shapes marked{GRAPH_MARK} in CUDA-graph replay.",
+                                              f"; shapes marked{KERNEL_MARK} in kernel time (CUPTI).",
                            align=["p{2.6cm}", "l"] + ["r"] * (len(strategies) + 1) + ["l", "r"]) if strategies else None
-    graph = frame[frame["timing"] == "cudagraph"]
+    kernel = frame[frame["timing"] == KERNEL_TIMING]
     launch_rows = []
-    for _, g in graph[graph["status"] == "ok"].iterrows():
-        e = frame[(frame["timing"] == "events") & (frame["impl"] == g["impl"]) & (frame["dtype"] == g["dtype"])
+    for _, g in kernel[kernel["status"] == "ok"].iterrows():
+        e = frame[(frame["timing"] == PLAIN_TIMING) & (frame["impl"] == g["impl"]) & (frame["dtype"] == g["dtype"])
                   & (frame["rows"] == g["rows"]) & (frame["cols"] == g["cols"]) & (frame["status"] == "ok")]
-        if g["impl"] in ("ours", "torch") and not e.empty:
+        if g["impl"] in ("ours", "torch") and not e.empty and (moved_bytes(e.iloc[0]) or 0) < threshold:
             launch_rows.append([g["impl"], shape_label(g, "softmax"), dt(g["dtype"]), num(e["median_ms"].iloc[0] * 1e3),
                                 num(g["median_ms"] * 1e3), ratio(e["median_ms"].iloc[0] / g["median_ms"])])
-    launch = Table(columns=["impl", "shape", "dtype", "events (us)", "CUDA graph (us)", "events / graph"], rows=launch_rows,
-                   caption="Launch-bound shapes: plain calls against CUDA-graph replay.",
+    launch = Table(columns=["impl", "shape", "dtype", "plain call (us)", "kernel (us)", "call / kernel"], rows=launch_rows,
+                   caption="Launch-bound shapes: a plain call timed with CUDA events against the kernel's device "
+                           "time from CUPTI, both L2 flushed.",
                    align=["l", "l", "l", "r", "r", "r"]) if launch_rows else None
     return {"strategies": strategies, "strategy_table": strategy_table, "dispatch_close": close,
             "close_pct": pct(1 - DISPATCH_CLOSE), "miss_pct": pct(DISPATCH_MISS),
@@ -206,10 +255,15 @@ def _softmax_extra(frame: pd.DataFrame, ceilings: dict) -> dict:
             "launch_us": num(ceilings.get("launch_us")), "launch_graph_us": num(ceilings.get("launch_graph_us"))}
 
 
-def _attention_extra(frame: pd.DataFrame, ceilings: dict) -> dict:
+def _attention_extra(frame: pd.DataFrame, ceilings: dict, threshold: float) -> dict:
     ooms = frame[frame["status"] == "oom"]
     return {"ooms": [{"impl": r["impl"], "shape": shape_label(r, "attention"), "dtype": dt(r["dtype"])}
                      for _, r in ooms.iterrows()]}
+
+
+def _interval_outcome(v: tuple) -> dict:
+    """{'interval': '[0.98x, 1.03x]', 'outcome': 'tie'} from analysis.versus."""
+    return {"interval": headline.ratio_interval(v[1], v[2]), "outcome": v[3]}
 
 
 def e2e_view(agg: Aggregate, gpu: str | None) -> dict:
@@ -220,9 +274,9 @@ def e2e_view(agg: Aggregate, gpu: str | None) -> dict:
     if frame.empty:
         return view
     rows, amdahl = [], []
-    graphs = frame[(frame["part"] == "total") & (frame["timing"] == "cudagraph") & (frame["status"] == "ok")]
+    graphs = frame[(frame["part"] == "total") & (frame["timing"] == E2E_GRAPH_TIMING) & (frame["status"] == "ok")]
     view["graph"] = headline.e2e_graph(frame)
-    frame = frame[frame["timing"] == "events"]
+    frame = frame[frame["timing"] == PLAIN_TIMING]
     totals = frame[(frame["part"] == "total")]
     for (phase, seqlen, cache_len), group in totals.groupby(["phase", "seqlen", "cache_len"], sort=False):
         length = f"S={seqlen}" if phase == "prefill" else f"L={cache_len}"
@@ -252,6 +306,7 @@ def e2e_view(agg: Aggregate, gpu: str | None) -> dict:
             amdahl.append({"phase": phase, "length": length, "share": pct(share), "part_speedup": ratio(k),
                            "bound": ratio(1 / (1 - share)), "predicted": ratio(1 / ((1 - share) + share / k)),
                            "measured": ratio(eager_ms / float(mine["median_ms"].iloc[0])), "_share": share,
+                           **_interval_outcome(versus(mine.iloc[0], eager.iloc[0])),
                            "graph": ratio(float(g_eager.iloc[0]) / float(g_ours.iloc[0]))
                            if len(g_eager) and len(g_ours) else None})
     view["table"] = Table(columns=["phase", "length", "configuration", "total (ms)", "vs eager", "softmax share",
@@ -302,7 +357,7 @@ def claims_view(agg: Aggregate, prefer: list[str]) -> dict:
     counts = {k: sum(v.verdict == k for v in verdicts) for k in (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE)}
     notes = _gpu_notes({"claims": {(v.source, v.claim_gpu) for v in verdicts},
                         "ours": {v.ours_gpu for v in verdicts if v.ours_gpu}})
-    table = Table(columns=["seed", "impl", "shape", "dtype", "claimed", "ours [spread]", "ratio",
+    table = Table(columns=["seed", "impl", "shape", "dtype", "claimed", "ours [interval]", "ratio",
                            "claim %", "ours %", "verdict"], rows=rows,
                   align=["l", "l", "p{2.5cm}", "l", "r", "p{2.4cm}", "r", "r", "r", "l"],
                   caption="Every published number of the seeds against our measurement of the same implementation, "
@@ -314,7 +369,7 @@ def claims_view(agg: Aggregate, prefer: list[str]) -> dict:
                    r.verdict] for r in ratios]
     ratio_notes = _gpu_notes({"claims": {(r.source, r.claim_gpu) for r in ratios},
                               "ours": {r.ours_gpu for r in ratios if r.ours_gpu}})
-    ratio_table = Table(columns=["seed", "shape", "dtype", "speedup of", "claimed", "ours [spread]", "verdict"],
+    ratio_table = Table(columns=["seed", "shape", "dtype", "speedup of", "claimed", "ours [interval]", "verdict"],
                         rows=ratio_rows, align=["l", "p{3.4cm}", "l", "p{3.4cm}", "r", "p{3.0cm}", "l"],
                         caption="The seeds' relative claims (one implementation k times faster than another at one "
                                 "shape), measured the same way.", notes=ratio_notes)
@@ -338,14 +393,19 @@ def cross_gpu_view(agg: Aggregate) -> dict:
             if table.empty:
                 continue
             sheet = datasheet.for_slug(gpu)
-            rows.append([gpu, study, str(int(table["vs_best"].notna().sum())), ratio(geomean(table["vs_best"])),
+            c = counts(table["vs_best_outcome"])
+            rows.append([gpu, study, str(int(table["vs_best"].notna().sum())),
+                         f"{ratio(geomean(table['vs_best']))} "
+                         + headline.ratio_interval(geomean(table["vs_best_low"]), geomean(table["vs_best_high"])),
+                         f"{c['win']} / {c['tie']} / {c['loss']}",
                          pct(events["ours_frac"].median()), pct(events["ours_frac"].max()),
                          sheet["label"] if sheet else "not in data/gpus.yaml"])
-    table = Table(columns=["GPU", "study", "shapes", "ours / best peer (geomean)", "median share of ceiling",
-                           "highest share", "datasheet entry"], rows=rows,
-                  align=["l", "l", "r", "p{2.2cm}", "p{2cm}", "p{1.4cm}", "p{3.2cm}"],
+    table = Table(columns=["GPU", "study", "shapes", "ours / best peer (geomean)", "win / tie / loss",
+                           "median share of ceiling", "highest share", "datasheet entry"], rows=rows,
+                  align=["l", "l", "r", "p{2.2cm}", "p{1.4cm}", "p{2cm}", "p{1.4cm}", "p{3.2cm}"],
                   caption="Each GPU against its own measured ceiling (shares from plain-call rows; ratios "
-                          "in the timing that judges each shape).")
+                          "in the timing that judges each shape, with the interval of the geometric mean from "
+                          "both rows' 95% confidence intervals, and the outcomes for ours).")
     return {"table": table, "gpus": sorted(set(agg.results["gpu"]))}
 
 
@@ -369,6 +429,92 @@ def verify_view(frame: pd.DataFrame | None) -> dict:
                          for _, r in bad.iterrows()]}
 
 
+# ---------------------------------------------------------------- quality record and reproduction
+
+# The quality gates of rooflab/qa.py (qa.csv's `gate`), as the paper names them.
+QA_GATES = {
+    "ours_vs_strategy": "the dispatched kernel against the same strategy forced (the same code, so medians far "
+                        "apart with disjoint intervals mean a noisy run)",
+    "dtype_twin": "float16 against bfloat16 for one implementation and shape of a memory-bound study (the same "
+                  "bytes move)",
+    "above_ceiling": "a row faster than its measured ceiling",
+    "few_samples": "a median behind too few timed calls or trials",
+    "amdahl": "an end-to-end block sped up more than Amdahl's law allows for the part swapped",
+}
+REPRODUCTION_MIN_MS = 0.020    # the reproduction summary counts cases whose committed time is at least this
+REPRODUCTION_TOLERANCE = 0.05  # medians this close reproduce (the reproduce rule's tolerance)
+
+
+def _flag(value) -> bool:
+    try:
+        return not _missing(value) and _as_bool(value)
+    except ValueError:
+        return False
+
+
+def qa_view(agg: Aggregate, gpu: str | None) -> dict:
+    """The quality record of the paper's GPU: every open flag of its qa.csv, or that it has none."""
+    view = {"gpu": gpu, "present": agg.has_record(gpu, "qa.csv"),
+            "gates": [f"{name}, {text}" for name, text in QA_GATES.items()], "open": [], "lines": 0, "closed": 0}
+    if not view["present"]:
+        return view
+    lines = agg.qa[agg.qa["gpu"] == gpu]
+    is_open = lines["open"].map(_flag).astype(bool)
+    view.update(lines=len(lines), closed=int((~is_open).sum()))
+    for _, r in lines[is_open].iterrows():
+        shape = "" if _missing(r["shape"]) else str(r["shape"])
+        view["open"].append(
+            f"{r['study']}, {r['gate']}: {shape}, {dt(str(r['dtype']))}, {r['impl']}: {num(r['value'])} against a "
+            f"limit of {num(r['limit'])}; {'re-measured once and still flagged' if _flag(r['remeasured']) else 'not re-measured'}"
+            + (f" ({r['detail']})" if not _missing(r["detail"]) else ""))
+    return view
+
+
+def _worst_ratio(part: pd.DataFrame, min_ms: float) -> str:
+    """The fresh / committed ratio farthest from 1 among the compared cases of at least min_ms, with its case."""
+    both = part[part["verdict"].isin(("reproduced", "faster", "slower"))]
+    both = both[pd.to_numeric(both["committed_ms"], errors="coerce") >= min_ms]
+    ratios = pd.to_numeric(both["fresh_ms"], errors="coerce") / pd.to_numeric(both["committed_ms"], errors="coerce")
+    ratios = ratios[ratios > 0]
+    if ratios.empty:
+        return DASH
+    r = both.loc[ratios.map(lambda x: abs(math.log(x))).idxmax()]
+    return f"{ratio(ratios[r.name])} ({r['impl']} {r['shape']} {dt(str(r['dtype']))}, {r['timing']})"
+
+
+def reproduction_view(agg: Aggregate, gpu: str | None) -> dict:
+    """This GPU's fresh run against its committed one, per study (rooflab.reproduce.summary)."""
+    from rooflab import reproduce
+
+    view = {"gpu": gpu, "present": agg.has_record(gpu, "reproduction.csv"), "min_us": num(REPRODUCTION_MIN_MS * 1e3),
+            "rows": 0, "table": None, "studies": []}
+    if not view["present"]:
+        return view
+    frame = agg.reproduction[agg.reproduction["gpu"] == gpu].drop(columns=["gpu"])
+    summary = reproduce.summary(frame, min_ms=REPRODUCTION_MIN_MS)
+    rows = []
+    for _, r in summary.iterrows():
+        entry = {"study": r["study"], "compared": int(r["compared"]), "large": int(r["compared_at_least_min"]),
+                 "reproduced": int(r["reproduced_at_least_min"]), "share": pct(r["share_reproduced"]),
+                 "faster": int(r["faster"]), "slower": int(r["slower"]), "new": int(r["new"]),
+                 "missing": int(r["missing"]), "worst": _worst_ratio(frame[frame["study"] == r["study"]],
+                                                                     REPRODUCTION_MIN_MS)}
+        view["studies"].append(entry)
+        rows.append([entry["study"], str(entry["compared"]), str(entry["large"]),
+                     f"{entry['share']} ({entry['reproduced']} of {entry['large']})", str(entry["faster"]),
+                     str(entry["slower"]), str(entry["new"]), str(entry["missing"]), entry["worst"]])
+    view["rows"] = len(frame)
+    view["table"] = Table(
+        columns=["study", "compared", f"at least {view['min_us']} us", "reproduced", "faster", "slower", "new",
+                 "missing", "worst fresh / committed"], rows=rows,
+        align=["l", "r", "r", "r", "r", "r", "r", "r", "p{4.4cm}"],
+        caption=f"A fresh run on {gpu} against the committed results, per study: cases (implementation, shape, "
+                f"dtype and timing) measured in both runs, those whose committed median is at least {view['min_us']} us, "
+                "the share of those reproduced, the cases measured faster or slower (all lengths), new and missing "
+                "cases, and the ratio farthest from 1 among the longer ones.")
+    return view
+
+
 # ---------------------------------------------------------------- method, limits, environment
 
 def _ceiling_table(agg: Aggregate) -> Table:
@@ -380,10 +526,12 @@ def _ceiling_table(agg: Aggregate) -> Table:
 
 
 def _spread(frame: pd.DataFrame) -> dict | None:
-    ok = frame[(frame["status"] == "ok") & frame["p20_ms"].notna() & frame["p80_ms"].notna() & frame["median_ms"].notna()]
+    """How wide the rows' 95% confidence intervals of the median are, relative to the median."""
+    ok = frame[(frame["status"] == "ok") & frame["ci_low_ms"].notna() & frame["ci_high_ms"].notna()
+               & frame["median_ms"].notna()]
     if ok.empty:
         return None
-    rel = (ok["p80_ms"] - ok["p20_ms"]) / ok["median_ms"]
+    rel = (ok["ci_high_ms"] - ok["ci_low_ms"]) / ok["median_ms"]
     worst = ok.loc[rel.idxmax()]
     study = worst["study"]
     return {"median": pct(rel.median()), "max": pct(rel.max()), "rows": len(ok),
@@ -413,12 +561,15 @@ def gpu_views(agg: Aggregate) -> list[dict]:
         env_rows += [[f"before: {k}", v] for k, v in before.items()] + [[f"after: {k}", v] for k, v in after.items()]
         layout = env.get("run_layout") if isinstance(env.get("run_layout"), dict) else {}
         env_rows += [[f"run layout: {k}", str(v)] for k, v in layout.items()]
-        reps = rows["reps"].dropna()
+        reps, trials = rows["reps"].dropna(), rows["trials"].dropna()
         out.append({
             "slug": gpu, "name": str(env.get("gpu") or gpu), "rows": len(rows),
             "studies": sorted(set(rows["study"])), "counts": _status_counts(rows) if len(rows) else {},
             "datasheet": sheet["label"] if sheet else None,
             "reps_min": num(reps.min()) if len(reps) else DASH, "reps_max": num(reps.max()) if len(reps) else DASH,
+            "trials_min": num(trials.min()) if len(trials) else DASH,
+            "trials_max": num(trials.max()) if len(trials) else DASH,
+            "cupti_rows": int((rows["timing"] == KERNEL_TIMING).sum()),
             "bench": {k: num(v) for k, v in bench.items()} if isinstance(bench, dict) else {},
             "graph_below": num(graph_below(env) / 1e6),
             "layout": [f"{k}: {v}" for k, v in layout.items()],
@@ -451,8 +602,9 @@ def tolerances() -> list[dict]:
 
 
 def build(agg: Aggregate, figures: list[dict], verify: pd.DataFrame | None = None, fresh_slug: str | None = None,
-          figure_base: str = "../figures") -> dict:
-    """Everything the templates print."""
+          figure_base: str = "../figures", config: dict | None = None) -> dict:
+    """Everything the templates print; `config` is the workflow's (its `bench` settings where the results'
+    env.json does not record them)."""
     gpu = primary_gpu(agg.results, fresh_slug)
     gpus = gpu_views(agg)
     studies = {s: study_view(agg, s, gpu) for s in ("softmax", "attention", "decode")}
@@ -464,12 +616,18 @@ def build(agg: Aggregate, figures: list[dict], verify: pd.DataFrame | None = Non
         "gpus": gpus,
         "studies": studies,
         "claims": claims_view(agg, [gpu] if gpu else []),
+        "qa": qa_view(agg, gpu),
+        "reproduction": reproduction_view(agg, gpu),
         "cross": cross_gpu_view(agg),
         "verify": verify_view(verify),
         "ceilings": _ceiling_table(agg) if agg.gpus else None,
         "tolerances": tolerances(),
-        "flush_mib": num(L2_FLUSH_BYTES / 2**20),
+        "harness": harness(agg.envs.get(gpu, {}), agg.results[agg.results["gpu"] == gpu], config) if gpu
+        else harness({}, None, config),
         "verdict_tolerance": pct(TOLERANCE),
+        "tie_within": f"{TIE_WITHIN:.0%}",
+        "reproduction_tolerance": f"{REPRODUCTION_TOLERANCE:.0%}",
+        "ci_level": "95%",
         "problems": list(agg.problems),
         "figures": figs,
         "figure_base": figure_base,

@@ -21,8 +21,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from rooflab.report import datasheet  # noqa: E402
-from rooflab.report.analysis import (ceiling_name, comparisons, intensity, is_ours, is_seed, judged,  # noqa: E402
-                                     moved_bytes, primary_gpu, study_work)
+from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, ceiling_name,  # noqa: E402
+                                     comparisons, counts, intensity, is_ours, is_seed, judged, moved_bytes, primary_gpu,
+                                     study_work)
 from rooflab.report.catalog import FIGURES  # noqa: E402
 from rooflab.report.load import Aggregate  # noqa: E402
 from rooflab.report.verdicts import judge_all  # noqa: E402
@@ -50,7 +51,7 @@ class FigureData:
     agg: Aggregate
     gpu: str | None           # the GPU the per-study figures show
 
-    def rows(self, study: str, timing: str | None = "events") -> pd.DataFrame:
+    def rows(self, study: str, timing: str | None = PLAIN_TIMING) -> pd.DataFrame:
         frame = self.agg.study(study)
         frame = frame[frame["gpu"] == self.gpu]
         return frame if timing is None else frame[frame["timing"] == timing]
@@ -201,7 +202,7 @@ def _shade_launch_bound(ax, threshold: float, label: bool = True) -> None:
     low, high = ax.get_xlim()
     if low < threshold:
         ax.axvspan(low, threshold, color="0.9", zorder=0,
-                   label=f"below {threshold / 1e6:.3g} MB: launch-bound, CUDA-graph replay (warm L2)" if label else None)
+                   label=f"below {threshold / 1e6:.3g} MB: launch-bound" if label else None)
     ax.set_xlim(low, high)
 
 
@@ -215,7 +216,7 @@ def _with_bytes(frame: pd.DataFrame, study: str) -> pd.DataFrame:
 # ---------------------------------------------------------------- softmax
 
 def _shade_columns(ax, cols, label: str | None) -> None:
-    """A grey band at each row length whose plotted shape is launch-bound (so its values are graph replay)."""
+    """A grey band at each row length whose plotted shape has kernel-time (CUPTI) rows."""
     low, high = ax.get_xlim()
     for k, c in enumerate(sorted(cols)):
         ax.axvspan(c / 1.3, c * 1.3, color="0.88", zorder=0, label=label if k == 0 else None)
@@ -225,7 +226,7 @@ def _shade_columns(ax, cols, label: str | None) -> None:
 def softmax_bandwidth(fig, data: FigureData):
     frame = data.rows("softmax", timing=None)
     frame = frame[~frame["impl"].str.startswith("ours_")]
-    if _ok(frame[frame["timing"] == "events"]).empty:
+    if _ok(frame[frame["timing"] == PLAIN_TIMING]).empty:
         return "no correct softmax rows (events timing)"
     frame = judged(frame, "softmax")
     dtypes = [d for d in DTYPE_SHORT if d in set(frame["dtype"])]
@@ -234,8 +235,8 @@ def softmax_bandwidth(fig, data: FigureData):
     axes = _panels(fig, len(dtypes), sharey=True)
     for ax, dtype in zip(axes, dtypes):
         part = _largest_rows(frame[frame["dtype"] == dtype])
-        _impl_lines(ax, part[part["timing"] == "events"], "cols", "tbps")
-        for impl, rows in _ok(part[part["timing"] == "cudagraph"]).groupby("impl"):   # off the lines: another timing
+        _impl_lines(ax, part[part["timing"] == PLAIN_TIMING], "cols", "tbps")
+        for impl, rows in _ok(part[part["timing"] == KERNEL_TIMING]).groupby("impl"):   # off the lines: another timing
             ax.scatter(rows["cols"], rows["tbps"], s=18, facecolors="none", edgecolors=color(impl), zorder=3)
         _mark_failed(ax, part, "cols", set())
         _softmax_axis(ax, data, part, dtype, top, copy, sheet, "TB/s (read + write)")
@@ -249,11 +250,26 @@ def _softmax_axis(ax, data: FigureData, part: pd.DataFrame, dtype: str, top: flo
     _ceiling_lines(ax, copy, sheet, "copy")
     _pow2_axis(ax, sorted(set(part["cols"])))
     ax.set_ylim(0, top)
-    _shade_columns(ax, set(part[part["timing"] == "cudagraph"]["cols"]),
-                   f"shape below {data.graph_below / 1e6:.3g} MB: launch-bound, hollow = CUDA-graph replay (warm L2)")
+    _shade_columns(ax, set(part[part["timing"] == KERNEL_TIMING]["cols"]),
+                   "small or short shape: hollow = the kernel's device time (CUPTI)")
     ax.set_title(DTYPE_SHORT[dtype], fontsize=9)
     ax.set_xlabel("row length (columns), at the largest row count")
     ax.set_ylabel(ylabel)
+
+
+def _tally(table: pd.DataFrame) -> str:
+    """'2 win / 1 tie / 0 loss' over a comparisons table."""
+    c = counts(table["vs_best_outcome"])
+    return f"{c['win']} win / {c['tie']} tie / {c['loss']} loss"
+
+
+def _interval_bars(ax, table: pd.DataFrame, colour: str) -> None:
+    """Each speedup's interval (from both rows' 95% confidence intervals) as a vertical bar."""
+    part = table.dropna(subset=["vs_best", "vs_best_low", "vs_best_high", "bytes"])
+    if not part.empty:
+        ax.errorbar(part["bytes"], part["vs_best"], yerr=[part["vs_best"] - part["vs_best_low"],
+                                                          part["vs_best_high"] - part["vs_best"]],
+                    fmt="none", ecolor=colour, lw=0.8, capsize=2, zorder=2)
 
 
 def softmax_speedup(fig, data: FigureData):
@@ -268,10 +284,12 @@ def softmax_speedup(fig, data: FigureData):
     for dtype in [d for d in DTYPE_SHORT if d in set(peers["dtype"])]:
         p, s = peers[peers["dtype"] == dtype], seeds[seeds["dtype"] == dtype]
         ax.scatter(p["bytes"], p["vs_best"], marker=markers[dtype], color=color("ours"), s=20, zorder=3,
-                   label=f"vs best peer, {DTYPE_SHORT[dtype]}")
+                   label=f"vs best peer, {DTYPE_SHORT[dtype]} ({_tally(p)})")
+        _interval_bars(ax, p, color("ours"))
         if s["vs_best"].notna().any():
             ax.scatter(s["bytes"], s["vs_best"], marker=markers[dtype], facecolors="none", edgecolors=color("seed_rowwise"),
-                       s=26, zorder=2, label=f"vs best seed design, {DTYPE_SHORT[dtype]}")
+                       s=26, zorder=2, label=f"vs best seed design, {DTYPE_SHORT[dtype]} ({_tally(s)})")
+            _interval_bars(ax, s, color("seed_rowwise"))
     failed = peers[peers["ours_status"] != "ok"]     # ours incorrect, unsupported, oom or error: no speedup
     for k, (_, row) in enumerate(failed.iterrows()):
         if pd.notna(row["bytes"]):
@@ -282,7 +300,7 @@ def softmax_speedup(fig, data: FigureData):
     _bytes_axis(ax)
     _shade_launch_bound(ax, data.graph_below)
     ax.set_xlabel("bytes moved (read + write)")
-    ax.set_ylabel("speedup (their time / our time)")
+    ax.set_ylabel("their time / our time (bars: interval)")
     ax.set_title(f"softmax: ours against the fastest peer and the seeds' designs, {data.label}", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return None
@@ -291,7 +309,7 @@ def softmax_speedup(fig, data: FigureData):
 def softmax_strategies(fig, data: FigureData):
     frame = data.rows("softmax", timing=None)
     frame = frame[frame["impl"].map(is_ours).astype(bool)]
-    if _ok(frame[(frame["impl"] != "ours") & (frame["timing"] == "events")]).empty:
+    if _ok(frame[(frame["impl"] != "ours") & (frame["timing"] == PLAIN_TIMING)]).empty:
         return "no correct rows of the forced softmax strategies (impl ours_<strategy>)"
     frame = judged(frame, "softmax")
     dtypes = [d for d in DTYPE_SHORT if d in set(frame["dtype"])]
@@ -303,7 +321,7 @@ def softmax_strategies(fig, data: FigureData):
         for i, (impl, rows) in enumerate(sorted(part.groupby("impl"))):
             rows = rows.sort_values("cols")
             style = dict(color="black", ls="--", lw=2, zorder=3) if impl == "ours" else dict(color=EXTRA_COLORS[i % 6], lw=1.3)
-            plain, graphed = rows[rows["timing"] == "events"], rows[rows["timing"] == "cudagraph"]
+            plain, graphed = rows[rows["timing"] == PLAIN_TIMING], rows[rows["timing"] == KERNEL_TIMING]
             ax.plot(plain["cols"], plain["tbps"], marker="o", ms=3.5, label=impl if impl != "ours" else "ours (dispatched)",
                     **style)
             if not graphed.empty:       # off the lines: another timing
@@ -321,25 +339,25 @@ def launch_bound(fig, data: FigureData):
     studies = []
     for study in ("softmax", "decode", "attention"):
         frame = data.rows(study, timing=None)
-        if not _ok(frame[frame["timing"] == "cudagraph"]).empty:
+        if not _ok(frame[frame["timing"] == KERNEL_TIMING]).empty:
             studies.append((study, frame))
     if not studies:
-        return "no CUDA-graph (cudagraph) rows: no case small enough to be launch-bound was measured"
+        return "no kernel-time (cupti) rows: no case small or short enough for them was measured"
     axes = _panels(fig, len(studies), width=4.8, height=3.6)
     for ax, (study, frame) in zip(axes, studies):
         keys = ["dtype", *SHAPE_COLUMNS[study]]
-        graphed = _ok(frame[frame["timing"] == "cudagraph"])
+        graphed = _ok(frame[frame["timing"] == KERNEL_TIMING])
         impls = ["ours"] + [i for i in (LAUNCH_PEER[study],) if i in set(graphed["impl"])]
         for impl in impls:
             g = graphed[graphed["impl"] == impl]
-            e = _ok(frame[(frame["timing"] == "events") & (frame["impl"] == impl)])
+            e = _ok(frame[(frame["timing"] == PLAIN_TIMING) & (frame["impl"] == impl)])
             both = _with_bytes(e, study).merge(g, on=keys, suffixes=("_e", "_g"))
             if both.empty:
                 continue
-            ax.scatter(both["bytes"], both["median_ms_e"] * 1e3, marker="o", s=22, facecolors="none",
+            ax.scatter(both["bytes_e"], both["median_ms_e"] * 1e3, marker="o", s=22, facecolors="none",
                        edgecolors=color(impl), label=f"{impl}, plain call (events)")
-            ax.scatter(both["bytes"], both["median_ms_g"] * 1e3, marker="s", s=18, color=color(impl),
-                       label=f"{impl}, CUDA-graph replay")
+            ax.scatter(both["bytes_e"], both["median_ms_g"] * 1e3, marker="s", s=18, color=color(impl),
+                       label=f"{impl}, kernel alone (CUPTI)")
         for name, style, what in (("launch_us", "-", "launch floor"), ("launch_graph_us", "--", "launch floor in a graph")):
             if data.ceiling(name):
                 ax.axhline(data.ceiling(name), color="gray", ls=style, lw=0.9, label=f"{what} ({data.ceiling(name):.2g} us)")
@@ -348,7 +366,7 @@ def launch_bound(fig, data: FigureData):
         ax.set_xlabel("bytes moved")
         ax.set_ylabel("median time per call (us)")
         ax.set_title(f"{study}", fontsize=9)
-    fig.suptitle(f"launch-bound shapes, {data.label}", fontsize=10)
+    fig.suptitle(f"plain call against the kernel alone, {data.label}", fontsize=10)
     _legend_below(fig, axes, ncol=3)
     return None
 
@@ -405,7 +423,7 @@ def cross_gpu(fig, data: FigureData):
     records = []
     for study in ("softmax", "attention", "decode"):
         frame = data.agg.study(study)
-        frame = frame[frame["timing"] == "events"]
+        frame = frame[frame["timing"] == PLAIN_TIMING]
         for gpu, part in frame.groupby("gpu"):
             table = comparisons(part, study)
             ours = table["ours_frac"].dropna()
@@ -623,8 +641,8 @@ E2E_ORDER = ("eager", "ours_softmax", "sdpa", "ours_attention")
 def e2e_breakdown(fig, data: FigureData):
     frame = data.rows("e2e", timing=None)
     frame = frame[frame["median_ms"].notna() & frame["status"].isin(["ok", "incorrect"])]
-    graphs = frame[(frame["timing"] == "cudagraph") & (frame["part"] == "total")]
-    frame = frame[frame["timing"] == "events"]
+    graphs = frame[(frame["timing"] == E2E_GRAPH_TIMING) & (frame["part"] == "total")]
+    frame = frame[frame["timing"] == PLAIN_TIMING]
     parts = frame[frame["part"] != "total"]
     if parts.empty:
         return "no end-to-end rows with a per-part time"
@@ -669,11 +687,29 @@ def e2e_breakdown(fig, data: FigureData):
     return None
 
 
+def reproduction(fig, data: FigureData):
+    """rooflab.reproduce.draw over the paper's GPU's reproduction.csv."""
+    from rooflab import reproduce
+
+    if not data.agg.has_record(data.gpu, "reproduction.csv"):
+        return (f"no reproduction.csv for {data.gpu}: no fresh run was compared with the committed one"
+                if data.gpu else "no GPU results, so no reproduction record")
+    frame = data.agg.reproduction[data.agg.reproduction["gpu"] == data.gpu].drop(columns=["gpu"])
+    both = frame[frame["verdict"].isin(("reproduced", "faster", "slower"))]
+    if both.empty:
+        return f"reproduction.csv of {data.gpu} has no case measured in both runs"
+    ax = fig.subplots()
+    fig.set_size_inches(5.6, 5.0)
+    reproduce.draw(frame, ax)
+    ax.set_title(f"fresh against committed run, {data.label}", fontsize=9)
+    return None
+
+
 DRAW = {
     "softmax_bandwidth": softmax_bandwidth, "softmax_speedup": softmax_speedup,
     "softmax_strategies": softmax_strategies, "launch_bound": launch_bound, "claims": claims,
     "attention_tflops": attention_tflops, "decode_bandwidth": decode_bandwidth, "decode_split": decode_split,
-    "roofline": roofline, "cross_gpu": cross_gpu, "e2e_breakdown": e2e_breakdown,
+    "roofline": roofline, "cross_gpu": cross_gpu, "e2e_breakdown": e2e_breakdown, "reproduction": reproduction,
 }
 assert set(DRAW) == set(FIGURES), "every catalogued figure needs a draw function"
 

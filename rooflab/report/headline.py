@@ -3,7 +3,7 @@
 Softmax   memory-bound: shapes that move at least the launch-bound threshold (8 MB by default)
           are judged on plain-call (CUDA events) time against the best of the peers, per dtype,
           and the largest (>= 128 MB) against the measured copy ceiling; the smaller, launch-bound
-          shapes only under CUDA-graph replay, since a plain call there times the host.
+          shapes only on kernel time (CUPTI), since a plain call there times the host.
 Attention long sequences at head dim 128 against FlashAttention-2 and cuDNN (through SDPA) one
           at a time, per dtype and mask; head dim 64 against FlashAttention-2.
 Decode    against cuDNN wherever it ran, at the anchors' B=1 L=4096 shape, and, where the KV
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rooflab.report.analysis import comparisons, geomean, is_peer, is_seed, judged, shape_label
+from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, comparisons, geomean, is_peer,
+                                     counts, is_seed, judged, shape_label, versus)
 from rooflab.report.fmt import DASH, DTYPE_SHORT, dt, listing, megabytes, num, pct, ratio, span
 
 LARGE_SOFTMAX_BYTES = 128e6     # large enough that every peer streams at its sustained rate
@@ -37,16 +38,35 @@ def _at(table: pd.DataFrame, col: str, lowest: bool = True) -> dict | None:
     if part.empty:
         return None
     row = part.loc[part[col].idxmin() if lowest else part[col].idxmax()]
-    return {"ratio": ratio(row[col]), "frac": pct(row[col]), "shape": row["shape"], "dtype": dt(row["dtype"]),
-            "peer": row.get("best_impl") or "", "value": num(row.get("ours_metric"))}
+    out = {"ratio": ratio(row[col]), "frac": pct(row[col]), "shape": row["shape"], "dtype": dt(row["dtype"]),
+           "peer": row.get("best_impl") or "", "value": num(row.get("ours_metric")), "interval": "", "outcome": ""}
+    if f"{col}_low" in row and not pd.isna(row[f"{col}_low"]):
+        out.update(interval=ratio_interval(row[f"{col}_low"], row[f"{col}_high"]), outcome=row[f"{col}_outcome"])
+    return out
+
+
+def ratio_interval(low, high) -> str:
+    """'[0.90x, 0.92x]': the interval of a speedup."""
+    return f"[{ratio(low)}, {ratio(high)}]"
+
+
+def outcome_text(c: dict) -> str:
+    """'2 wins, 1 tie and 0 losses'."""
+    return listing([f"{c['win']} win{'s' if c['win'] != 1 else ''}", f"{c['tie']} tie{'s' if c['tie'] != 1 else ''}",
+                    f"{c['loss']} loss{'es' if c['loss'] != 1 else ''}"])
 
 
 def tally(table: pd.DataFrame) -> dict | None:
-    """Shapes compared, wins (ours at least as fast), geometric mean and the worst of a comparisons table."""
+    """Shapes compared, wins / ties / losses of ours (analysis.outcome), geometric mean, the interval of
+    the geometric mean (geometric means of the ratios' low and high ends) and the worst and best shapes
+    of a comparisons table."""
     part = table.dropna(subset=["vs_best"])
     if part.empty:
         return None
-    return {"n": len(part), "wins": int((part["vs_best"] >= 1).sum()), "gm": ratio(geomean(part["vs_best"])),
+    c = counts(part["vs_best_outcome"])
+    return {"n": len(part), "wins": c["win"], "ties": c["tie"], "losses": c["loss"], "outcomes": outcome_text(c),
+            "gm": ratio(geomean(part["vs_best"])),
+            "gm_interval": ratio_interval(geomean(part["vs_best_low"]), geomean(part["vs_best_high"])),
             "worst": _at(part, "vs_best"), "best": _at(part, "vs_best", lowest=False)}
 
 
@@ -69,22 +89,23 @@ def softmax(frame: pd.DataFrame, threshold: float, ceilings: dict) -> dict | Non
     if not large.empty:
         out["large_frac"] = {"n": len(large), "low": _at(large, "ours_frac"), "high": _at(large, "ours_frac", lowest=False),
                              "ceiling": num(ceilings.get("copy_tbps"))}
-    graph = comparisons(frame, "softmax", timing="cudagraph")
-    graph = graph[graph["bytes"] < threshold]
-    if tally(graph):
+    kernel = comparisons(frame, "softmax", timing=KERNEL_TIMING)
+    kernel = kernel[kernel["bytes"] < threshold]
+    if tally(kernel):
         small = frame[frame["status"] == "ok"]
         keys = ["dtype", "rows", "cols"]
-        replayed = small[small["timing"] == "cudagraph"][keys + ["impl", "median_ms"]]
-        plain = small[small["timing"] == "events"].merge(replayed, on=keys + ["impl"], suffixes=("", "_graph"))
+        device = small[small["timing"] == KERNEL_TIMING][keys + ["impl", "median_ms"]]
+        plain = small[small["timing"] == PLAIN_TIMING].merge(device, on=keys + ["impl"], suffixes=("", "_kernel"))
         plain = plain[plain["impl"].map(lambda i: i == "ours" or is_peer(i)).astype(bool)]
-        out["launch"] = dict(tally(graph), plain_us=num(plain["median_ms"].median() * 1e3),
-                             graph_us=num(plain["median_ms_graph"].median() * 1e3),
+        plain = plain[plain["bytes"].fillna(plain["median_ms"] * plain["tbps"] * 1e9) < threshold]
+        out["launch"] = dict(tally(kernel), plain_us=num(plain["median_ms"].median() * 1e3),
+                             kernel_us=num(plain["median_ms_kernel"].median() * 1e3),
                              launch_us=num(ceilings.get("launch_us")))
     seeds = comparisons(frame, "softmax", among=is_seed)
     seeds_big = tally(seeds[seeds["bytes"] >= threshold])
-    seeds_graph = comparisons(frame, "softmax", timing="cudagraph", among=is_seed)
+    seeds_kernel = comparisons(frame, "softmax", timing=KERNEL_TIMING, among=is_seed)
     out["vs_seeds"] = seeds_big
-    out["vs_seeds_graph"] = tally(seeds_graph[seeds_graph["bytes"] < threshold])
+    out["vs_seeds_kernel"] = tally(seeds_kernel[seeds_kernel["bytes"] < threshold])
     return out
 
 
@@ -99,6 +120,12 @@ def _range(table: pd.DataFrame) -> str | None:
     if values.empty:
         return None
     return span(ratio(values.min()), ratio(values.max()))
+
+
+def _outcomes(table: pd.DataFrame) -> str | None:
+    """'1 win, 1 tie and 0 losses' over the compared rows of a comparisons table."""
+    part = table.dropna(subset=["vs_best"])
+    return outcome_text(counts(part["vs_best_outcome"])) if not part.empty else None
 
 
 def attention(frame: pd.DataFrame) -> dict | None:
@@ -121,11 +148,12 @@ def attention(frame: pd.DataFrame) -> dict | None:
             n = int(max(f["vs_best"].notna().sum(), c["vs_best"].notna().sum()))
             if n:
                 groups.append({"dtype": dt(dtype), "mask": "causal" if causal else "non-causal", "n": n,
-                               "flash": _range(f), "cudnn": _range(c)})
+                               "flash": _range(f), "cudnn": _range(c),
+                               "flash_outcomes": _outcomes(f), "cudnn_outcomes": _outcomes(c)})
     out = {"long": num(LONG_SEQUENCE), "groups": groups, "d64": None}
     d64 = flash[flash["head_dim"] == 64].dropna(subset=["vs_best"])
     if not d64.empty:
-        out["d64"] = {"n": len(d64), "flash": _range(d64), "worst": _at(d64, "vs_best"),
+        out["d64"] = {"n": len(d64), "flash": _range(d64), "outcomes": _outcomes(d64), "worst": _at(d64, "vs_best"),
                       "lengths": span(num(d64["seqlen_q"].min()), num(d64["seqlen_q"].max()))}
     out["vs_seeds"] = tally(comparisons(frame, "attention", among=is_seed))
     return out
@@ -153,6 +181,8 @@ def decode(frame: pd.DataFrame, ceilings: dict) -> dict | None:
         f = same.iloc[0] if not same.empty else None
         anchor.append({"dtype": dt(dtype), "shape": row["shape"], "ours": num(row["ours_metric"]),
                        "cudnn": num(row["best_metric"]), "vs_cudnn": ratio(row["vs_best"]),
+                       "interval": ratio_interval(row["vs_best_low"], row["vs_best_high"]),
+                       "outcome": row["vs_best_outcome"],
                        "flash": num(f["best_metric"]) if f is not None else "",
                        "vs_flash": ratio(f["vs_best"]) if f is not None else ""})
     out["anchor"] = anchor
@@ -161,12 +191,18 @@ def decode(frame: pd.DataFrame, ceilings: dict) -> dict | None:
     if not large.empty:
         out["large"] = {"bytes": megabytes(LARGE_DECODE_BYTES), "n": len(large), "low": _at(large, "ours_frac"),
                         "median": pct(large["ours_frac"].median()), "ceiling": num(ceilings.get("read_tbps"))}
-    ok = frame[(frame["timing"] == "events") & (frame["status"] == "ok")]
+    ok = frame[(frame["timing"] == PLAIN_TIMING) & (frame["status"] == "ok")]
     keys = ["batch", "heads_q", "heads_kv", "cache_len", "head_dim", "ragged", "dtype"]
     split = ok[ok["impl"] == "ours"].merge(ok[ok["impl"] == "ours_nosplit"], on=keys, suffixes=("", "_ns"))
     if not split.empty:
         gains = split["median_ms_ns"] / split["median_ms"]
+        unsplit = split[[c + "_ns" for c in ("median_ms", "ci_low_ms", "ci_high_ms")]]
+        versus_unsplit = [versus(mine, other.rename(lambda c: c[:-3]))
+                          for (_, mine), (_, other) in zip(split.iterrows(), unsplit.iterrows())]
         out["split"] = {"n": len(split), "gm": ratio(geomean(gains)),
+                        "gm_interval": ratio_interval(geomean([v[1] for v in versus_unsplit]),
+                                                      geomean([v[2] for v in versus_unsplit])),
+                        "outcomes": outcome_text(counts([v[3] for v in versus_unsplit])),
                         "low": ratio(gains.min()), "low_shape": shape_label(split.loc[gains.idxmin()], "decode"),
                         "high": ratio(gains.max()), "high_shape": shape_label(split.loc[gains.idxmax()], "decode")}
     out["vs_seeds"] = tally(comparisons(frame, "decode", among=is_seed))
@@ -178,7 +214,7 @@ def decode(frame: pd.DataFrame, ceilings: dict) -> dict | None:
 def e2e_graph(frame: pd.DataFrame) -> dict | None:
     """The decode step's totals replayed as a CUDA graph against its call-by-call (events) totals."""
     totals = frame[(frame["part"] == "total") & (frame["status"] == "ok") & frame["median_ms"].notna()]
-    graph, events = totals[totals["timing"] == "cudagraph"], totals[totals["timing"] == "events"]
+    graph, events = totals[totals["timing"] == E2E_GRAPH_TIMING], totals[totals["timing"] == PLAIN_TIMING]
     if graph.empty:
         return None
     lengths, impls = [], sorted(set(graph["impl"]) | {"eager", "sdpa", "ours_attention", "ours_softmax"})

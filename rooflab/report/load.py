@@ -1,9 +1,14 @@
 """Read every GPU's result folder and the published tables into one aggregate.
 
-A folder `<gpu-slug>/` holds env.json, ceilings.csv and one <study>.csv per study measured.
+A folder `<gpu-slug>/` holds env.json, ceilings.csv and one <study>.csv per study measured,
+and may hold the run's quality record: qa.csv (the quality gates' flags, rooflab/qa.py) and
+reproduction.csv (this run against the committed one, rooflab/reproduce.py, with its .png and
+.pdf), and `<study>/` folders of per-job environment records (*.env.json). Those are not result
+files: the quality records are carried into the aggregate as they are, the rest is left alone.
 Whatever is bad is skipped and named in `problems`, never plotted and never fatal:
 the whole folder when env.json or ceilings.csv is missing or malformed, one study file
-when only that file fails rooflab.schema (or its shape columns, or names another GPU).
+when only that file fails rooflab.schema (or its shape columns, or names another GPU), one
+quality record when it lacks its columns.
 """
 from __future__ import annotations
 
@@ -24,6 +29,11 @@ BOOL_COLUMNS = ("causal", "ragged")
 TEXT_COLUMNS = ("phase", "part")
 NULLABLE_SHAPES = {"e2e"}          # an end-to-end row fills only the shape columns of its phase
 CEILING_COLUMNS = ("gpu", "name", "value", "unit")
+# The quality records a GPU folder may hold beside its results (file name -> columns it must have).
+QA_COLUMNS = ("gpu", "study", "gate", "dtype", "impl", "shape", "value", "limit", "detail", "remeasured", "open")
+REPRODUCTION_COLUMNS = ("study", "impl", "dtype", "timing", "shape", "committed_ms", "fresh_ms", "ratio",
+                        "committed_low", "committed_high", "fresh_low", "fresh_high", "verdict")
+RECORDS = {"qa.csv": QA_COLUMNS, "reproduction.csv": REPRODUCTION_COLUMNS}
 
 
 def _ordered_union(groups) -> tuple[str, ...]:
@@ -141,6 +151,23 @@ def _reason(exc: Exception, prefix: Path) -> str:
     return text
 
 
+def read_record(path: Path, slug: str) -> pd.DataFrame:
+    """qa.csv or reproduction.csv of one GPU folder with a `gpu` column; LoadError when it lacks its columns
+    (a header-only file is a valid record with no lines)."""
+    try:
+        frame = pd.read_csv(path, keep_default_na=True, na_values=[""], dtype={"shape": object})
+    except pd.errors.EmptyDataError as exc:
+        raise LoadError(f"{path}: empty file, not even a header ({exc})") from exc
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise LoadError(f"{path}: unreadable CSV ({exc})") from exc
+    missing = [c for c in RECORDS[path.name] if c not in frame.columns and c != "gpu"]
+    if missing:
+        raise LoadError(f"{path}: missing columns {missing}")
+    if "gpu" in frame and len(frame) and set(frame["gpu"].dropna()) - {slug}:
+        raise LoadError(f"{path}: lines name GPU {sorted(set(frame['gpu'].dropna()) - {slug})}, folder is {slug!r}")
+    return frame.assign(gpu=slug)
+
+
 @dataclass
 class Folder:
     slug: str
@@ -148,6 +175,7 @@ class Folder:
     env: dict
     ceilings: pd.DataFrame
     studies: dict[str, pd.DataFrame]
+    records: dict[str, pd.DataFrame] = field(default_factory=dict)   # qa.csv / reproduction.csv -> its lines
 
 
 def read_folder(path: str | Path) -> tuple[Folder | None, list[str]]:
@@ -168,7 +196,14 @@ def read_folder(path: str | Path) -> tuple[Folder | None, list[str]]:
             studies[study] = read_study_csv(csv, slug, study)
         except LoadError as exc:
             problems.append(f"skipped file {csv}: {_reason(exc, csv)}")
-    return Folder(slug, path, env, ceilings, studies), problems
+    records = {}
+    for name in RECORDS:
+        if (path / name).is_file():
+            try:
+                records[name] = read_record(path / name, slug)
+            except LoadError as exc:
+                problems.append(f"skipped file {path / name}: {_reason(exc, path / name)}")
+    return Folder(slug, path, env, ceilings, studies, records), problems
 
 
 def read_published(paths) -> tuple[pd.DataFrame, list[str]]:
@@ -211,6 +246,19 @@ class Aggregate:
     ceilings: pd.DataFrame                       # gpu, name, value, unit
     envs: dict[str, dict]                        # slug -> env.json
     problems: list[str] = field(default_factory=list)
+    qa: pd.DataFrame | None = None               # every GPU's qa.csv lines (QA_COLUMNS), gpu filled in
+    reproduction: pd.DataFrame | None = None     # every GPU's reproduction.csv lines, with a gpu column
+    records: dict[str, list[str]] = field(default_factory=dict)   # slug -> the quality records its folder has
+
+    def __post_init__(self):
+        if self.qa is None:
+            self.qa = pd.DataFrame(columns=list(QA_COLUMNS))
+        if self.reproduction is None:
+            self.reproduction = pd.DataFrame(columns=["gpu", *REPRODUCTION_COLUMNS])
+
+    def has_record(self, gpu: str | None, name: str) -> bool:
+        """Whether GPU `gpu`'s folder holds the quality record `name` (qa.csv, reproduction.csv)."""
+        return gpu is not None and name in self.records.get(gpu, [])
 
     def study(self, name: str, published: bool = False) -> pd.DataFrame:
         """One study's rows with only its own columns, shape columns typed."""
@@ -251,6 +299,8 @@ def collect(result_dirs, fresh_slug: str | None = None, published=None) -> Aggre
             d = keep
         chosen[d.name] = d
     results, ceilings, envs = [], [], {}
+    found_records: dict[str, list[pd.DataFrame]] = {name: [] for name in RECORDS}
+    records: dict[str, list[str]] = {}
     for slug in sorted(chosen):
         path = chosen[slug]
         if not path.is_dir():
@@ -263,6 +313,9 @@ def collect(result_dirs, fresh_slug: str | None = None, published=None) -> Aggre
         envs[slug] = folder.env
         ceilings.append(folder.ceilings.assign(gpu=slug))
         results += list(folder.studies.values())
+        records[slug] = sorted(folder.records)
+        for name, frame in folder.records.items():
+            found_records[name].append(frame)
     published, found = read_published(published) if published is not None else \
         (_concat([], RESULT_COLUMNS + PUBLISHED_COLUMNS), [])
     return Aggregate(
@@ -271,20 +324,52 @@ def collect(result_dirs, fresh_slug: str | None = None, published=None) -> Aggre
         ceilings=_concat(ceilings, CEILING_COLUMNS),
         envs=envs,
         problems=problems + found,
+        qa=_records(found_records["qa.csv"], QA_COLUMNS),
+        reproduction=_records(found_records["reproduction.csv"], ("gpu", *REPRODUCTION_COLUMNS)),
+        records=records,
     )
 
 
-def write(agg: Aggregate, results_csv, published_csv, ceilings_csv, envs_json, problems_txt) -> None:
-    for path in (results_csv, published_csv, ceilings_csv, envs_json, problems_txt):
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+def _records(frames: list[pd.DataFrame], first: tuple[str, ...]) -> pd.DataFrame:
+    """Quality records of several folders in one frame: the named columns first, then any others."""
+    frames = [f for f in frames if not f.empty]
+    if not frames:
+        return pd.DataFrame(columns=list(first))
+    frame = pd.concat(frames, ignore_index=True)
+    return frame[list(first) + [c for c in frame.columns if c not in first]]
+
+
+def write(agg: Aggregate, results_csv, published_csv, ceilings_csv, envs_json, problems_txt,
+          qa_csv=None, reproduction_csv=None, records_json=None) -> None:
+    """The aggregate as files; the quality records (every GPU's qa.csv and reproduction.csv lines, and
+    which folder had which record) where their paths are given, written even when empty."""
+    for path in (results_csv, published_csv, ceilings_csv, envs_json, problems_txt, qa_csv, reproduction_csv,
+                 records_json):
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
     agg.results.to_csv(results_csv, index=False)
     agg.published.to_csv(published_csv, index=False)
     agg.ceilings.to_csv(ceilings_csv, index=False)
     Path(envs_json).write_text(json.dumps(agg.envs, indent=2, sort_keys=True, default=str) + "\n")
     Path(problems_txt).write_text("".join(f"{line}\n" for line in agg.problems))
+    if qa_csv is not None:
+        agg.qa.to_csv(qa_csv, index=False)
+    if reproduction_csv is not None:
+        agg.reproduction.to_csv(reproduction_csv, index=False)
+    if records_json is not None:
+        Path(records_json).write_text(json.dumps(agg.records, indent=2, sort_keys=True) + "\n")
 
 
-def read(results_csv, published_csv, ceilings_csv, envs_json, problems_txt) -> Aggregate:
+def _read_record(path, cols: tuple[str, ...]) -> pd.DataFrame:
+    data = pd.read_csv(path, keep_default_na=True, na_values=[""], dtype={c: object for c in BOOL_COLUMNS + TEXT_COLUMNS + ("shape",)})
+    for col in BOOL_COLUMNS:
+        if col in data:
+            data[col] = data[col].map(lambda v: None if pd.isna(v) else _as_bool(v)).astype(object)
+    return data.reindex(columns=list(cols) + [c for c in data.columns if c not in cols])
+
+
+def read(results_csv, published_csv, ceilings_csv, envs_json, problems_txt,
+         qa_csv=None, reproduction_csv=None, records_json=None) -> Aggregate:
     """The aggregate back from the files `write` produced."""
     def frame(path, cols):
         data = pd.read_csv(path, keep_default_na=True, na_values=[""], dtype={c: object for c in BOOL_COLUMNS + TEXT_COLUMNS})
@@ -299,4 +384,8 @@ def read(results_csv, published_csv, ceilings_csv, envs_json, problems_txt) -> A
         ceilings=frame(ceilings_csv, CEILING_COLUMNS),
         envs=json.loads(Path(envs_json).read_text()),
         problems=problems,
+        qa=_read_record(qa_csv, QA_COLUMNS) if qa_csv is not None else None,
+        reproduction=_read_record(reproduction_csv, ("gpu", *REPRODUCTION_COLUMNS))
+        if reproduction_csv is not None else None,
+        records=json.loads(Path(records_json).read_text()) if records_json is not None else {},
     )

@@ -1,8 +1,9 @@
 """Each published claim against our measurement of the same implementation, shape and dtype.
 
 Verdicts:
-  reproduced      same GPU, and the claimed number lies inside our spread: the p20..p80 of our
-                  row's time (as throughput where the claim is one), widened by TOLERANCE
+  reproduced      same GPU, and the claimed number lies inside our interval: the 95% confidence
+                  interval of our row's median time (ci_low_ms..ci_high_ms; as throughput where the
+                  claim is one), widened by TOLERANCE
   not reproduced  same GPU and outside it (`ratio` = our throughput / the claimed one, so above 1
                   means ours is faster); or the claim ran where ours ran out of memory, or the reverse
   not comparable  no matching row of ours, our row failed, or only other GPUs have one: absolute
@@ -23,10 +24,10 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from rooflab.report import datasheet
-from rooflab.report.analysis import shape_label, study_work
+from rooflab.report.analysis import PLAIN_TIMING, shape_label, study_work
 from rooflab.schema import SHAPE_COLUMNS
 
-TOLERANCE = 0.05   # spread widening: clocks, drivers and do_bench versions differ between runs
+TOLERANCE = 0.05   # interval widening: clocks, drivers and timing code differ between runs
 REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable"
 
 
@@ -46,7 +47,7 @@ class Verdict:
     ours_gpu: str | None = None
     ours: float | None = None         # our number: in the claim's metric on its GPU, else in ours_metric
     ours_metric: str | None = None    # tbps | tflops | median_ms: the unit of `ours`
-    ours_low: float | None = None     # our spread, widened by TOLERANCE
+    ours_low: float | None = None     # our interval, widened by TOLERANCE
     ours_high: float | None = None
     ours_status: str | None = None
     ratio: float | None = None        # our throughput / claimed throughput
@@ -85,7 +86,7 @@ def _shape(row, study: str) -> dict:
 
 def _matches(results: pd.DataFrame, claim, study: str) -> pd.DataFrame:
     mask = (results["study"] == study) & (results["impl"] == claim["impl"]) & (results["dtype"] == claim["dtype"])
-    mask &= results["timing"] == "events"
+    mask &= results["timing"] == PLAIN_TIMING
     for col in SHAPE_COLUMNS[study]:
         mask &= results[col] == claim[col]
     return results[mask]
@@ -113,15 +114,20 @@ def fraction(slug: str, study: str, dtype: str, metric: str, value: float | None
     return value / peak[1]
 
 
-def _spread(row, metric: str, tol: float) -> tuple[float, float, float]:
-    """(value, low, high) of our row in the claim's metric; throughput range from the time range."""
+def _interval(row) -> tuple[float, float]:
+    """Our row's 95% confidence interval of the median time; the median where the row has none."""
     med = float(row["median_ms"])
-    p20 = _num(row["p20_ms"]) or med
-    p80 = _num(row["p80_ms"]) or med
+    return _num(row.get("ci_low_ms")) or med, _num(row.get("ci_high_ms")) or med
+
+
+def _spread(row, metric: str, tol: float) -> tuple[float, float, float]:
+    """(value, low, high) of our row in the claim's metric; throughput range from the time interval."""
+    med = float(row["median_ms"])
+    low, high = _interval(row)
     if metric == "median_ms":
-        return med, p20 * (1 - tol), p80 * (1 + tol)
+        return med, low * (1 - tol), high * (1 + tol)
     value = float(row[metric])
-    return value, value * med / p80 * (1 - tol), value * med / p20 * (1 + tol)
+    return value, value * med / high * (1 - tol), value * med / low * (1 + tol)
 
 
 def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: float = TOLERANCE) -> Verdict:
@@ -195,7 +201,7 @@ def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: fl
     verdict.verdict = REPRODUCED if low <= verdict.claimed <= high else NOT_REPRODUCED
     if tput_metric and _num(row.get(tput_metric)) is not None:
         verdict.ours_frac = fraction(row["gpu"], study, row["dtype"], tput_metric, float(row[tput_metric]))
-    verdict.note = f"our spread widened by {tol:.0%}{twin_note}"
+    verdict.note = f"our interval widened by {tol:.0%}{twin_note}"
     return verdict
 
 
@@ -275,12 +281,13 @@ def _judge_ratio(source, study, fast, slow, claimed, results, order, tol) -> Rat
     s = mine_s[mine_s["gpu"] == gpu].iloc[0]
     rv.ours_gpu = gpu
     rv.ours = float(s["median_ms"]) / float(f["median_ms"])
-    rv.ours_low = (_num(s["p20_ms"]) or s["median_ms"]) / (_num(f["p80_ms"]) or f["median_ms"]) * (1 - tol)
-    rv.ours_high = (_num(s["p80_ms"]) or s["median_ms"]) / (_num(f["p20_ms"]) or f["median_ms"]) * (1 + tol)
+    (s_low, s_high), (f_low, f_high) = _interval(s), _interval(f)
+    rv.ours_low = s_low / f_high * (1 - tol)
+    rv.ours_high = s_high / f_low * (1 + tol)
     twin = compute_twins(gpu, fast["gpu"]) and _compute_bound(study, fast["impl"], slow["impl"])
     if gpu == fast["gpu"] or twin:
         rv.verdict = REPRODUCED if rv.ours_low <= rv.claimed <= rv.ours_high else NOT_REPRODUCED
-        rv.note = f"our spread widened by {tol:.0%}"
+        rv.note = f"our interval widened by {tol:.0%}"
         if gpu != fast["gpu"]:
             rv.note += f"; measured on {gpu}, a compute twin of {fast['gpu']}"
     else:

@@ -1,13 +1,14 @@
-# From CSVs to the paper: aggregate every GPU's results with the published tables, draw the
-# figures (a fixed set: a figure without data states what is missing), render Markdown and
-# LaTeX from the same context, and build the PDF where latexmk exists.
+# From CSVs to the paper: aggregate every GPU's results with the published tables (and each GPU
+# folder's quality records, qa.csv and reproduction.csv), draw the figures (a fixed set: a figure
+# without data states what is missing), render Markdown and LaTeX from the same context, and build
+# the PDF where latexmk exists.
 from pathlib import Path
 
 from rooflab.report.catalog import FIGURES as _CATALOG
 
 FIGURES = list(_CATALOG)
-AGGREGATE = {k: f"results/aggregate/{k}.{'json' if k == 'envs' else 'txt' if k == 'problems' else 'csv'}"
-             for k in ("results", "published", "ceilings", "envs", "problems")}
+AGGREGATE = {k: f"results/aggregate/{k}.{'json' if k in ('envs', 'records') else 'txt' if k == 'problems' else 'csv'}"
+             for k in ("results", "published", "ceilings", "envs", "problems", "qa", "reproduction", "records")}
 COMMITTED_FILES = sorted(str(p) for d in RESULT_DIRS if Path(d).name != FRESH_SLUG
                          for p in Path(d).glob("*") if p.suffix in (".csv", ".json"))
 

@@ -9,12 +9,14 @@ from rooflab.report import context, load, render
 from rooflab.workflow import log_to
 
 log = log_to(snakemake.log[0])
-agg = load.read(*(snakemake.input[k] for k in ("results", "published", "ceilings", "envs", "problems")))
+agg = load.read(*(snakemake.input[k] for k in ("results", "published", "ceilings", "envs", "problems")),
+                qa_csv=snakemake.input.qa, reproduction_csv=snakemake.input.reproduction,
+                records_json=snakemake.input.records)
 index = json.loads(Path(snakemake.input.index).read_text())
 verify = pd.read_csv(snakemake.input.verify) if os.path.getsize(snakemake.input.verify) else None
 out = snakemake.output
 base = os.path.relpath(Path(snakemake.input.index).parent, Path(out.md).parent)
-ctx = context.build(agg, index, verify, snakemake.params.fresh_slug, base)
+ctx = context.build(agg, index, verify, snakemake.params.fresh_slug, base, config=dict(snakemake.config))
 Path(out.md).write_text(render.render(ctx, "markdown"))
 Path(out.tex).write_text(render.render(ctx, "latex"))
 print(f"wrote {out.md} and {out.tex}")

@@ -5,7 +5,12 @@ count on either side. A pair reproduces when the two 95% intervals of the median
 the medians differ by at most `tolerance`. Kernel time: `cupti` rows are compared where both
 runs have them, beside the `events` rows (each timing its own line); a `cupti` row on one side
 only is left out, since the case's `events` row already says whether it is new or missing.
-The e2e study compares its block totals (part == "total") only. Pure pandas/numpy/matplotlib.
+The e2e study compares its block totals (part == "total") only.
+
+`kernel_time` marks the line that speaks for the kernel: the `cupti` line where the case has one,
+else its `events` line. `summary` judges reproduction on those lines; the plain-call lines of
+cases that also have kernel time (host time included, which moves with the host) are counted
+apart, as `calls_*`. Pure pandas/numpy/matplotlib.
 """
 from __future__ import annotations
 
@@ -21,9 +26,9 @@ KEYS = ("study", "impl", "dtype", "timing")
 # Every shape column of every study, each once, in schema order.
 ALL_SHAPE_COLUMNS = tuple(dict.fromkeys(c for cols in SHAPE_COLUMNS.values() for c in cols))
 MEASURES = ("committed_ms", "fresh_ms", "ratio", "committed_low", "committed_high", "fresh_low", "fresh_high")
-COLUMNS = KEYS + ("shape",) + ALL_SHAPE_COLUMNS + MEASURES + ("verdict",)
+COLUMNS = KEYS + ("shape",) + ALL_SHAPE_COLUMNS + MEASURES + ("verdict", "kernel_time")
 SUMMARY_COLUMNS = ("study", "compared", "compared_at_least_min", "reproduced_at_least_min", "share_reproduced",
-                   "faster", "slower", "new", "missing")
+                   "faster", "slower", "new", "missing", "calls_at_least_min", "calls_share_reproduced")
 BOOL_SHAPES = ("causal", "ragged")
 _SHORT = {"batch": "B", "heads_q": "Hq", "heads_kv": "Hkv", "seqlen_q": "Nq", "seqlen_k": "Nk", "head_dim": "D",
           "cache_len": "L", "seqlen": "S", "width": "W", "heads": "H"}
@@ -142,6 +147,7 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, tolerance: float = 0.0
                     committed_high=_number(a["ci_high_ms"]) if a is not None else float("nan"),
                     fresh_low=_number(b["ci_low_ms"]) if b is not None else float("nan"),
                     fresh_high=_number(b["ci_high_ms"]) if b is not None else float("nan"))
+        line["kernel_time"] = timing == "cupti" or key[:3] + key[4:] not in kernel_cases
         if a is None:
             line["verdict"] = "new"
         elif b is None:
@@ -154,18 +160,25 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, tolerance: float = 0.0
 
 
 def summary(frame: pd.DataFrame, min_ms: float = 0.020) -> pd.DataFrame:
-    """Per study: how many pairs were compared, how many of those at least `min_ms` (committed) reproduced
-    and their share; faster / slower count every compared pair, new / missing every unmatched line."""
+    """Per study, on kernel-time lines: how many pairs were compared, how many of those at least `min_ms`
+    (committed) reproduced and their share; faster / slower count every compared pair, new / missing every
+    unmatched line. `calls_*`: the same share over the plain-call lines of cases that have kernel time."""
     rows = []
     for study in sorted(set(frame["study"])) if not frame.empty else []:
         part = frame[frame["study"] == study]
-        both = part[part["verdict"].isin(("reproduced", "faster", "slower"))]
+        kernel = part["kernel_time"].astype(bool)
+        both = part[kernel & part["verdict"].isin(("reproduced", "faster", "slower"))]
         large = both[pd.to_numeric(both["committed_ms"], errors="coerce") >= min_ms]
         reproduced = int((large["verdict"] == "reproduced").sum())
+        calls = part[~kernel & part["verdict"].isin(("reproduced", "faster", "slower"))]
+        calls = calls[pd.to_numeric(calls["committed_ms"], errors="coerce") >= min_ms]
         rows.append({"study": study, "compared": len(both), "compared_at_least_min": len(large),
                      "reproduced_at_least_min": reproduced,
                      "share_reproduced": reproduced / len(large) if len(large) else float("nan"),
-                     **{v: int((part["verdict"] == v).sum()) for v in ("faster", "slower", "new", "missing")}})
+                     **{v: int((part[kernel]["verdict"] == v).sum()) for v in ("faster", "slower", "new", "missing")},
+                     "calls_at_least_min": len(calls),
+                     "calls_share_reproduced": float((calls["verdict"] == "reproduced").mean()) if len(calls)
+                     else float("nan")})
     return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
 
 
@@ -173,8 +186,9 @@ MARKERS = {"softmax": "o", "attention": "s", "decode": "^", "e2e": "D"}
 
 
 def draw(frame: pd.DataFrame, ax, tolerance: float = 0.05) -> None:
-    """Fresh against committed median time, log-log, one marker per study, y = x and a +-tolerance band."""
-    both = frame[frame["verdict"].isin(("reproduced", "faster", "slower"))] if not frame.empty else frame
+    """Fresh against committed kernel time (median), log-log, one marker per study, y = x and a +-tolerance band."""
+    both = frame[frame["kernel_time"].astype(bool) & frame["verdict"].isin(("reproduced", "faster", "slower"))] \
+        if not frame.empty else frame
     both = both[(pd.to_numeric(both["committed_ms"], errors="coerce") > 0)
                 & (pd.to_numeric(both["fresh_ms"], errors="coerce") > 0)] if not both.empty else both
     ax.set_xscale("log")

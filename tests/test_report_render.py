@@ -148,12 +148,12 @@ def test_method_without_rows_states_the_harness_floor(tmp_path):
 def test_reproduction_section_counts_per_study(rendered):
     section = rendered["md"].split("\n## Reproduction\n", 1)[1].split("\n## ", 1)[0]
     assert "compared case by case (implementation, shape, dtype and timing) with the committed ones (`reproduction.csv`, 9 lines)" in section
-    assert ("Softmax: 5 cases compared, 3 of them at least 20 us, of which 33% (1) reproduced; 2 faster and 1 slower "
+    assert ("Softmax: 4 cases compared, 3 of them at least 20 us, of which 33% (1) reproduced; 1 faster and 1 slower "
             "in the fresh run over all lengths, 1 new and 0 missing; the ratio (fresh over committed) farthest from 1 "
             "is 1.12x (torch 4096x2048 fp16, events).") in section
     assert ("Decode: 2 cases compared, 2 of them at least 20 us, of which 100% (2) reproduced; 0 faster and 0 slower "
             "in the fresh run over all lengths, 0 new and 1 missing") in section
-    assert "| softmax | 5 | 3 | 33% (1 of 3) | 2 | 1 | 1 | 0 | 1.12x (torch 4096x2048 fp16, events) |" in section
+    assert "| softmax | 4 | 3 | 33% (1 of 3) | 1 | 1 | 1 | 0 | 1.12x (torch 4096x2048 fp16, events) |" in section
     assert "![reproduction](../figures/reproduction.png)" in section
     assert "\\section{Reproduction}" in rendered["tex"] and "{../figures/reproduction.pdf}" in rendered["tex"]
 

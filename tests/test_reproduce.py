@@ -97,6 +97,8 @@ def test_ratio_intervals_and_shape_columns(pair):
     assert e2e["part"] == "total" and e2e["shape"] == "prefill S=2048 L=0 W=4096 H=32 total"
     decode = out.loc[("decode", "ours", "cupti")]
     assert decode["shape"] == "B=1 Hq=32 Hkv=8 L=4096 D=128" and decode["ragged"] is False
+    assert decode["kernel_time"] and not out.loc[("decode", "ours", "events"), "kernel_time"]
+    assert out.loc[("decode", "sdpa_flash", "events"), "kernel_time"]
 
 
 def test_interval_overlap_rule():
@@ -125,11 +127,14 @@ def test_summary_share_and_min_cut(pair):
     assert (softmax["faster"], softmax["slower"], softmax["new"], softmax["missing"]) == (1, 1, 2, 1)
     decode = table.loc["decode"]
     # 0.010 ms and 0.006 ms are under the default 0.020 ms cut; 0.050 ms is not
-    assert (decode["compared"], decode["compared_at_least_min"], decode["reproduced_at_least_min"]) == (3, 1, 1)
-    assert decode["share_reproduced"] == 1.0 and decode["slower"] == 1
+    # kernel time: ours' cupti line (0.006 ms) and sdpa_flash's events line (its cupti row is on one side
+    # only); ours' events line is a plain call beside kernel time, counted apart
+    assert (decode["compared"], decode["compared_at_least_min"], decode["reproduced_at_least_min"]) == (2, 1, 1)
+    assert decode["share_reproduced"] == 1.0 and decode["slower"] == 0
+    assert decode["calls_at_least_min"] == 0 and math.isnan(decode["calls_share_reproduced"])
     lower = reproduce.summary(reproduce.compare(*pair), min_ms=0.001).set_index("study").loc["decode"]
-    assert (lower["compared_at_least_min"], lower["reproduced_at_least_min"]) == (3, 2)
-    assert lower["share_reproduced"] == pytest.approx(2 / 3)
+    assert (lower["compared_at_least_min"], lower["reproduced_at_least_min"]) == (2, 2)
+    assert (lower["calls_at_least_min"], lower["calls_share_reproduced"]) == (1, 0.0)
     assert table.loc["e2e", "share_reproduced"] == 0.0
     assert list(reproduce.summary(reproduce.compare(*pair)).columns) == list(reproduce.SUMMARY_COLUMNS)
 

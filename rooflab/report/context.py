@@ -497,8 +497,10 @@ def reproduction_view(agg: Aggregate, gpu: str | None) -> dict:
         entry = {"study": r["study"], "compared": int(r["compared"]), "large": int(r["compared_at_least_min"]),
                  "reproduced": int(r["reproduced_at_least_min"]), "share": pct(r["share_reproduced"]),
                  "faster": int(r["faster"]), "slower": int(r["slower"]), "new": int(r["new"]),
-                 "missing": int(r["missing"]), "worst": _worst_ratio(frame[frame["study"] == r["study"]],
-                                                                     REPRODUCTION_MIN_MS)}
+                 "missing": int(r["missing"]), "worst": _worst_ratio(frame[(frame["study"] == r["study"])
+                                                                           & frame["kernel_time"].astype(bool)],
+                                                                     REPRODUCTION_MIN_MS),
+                 "calls": int(r["calls_at_least_min"]), "calls_share": pct(r["calls_share_reproduced"])}
         view["studies"].append(entry)
         rows.append([entry["study"], str(entry["compared"]), str(entry["large"]),
                      f"{entry['share']} ({entry['reproduced']} of {entry['large']})", str(entry["faster"]),

@@ -1,7 +1,8 @@
 """Each study summed up the way the field judges it, for the abstract and the study sections.
 
 Softmax   memory-bound: shapes that move at least the launch-bound threshold (8 MB by default)
-          are judged on plain-call (CUDA events) time against the best of the peers, per dtype,
+          are judged on kernel time (CUPTI) where the case has it, else on plain-call time
+          (CUDA events), against the best of the peers, per dtype,
           and the largest (>= 128 MB) against the measured copy ceiling; the smaller, launch-bound
           shapes only on kernel time (CUPTI), since a plain call there times the host.
 Attention long sequences at head dim 128 against FlashAttention-2 and cuDNN (through SDPA) one
@@ -80,7 +81,8 @@ def softmax(frame: pd.DataFrame, threshold: float, ceilings: dict) -> dict | Non
     events = comparisons(frame, "softmax")
     if events["vs_best"].notna().sum() == 0:
         return None
-    big = events[events["bytes"] >= threshold]
+    kernel_first = comparisons(judged(frame, "softmax"), "softmax", timing=None)   # kernel time where measured
+    big = kernel_first[kernel_first["bytes"] >= threshold]
     out = {"threshold": megabytes(threshold), "large": megabytes(LARGE_SOFTMAX_BYTES),
            "peers": _names(frame, is_peer), "seeds": _names(frame, is_seed),
            "dtypes": [dict(tally(big[big["dtype"] == d]), dtype=dt(d)) for d in _dtypes(big)
@@ -101,7 +103,7 @@ def softmax(frame: pd.DataFrame, threshold: float, ceilings: dict) -> dict | Non
         out["launch"] = dict(tally(kernel), plain_us=num(plain["median_ms"].median() * 1e3),
                              kernel_us=num(plain["median_ms_kernel"].median() * 1e3),
                              launch_us=num(ceilings.get("launch_us")))
-    seeds = comparisons(frame, "softmax", among=is_seed)
+    seeds = comparisons(judged(frame, "softmax"), "softmax", timing=None, among=is_seed)
     seeds_big = tally(seeds[seeds["bytes"] >= threshold])
     seeds_kernel = comparisons(frame, "softmax", timing=KERNEL_TIMING, among=is_seed)
     out["vs_seeds"] = seeds_big

@@ -122,6 +122,11 @@ def _plain(value):
     return value
 
 
+# Bytes below which a softmax call is launch-bound: the softmax summary and figures split their
+# shapes there (plain calls against kernel time below it; the peers' contest above it).
+LAUNCH_BOUND_BYTES = 8e6
+
+
 def judged(frame: pd.DataFrame, study: str) -> pd.DataFrame:
     """Each case's rows in the timing that measures its kernel: the kernel's device time from CUPTI
     (KERNEL_TIMING) where the case has such rows (the harness records them for small or short cases,

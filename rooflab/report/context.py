@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from rooflab.report import datasheet, headline
-from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, METRIC, PLAIN_TIMING, UNIT, ceiling_name,
+from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, LAUNCH_BOUND_BYTES, METRIC, PLAIN_TIMING, UNIT, ceiling_name,
                                      LOSS, TIE, TIE_WITHIN, comparisons, counts, geomean, is_ours, is_peer, is_seed,
                                      judged, moved_bytes, primary_gpu, shape_label, versus)
 from rooflab.report.fmt import DASH, dt, listing, megabytes, num, pct, ratio, sci
@@ -26,7 +26,6 @@ L2_FLUSH_BYTES = 256 * 2**20   # the harness writes a buffer of this size before
 # than `kernel_below_bytes` or its fastest call takes under `kernel_below_ms`.
 HARNESS = {"min_reps": 20, "trials": 3, "flush_mib": L2_FLUSH_BYTES / 2**20, "kernel_below_bytes": 64e6,
            "kernel_below_ms": 0.05}
-DEFAULT_GRAPH_BELOW = 8e6      # rooflab.bench.BenchConfig.graph_below_bytes, when env.json has no config
 STUDY_TITLES = {"softmax": "Softmax", "attention": "Attention (prefill)", "decode": "Decode attention",
                 "e2e": "End-to-end decoder block"}
 CEILING_LABELS = {
@@ -65,12 +64,6 @@ def harness(env: dict, rows: pd.DataFrame | None = None, config: dict | None = N
     return {"min_reps": num(values["min_reps"]), "min_trials": num(values["trials"]),
             "flush_mib": num(values["flush_mib"]), "cupti_mb": num(float(values["kernel_below_bytes"]) / 1e6),
             "cupti_us": num(float(values["kernel_below_ms"]) * 1e3)}
-
-
-def graph_below(env: dict) -> float:
-    """The launch-bound threshold (bytes) this GPU's sweeps ran with."""
-    config = env.get("config") if isinstance(env.get("config"), dict) else {}
-    return float((config.get("bench") or {}).get("graph_below_bytes", DEFAULT_GRAPH_BELOW))
 
 
 # ---------------------------------------------------------------- per study
@@ -176,7 +169,7 @@ def study_view(agg: Aggregate, study: str, gpu: str | None) -> dict:
     seeds = comparisons(cases, study, timing=None, among=is_seed)
     events = comparisons(frame, study)
     unit = UNIT[metric]
-    threshold = graph_below(agg.envs.get(gpu, {}))
+    threshold = LAUNCH_BOUND_BYTES
     view.update(
         unit=unit, threshold=megabytes(threshold),
         dtypes=[dt(d) for d in sorted(set(frame["dtype"]))], impls=sorted(set(frame["impl"]), key=_impl_order),
@@ -573,7 +566,7 @@ def gpu_views(agg: Aggregate) -> list[dict]:
             "trials_max": num(trials.max()) if len(trials) else DASH,
             "cupti_rows": int((rows["timing"] == KERNEL_TIMING).sum()),
             "bench": {k: num(v) for k, v in bench.items()} if isinstance(bench, dict) else {},
-            "graph_below": num(graph_below(env) / 1e6),
+            "launch_bound_mb": num(LAUNCH_BOUND_BYTES / 1e6),
             "layout": [f"{k}: {v}" for k, v in layout.items()],
             "clocks_before": before, "clocks_after": after, "spread": _spread(rows),
             "env_table": Table(columns=["key", "value"], rows=env_rows, align=["l", "p{10cm}"],

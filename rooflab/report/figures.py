@@ -21,9 +21,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from rooflab.report import datasheet  # noqa: E402
-from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, ceiling_name,  # noqa: E402
-                                     comparisons, counts, intensity, is_ours, is_seed, judged, moved_bytes, primary_gpu,
-                                     study_work)
+from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, LAUNCH_BOUND_BYTES, PLAIN_TIMING,  # noqa: E402
+                                     ceiling_name, comparisons, counts, intensity, is_ours, is_seed, judged,
+                                     moved_bytes, primary_gpu, study_work)
 from rooflab.report.catalog import FIGURES  # noqa: E402
 from rooflab.report.load import Aggregate  # noqa: E402
 from rooflab.report.verdicts import judge_all  # noqa: E402
@@ -39,7 +39,6 @@ IMPL_COLORS = {
 EXTRA_COLORS = ["#e377c2", "#ff7f0e", "#2ca02c", "#bcbd22", "#17becf", "#9467bd"]
 PART_COLORS = {"norms": "#c7c7c7", "projections": "#1f77b4", "attention": "#d62728", "softmax": "#ff7f0e",
                "mlp": "#2ca02c", "other": "#7f7f7f"}
-DEFAULT_GRAPH_BELOW = 8e6   # rooflab.bench.BenchConfig.graph_below_bytes, when env.json has no config
 
 
 def color(impl: str, index: int = 0) -> str:
@@ -66,11 +65,6 @@ class FigureData:
             return float(env["memory_gib"]) * 2**30
         gb = self.ceiling("datasheet_memory_gb")
         return gb * 1e9 if gb else None
-
-    @property
-    def graph_below(self) -> float:
-        config = self.agg.envs.get(self.gpu, {}).get("config") or {}
-        return float((config.get("bench") or {}).get("graph_below_bytes", DEFAULT_GRAPH_BELOW))
 
     @property
     def label(self) -> str:
@@ -298,7 +292,7 @@ def softmax_speedup(fig, data: FigureData):
     ax.axhline(1.0, color="black", lw=0.8)
     _plain_log(ax, "y")
     _bytes_axis(ax)
-    _shade_launch_bound(ax, data.graph_below)
+    _shade_launch_bound(ax, LAUNCH_BOUND_BYTES)
     ax.set_xlabel("bytes moved (read + write)")
     ax.set_ylabel("their time / our time (bars: interval)")
     ax.set_title(f"softmax: ours against the fastest peer and the seeds' designs, {data.label}", fontsize=9)

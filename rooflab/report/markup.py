@@ -7,6 +7,7 @@ so a stray `_` or `%` in data can never break the LaTeX build.
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass, field
 
@@ -50,6 +51,9 @@ MARKDOWN_SPECIALS = set("\\`*_[]<>|#")
 def escape_markdown(text) -> str:
     """Plain text -> Markdown that prints it literally (table-safe: `|` escaped too)."""
     return "".join("\\" + ch if ch in MARKDOWN_SPECIALS else ch for ch in str(text))
+
+
+RATIO_CELL = re.compile(r"^(\S+x) \[([^\]]+)\] (win|tie|loss)$")   # '1.11x [1.09, 1.12] win'
 
 
 @dataclass
@@ -112,6 +116,7 @@ class Latex:
     escape = staticmethod(escape_latex)
     LEVELS = ("section", "subsection", "subsubsection", "paragraph")
     WIDE = 8         # a table with more columns is set smaller, its numeric column heads turned upright
+    VERY_WIDE = 12   # ... and one with more than this, smaller still
 
     def _head(self, text, turn: bool) -> str:
         cell = f"\\textbf{{{self.escape(text)}}}"
@@ -140,16 +145,26 @@ class Latex:
     def link(self, text, url) -> Raw:
         return Raw(f"\\href{{{_url(url)}}}{{{self.escape(text)}}}")
 
+    def _cell(self, text) -> str:
+        """A table cell; a ratio with its interval and outcome ('1.11x [1.09, 1.12] win') is stacked on
+        two lines, so that wide tables fit the page."""
+        match = RATIO_CELL.match(str(text))
+        if not match:
+            return self.escape(text)
+        value, interval, outcome = (self.escape(g) for g in match.groups())
+        return f"\\shortstack[r]{{{value} {outcome}\\\\\\relax {{[}}{interval}{{]}}}}"
+
     def table(self, table: Table) -> Raw:
         if not table.rows:
             return Raw("")
         spec = "".join(r">{\raggedright\arraybackslash}" + a if a.startswith("p{") else a for a in table.alignment())
         wide = len(table.columns) > self.WIDE
         head = " & ".join(self._head(c, wide and a == "r") for c, a in zip(table.columns, table.alignment())) + r" \\"
-        rows = "\n".join(" & ".join(self.escape(c) for c in row) + r" \\" for row in table.rows)
+        rows = "\n".join(" & ".join(self._cell(c) for c in row) + r" \\" for row in table.rows)
         caption = f"\\caption{{{self.escape(table.caption)}}}\\\\\n" if table.caption else ""
         notes = "".join(f"\n\n{self.escape(n)}" for n in table.notes)
-        size = "\\scriptsize\\setlength{\\tabcolsep}{2pt}" if wide else "\\footnotesize\\setlength{\\tabcolsep}{3pt}"
+        size = ("\\tiny\\setlength{\\tabcolsep}{2pt}" if len(table.columns) > self.VERY_WIDE
+                else "\\scriptsize\\setlength{\\tabcolsep}{2pt}" if wide else "\\footnotesize\\setlength{\\tabcolsep}{3pt}")
         return Raw(
             f"{{{size}\n"
             f"\\begin{{longtable}}{{{spec}}}\n{caption}\\toprule\n{head}\n\\midrule\n\\endhead\n"
@@ -162,7 +177,7 @@ class Latex:
         tall = fig.get("height_in", 0) > fig.get("width_in", 1)      # a tall figure may take most of a page
         return Raw(
             "\\begin{figure}[htbp]\n\\centering\n"
-            f"\\includegraphics[width=\\linewidth,height={0.85 if tall else 0.42}\\textheight,keepaspectratio]"
+            f"\\includegraphics[width=\\linewidth,height={0.7 if tall else 0.38}\\textheight,keepaspectratio]"
             f"{{{base}/{fig['pdf']}}}\n"
             f"\\caption{{{self.escape(fig['caption'])}}}\n\\end{{figure}}"
         )

@@ -597,10 +597,14 @@ def tolerances() -> list[dict]:
 
 
 def build(agg: Aggregate, figures: list[dict], verify: pd.DataFrame | None = None, fresh_slug: str | None = None,
-          figure_base: str = "../figures", config: dict | None = None) -> dict:
+          figure_base: str = "../figures", config: dict | None = None, lead: str | None = None) -> dict:
     """Everything the templates print; `config` is the workflow's (its `bench` settings where the results'
-    env.json does not record them)."""
-    gpu = primary_gpu(agg.results, fresh_slug)
+    env.json does not record them); `lead` the GPU the paper leads with (config `report: lead_gpu`, read
+    from `config` when not given; see analysis.primary_gpu)."""
+    if lead is None:
+        report = (config or {}).get("report")
+        lead = report.get("lead_gpu", "auto") if isinstance(report, dict) else "auto"
+    gpu = primary_gpu(agg.results, fresh_slug, lead, agg.gpus)
     gpus = gpu_views(agg)
     studies = {s: study_view(agg, s, gpu) for s in ("softmax", "attention", "decode")}
     studies["e2e"] = e2e_view(agg, gpu)

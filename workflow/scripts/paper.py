@@ -16,7 +16,8 @@ index = json.loads(Path(snakemake.input.index).read_text())
 verify = pd.read_csv(snakemake.input.verify) if os.path.getsize(snakemake.input.verify) else None
 out = snakemake.output
 base = os.path.relpath(Path(snakemake.input.index).parent, Path(out.md).parent)
-ctx = context.build(agg, index, verify, snakemake.params.fresh_slug, base, config=dict(snakemake.config))
+ctx = context.build(agg, index, verify, snakemake.params.fresh_slug, base, config=dict(snakemake.config),
+                    lead=snakemake.params.lead_gpu)
 Path(out.md).write_text(render.render(ctx, "markdown"))
 Path(out.tex).write_text(render.render(ctx, "latex"))
 print(f"wrote {out.md} and {out.tex}")

@@ -406,17 +406,18 @@ def verify_view(frame: pd.DataFrame | None) -> dict:
     if frame is None or frame.empty:
         return {"rows": 0}
     counts = frame["status"].value_counts()
-    table = Table(columns=["study", "impl", "shape", "dtype", "rel. error", "tolerance", "status", "seconds"],
+    # No seconds: how long a check took differs from run to run, and the paper is the same for the same data.
+    table = Table(columns=["study", "impl", "shape", "dtype", "rel. error", "tolerance", "status"],
                   rows=[[r["study"], r["impl"], r["shape"], dt(r["dtype"]), sci(r["rel_err"]), sci(r["tolerance"]),
-                         r["status"], num(r["seconds"])] for _, r in frame.iterrows()],
-                  align=["l", "l", "p{5.2cm}", "l", "r", "r", "l", "r"],
+                         r["status"]] for _, r in frame.iterrows()],
+                  align=["l", "l", "p{5.2cm}", "l", "r", "r", "l"],
                   caption="Every kernel variant in Triton's CPU interpreter against the float64 reference.")
     bad = frame[frame["status"] != "ok"]
     failed = frame[~frame["status"].isin(["ok", "unsupported"])]
     return {"rows": len(frame), "counts": {str(k): int(v) for k, v in counts.items()}, "ok": int(counts.get("ok", 0)),
             "unsupported": int(counts.get("unsupported", 0)), "failed": len(failed),
             "failed_names": sorted({f"{r['study']} {r['impl']} {dt(r['dtype'])}" for _, r in failed.iterrows()}),
-            "studies": sorted(set(frame["study"])), "seconds": num(frame["seconds"].sum()), "table": table,
+            "studies": sorted(set(frame["study"])), "table": table,
             "failures": [{"study": r["study"], "impl": r["impl"], "shape": r["shape"], "dtype": dt(r["dtype"]),
                           "status": r["status"], "message": r.get("message") if not _missing(r.get("message")) else ""}
                          for _, r in bad.iterrows()]}

@@ -6,6 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from rooflab.report import context, load, render
+from rooflab.report.render import stale_pdf_notice
 from rooflab.workflow import log_to
 
 log = log_to(snakemake.log[0])
@@ -26,4 +27,4 @@ if pdf:
     render.build_pdf(out.tex, pdf, log)
     print(f"wrote {pdf}")
 else:
-    print("no PDF declared (latexmk not on the PATH when the workflow was parsed): paper.pdf not built")
+    print(stale_pdf_notice(Path(out.tex).with_suffix(".pdf"), Path(out.tex)))

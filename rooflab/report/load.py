@@ -243,8 +243,8 @@ def read_folder(path: str | Path) -> tuple[Folder | None, list[str]]:
                       f"words joined by single dashes)"]
     size = sum(p.stat().st_size for p in path.rglob("*.csv") if p.is_file() and not p.is_symlink())
     if size > MAX_FOLDER_CSV_BYTES:
-        return None, [f"skipped folder {path}: its CSVs hold {size / 1e6:.1f} MB, over the "
-                      f"{MAX_FOLDER_CSV_BYTES / 1e6:.0f} MB limit of a results folder"]
+        return None, [f"skipped folder {path}: its CSVs hold {size:,} bytes, over the {MAX_FOLDER_CSV_BYTES:,}-byte "
+                      f"limit of a results folder (not read)"]
     try:
         env = read_env(path / "env.json")
         ceilings = read_ceilings(path / "ceilings.csv")

@@ -61,6 +61,8 @@ def test_the_good_gpu_still_leads_and_everything_renders(hostile_render):
     assert hostile_render["ctx"]["primary"]["slug"] == "fixture-gpu"
     assert {e["gpu"] for e in hostile_render["index"]} == {"fixture-gpu"}
     assert set(hostile_render["agg"].results["gpu"]) == {"fixture-gpu"}
+    assert hostile_render["agg"].gpus == ["fixture-gpu"]        # no hostile folder shows up as a GPU of 0 rows
+    assert "on 1 GPU" in hostile_render["md"] or "hostile" not in hostile_render["ctx"]["gpus"][0]["slug"]
     assert [e["name"] for e in hostile_render["index"]] == list(FIGURES)
     for entry in hostile_render["index"]:
         assert "failed" not in (entry["reason"] or ""), entry
@@ -85,6 +87,8 @@ def test_a_mathtext_gpu_name_is_drawn_as_plain_text(tmp_path):
     assert not bad, bad
     drawn = [e["name"] for e in index if e["drawn"]]
     assert "softmax_bandwidth" in drawn           # its title carries the GPU's name
+    assert r"A100 \$\\frac{\$" in md               # a dollar sign in Markdown, not TeX math
+    assert r"A100 \$\textbackslash{}frac\{\$" in tex
 
 
 def test_a_figure_that_fails_to_draw_or_save_leaves_the_others(tmp_path, monkeypatch):

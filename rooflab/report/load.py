@@ -6,7 +6,7 @@ reproduction.csv (this run against the committed one, rooflab/reproduce.py, with
 .pdf), and `<study>/` folders of per-job environment records (*.env.json). Those are not result
 files: the quality records are carried into the aggregate as they are, the rest is left alone.
 Whatever is bad is skipped and named in `problems`, never plotted and never fatal:
-the whole folder when its name is not a GPU slug, when its CSVs together exceed MAX_FOLDER_CSV_BYTES,
+the whole folder when its name is not a GPU slug, when no study file of it is usable, when its CSVs together exceed MAX_FOLDER_CSV_BYTES,
 or when env.json (workflow/schemas/env.schema.yaml) or ceilings.csv is missing or malformed; one
 study file when only that file fails rooflab.schema (or its shape columns, names another GPU, has
 a column the study does not define, or holds two rows of one case); one quality record when it
@@ -372,6 +372,10 @@ def collect(result_dirs, fresh_slug: str | None = None, published=None) -> Aggre
         folder, found = read_folder(path)
         problems += found
         if folder is None:
+            continue
+        if not folder.studies:   # not a GPU of the paper: nothing of it can be shown
+            problems.append(f"skipped folder {path}: no study file with usable rows"
+                            f"{' (the files above say why)' if found else ''}")
             continue
         envs[slug] = folder.env
         ceilings.append(folder.ceilings.assign(gpu=slug))

@@ -70,7 +70,7 @@ class FigureData:
     @property
     def label(self) -> str:
         env = self.agg.envs.get(self.gpu, {})
-        return str(env.get("gpu") or self.gpu)
+        return plain(env.get("gpu") or self.gpu)
 
 
 def _plain_log(ax, *axes: str) -> None:
@@ -714,12 +714,17 @@ def _placeholder(fig, name: str, reason: str) -> None:
     fig.set_size_inches(6, 2.2)
     ax = fig.add_subplot()
     ax.axis("off")
-    ax.text(0.5, 0.5, f"{name}: not drawn\n{reason}", ha="center", va="center", wrap=True, fontsize=10)
+    ax.text(0.5, 0.5, plain(f"{name}: not drawn\n{reason}"), ha="center", va="center", wrap=True, fontsize=10)
 
 
-# Every string a figure prints comes from data (GPU names, impls, messages) or from this module, and is
-# plain text: no TeX, and a `$` is a dollar sign, never the start of mathtext.
-PLAIN_TEXT = {"text.usetex": False, "text.parse_math": False}
+# No figure text goes through TeX; strings from data go through `plain`, so a `$` in them is a dollar sign,
+# never the start of mathtext (matplotlib's own log-axis tick labels still use mathtext).
+PLAIN_TEXT = {"text.usetex": False}
+
+
+def plain(text) -> str:
+    """A string from data (a GPU's name, an error message) as matplotlib text that prints it literally."""
+    return str(text).replace("$", r"\$")
 
 
 def render_all(agg: Aggregate, out_dir: str | Path, fresh_slug: str | None = None, names=None,

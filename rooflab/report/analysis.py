@@ -76,17 +76,28 @@ def shape_label(row, study: str) -> str:
     return " ".join(p for p in parts if p)
 
 
-def primary_gpu(results: pd.DataFrame, fresh_slug: str | None = None) -> str | None:
-    """The GPU the per-study figures show: this run's GPU, else the one with most correct rows."""
-    if results.empty:
+# The GPU the paper is about when config/config.yaml's `report: lead_gpu` is `auto` and this
+# machine measured nothing: the one whose committed results the paper was written from.
+DEFAULT_LEAD = "nvidia-h200"
+
+
+def primary_gpu(results: pd.DataFrame, fresh_slug: str | None = None, lead: str | None = "auto",
+                gpus=None) -> str | None:
+    """The GPU the per-study figures and the paper lead with, never decided by how many rows a folder has:
+    `lead` (config `report: lead_gpu`) when it names a GPU read (one with rows, or one of `gpus`, the
+    folders read); with `auto` (or a GPU not read) the GPU measured on this machine (`fresh_slug`), else
+    DEFAULT_LEAD, else the alphabetically first, each among the GPUs with rows (among `gpus` when none has)."""
+    measured = sorted(set(results["gpu"].dropna())) if not results.empty else []
+    folders = sorted(set(gpus or ()) | set(measured))
+    if lead and lead != "auto" and lead in folders:
+        return lead
+    present = measured or folders
+    if not present:
         return None
-    if fresh_slug and (results["gpu"] == fresh_slug).any():
-        return fresh_slug
-    counts = results[results["status"] == "ok"].groupby("gpu").size()
-    if counts.empty:
-        return sorted(results["gpu"].unique())[0]
-    best = counts.max()
-    return sorted(counts[counts == best].index)[0]
+    for choice in (fresh_slug, DEFAULT_LEAD):
+        if choice and choice in present:
+            return choice
+    return present[0]
 
 
 def moved_bytes(row) -> float | None:

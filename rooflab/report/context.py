@@ -406,17 +406,18 @@ def verify_view(frame: pd.DataFrame | None) -> dict:
     if frame is None or frame.empty:
         return {"rows": 0}
     counts = frame["status"].value_counts()
-    table = Table(columns=["study", "impl", "shape", "dtype", "rel. error", "tolerance", "status", "seconds"],
+    # No seconds: how long a check took differs from run to run, and the paper is the same for the same data.
+    table = Table(columns=["study", "impl", "shape", "dtype", "rel. error", "tolerance", "status"],
                   rows=[[r["study"], r["impl"], r["shape"], dt(r["dtype"]), sci(r["rel_err"]), sci(r["tolerance"]),
-                         r["status"], num(r["seconds"])] for _, r in frame.iterrows()],
-                  align=["l", "l", "p{5.2cm}", "l", "r", "r", "l", "r"],
+                         r["status"]] for _, r in frame.iterrows()],
+                  align=["l", "l", "p{5.2cm}", "l", "r", "r", "l"],
                   caption="Every kernel variant in Triton's CPU interpreter against the float64 reference.")
     bad = frame[frame["status"] != "ok"]
     failed = frame[~frame["status"].isin(["ok", "unsupported"])]
     return {"rows": len(frame), "counts": {str(k): int(v) for k, v in counts.items()}, "ok": int(counts.get("ok", 0)),
             "unsupported": int(counts.get("unsupported", 0)), "failed": len(failed),
             "failed_names": sorted({f"{r['study']} {r['impl']} {dt(r['dtype'])}" for _, r in failed.iterrows()}),
-            "studies": sorted(set(frame["study"])), "seconds": num(frame["seconds"].sum()), "table": table,
+            "studies": sorted(set(frame["study"])), "table": table,
             "failures": [{"study": r["study"], "impl": r["impl"], "shape": r["shape"], "dtype": dt(r["dtype"]),
                           "status": r["status"], "message": r.get("message") if not _missing(r.get("message")) else ""}
                          for _, r in bad.iterrows()]}
@@ -597,10 +598,14 @@ def tolerances() -> list[dict]:
 
 
 def build(agg: Aggregate, figures: list[dict], verify: pd.DataFrame | None = None, fresh_slug: str | None = None,
-          figure_base: str = "../figures", config: dict | None = None) -> dict:
+          figure_base: str = "../figures", config: dict | None = None, lead: str | None = None) -> dict:
     """Everything the templates print; `config` is the workflow's (its `bench` settings where the results'
-    env.json does not record them)."""
-    gpu = primary_gpu(agg.results, fresh_slug)
+    env.json does not record them); `lead` the GPU the paper leads with (config `report: lead_gpu`, read
+    from `config` when not given; see analysis.primary_gpu)."""
+    if lead is None:
+        report = (config or {}).get("report")
+        lead = report.get("lead_gpu", "auto") if isinstance(report, dict) else "auto"
+    gpu = primary_gpu(agg.results, fresh_slug, lead, agg.gpus)
     gpus = gpu_views(agg)
     studies = {s: study_view(agg, s, gpu) for s in ("softmax", "attention", "decode")}
     studies["e2e"] = e2e_view(agg, gpu)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,7 +70,7 @@ class FigureData:
     @property
     def label(self) -> str:
         env = self.agg.envs.get(self.gpu, {})
-        return str(env.get("gpu") or self.gpu)
+        return plain(env.get("gpu") or self.gpu)
 
 
 def _plain_log(ax, *axes: str) -> None:
@@ -713,33 +714,88 @@ def _placeholder(fig, name: str, reason: str) -> None:
     fig.set_size_inches(6, 2.2)
     ax = fig.add_subplot()
     ax.axis("off")
-    ax.text(0.5, 0.5, f"{name}: not drawn\n{reason}", ha="center", va="center", wrap=True, fontsize=10)
+    ax.text(0.5, 0.5, plain(f"{name}: not drawn\n{reason}"), ha="center", va="center", wrap=True, fontsize=10)
 
 
-def render_all(agg: Aggregate, out_dir: str | Path, fresh_slug: str | None = None, names=None) -> list[dict]:
-    """Write <name>.png and <name>.pdf for every figure (a stated placeholder when data are missing)."""
+# No figure text goes through TeX; strings from data go through `plain`, so a `$` in them is a dollar sign,
+# never the start of mathtext (matplotlib's own log-axis tick labels still use mathtext).
+PLAIN_TEXT = {"text.usetex": False}
+
+
+def plain(text) -> str:
+    """A string from data (a GPU's name, an error message) as matplotlib text that prints it literally."""
+    return str(text).replace("$", r"\$")
+
+
+def render_all(agg: Aggregate, out_dir: str | Path, fresh_slug: str | None = None, names=None,
+               lead: str | None = "auto") -> list[dict]:
+    """Write <name>.png and <name>.pdf for every figure (a stated placeholder when data are missing).
+
+    A figure that fails to draw or to save becomes a placeholder saying why; one whose placeholder fails
+    too keeps its previous files and its index entry says so. Each file is written beside its target
+    and moved into place only once complete, so a failure never leaves a truncated or missing figure."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = FigureData(agg, primary_gpu(agg.results, fresh_slug))
+    data = FigureData(agg, primary_gpu(agg.results, fresh_slug, lead, agg.gpus))
     index = []
-    for name in names or FIGURES:
-        study, category, caption = FIGURES[name]
-        fig = plt.figure()
+    with matplotlib.rc_context(PLAIN_TEXT):
+        for name in names or FIGURES:
+            index.append(_render_one(name, data, out_dir))
+    _write_atomic(out_dir / "index.json", (json.dumps(index, indent=2) + "\n").encode())
+    return index
+
+
+def _render_one(name: str, data: FigureData, out_dir: Path) -> dict:
+    study, category, caption = FIGURES[name]
+    fig = plt.figure()
+    try:
         try:
             reason = DRAW[name](fig, data)
         except Exception as exc:  # a figure must never take the report down: say what broke instead
             traceback.print_exc()
             reason = f"drawing failed: {type(exc).__name__}: {exc}"
-        if reason:
-            _placeholder(fig, name, reason)
-        elif fig.get_layout_engine() is None:
-            fig.tight_layout()
+        try:
+            if reason:
+                _placeholder(fig, name, reason)
+            elif fig.get_layout_engine() is None:
+                fig.tight_layout()
+            _save(fig, out_dir, name)
+        except Exception as exc:
+            traceback.print_exc()
+            reason = f"saving failed: {type(exc).__name__}: {exc}"
+            plt.close(fig)
+            fig = plt.figure()
+            try:
+                _placeholder(fig, name, reason)
+                _save(fig, out_dir, name)
+            except Exception as again:
+                traceback.print_exc()
+                reason += f"; its placeholder failed too ({type(again).__name__}: {again}): the previous files are kept"
         width, height = (round(float(x), 2) for x in fig.get_size_inches())
-        for ext in ("png", "pdf"):
-            fig.savefig(out_dir / f"{name}.{ext}", dpi=150, metadata={"CreationDate": None} if ext == "pdf" else None)
+    finally:
         plt.close(fig)
-        index.append(dict(name=name, study=study, category=category, caption=caption, gpu=data.gpu,
-                          drawn=reason is None, reason=reason, png=f"{name}.png", pdf=f"{name}.pdf",
-                          width_in=width, height_in=height))
-    (out_dir / "index.json").write_text(json.dumps(index, indent=2) + "\n")
-    return index
+    return dict(name=name, study=study, category=category, caption=caption, gpu=data.gpu,
+                drawn=reason is None, reason=reason, png=f"{name}.png", pdf=f"{name}.pdf",
+                width_in=width, height_in=height)
+
+
+def _save(fig, out_dir: Path, name: str) -> None:
+    """Both files of one figure, each written to a temporary name and moved into place once complete;
+    neither target is replaced unless both were written."""
+    temps = {}
+    try:
+        for ext in ("png", "pdf"):
+            temp = out_dir / f".{name}.{ext}.tmp"
+            fig.savefig(temp, format=ext, dpi=150, metadata={"CreationDate": None} if ext == "pdf" else None)
+            temps[ext] = temp
+        for ext, temp in temps.items():
+            os.replace(temp, out_dir / f"{name}.{ext}")
+    finally:
+        for temp in temps.values():
+            temp.unlink(missing_ok=True)
+
+
+def _write_atomic(path: Path, content: bytes) -> None:
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_bytes(content)
+    os.replace(temp, path)

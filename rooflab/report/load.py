@@ -6,18 +6,25 @@ reproduction.csv (this run against the committed one, rooflab/reproduce.py, with
 .pdf), and `<study>/` folders of per-job environment records (*.env.json). Those are not result
 files: the quality records are carried into the aggregate as they are, the rest is left alone.
 Whatever is bad is skipped and named in `problems`, never plotted and never fatal:
-the whole folder when env.json or ceilings.csv is missing or malformed, one study file
-when only that file fails rooflab.schema (or its shape columns, or names another GPU), one
-quality record when it lacks its columns.
+the whole folder when its name is not a GPU slug, when no study file of it is usable, when its CSVs together exceed MAX_FOLDER_CSV_BYTES,
+or when env.json (workflow/schemas/env.schema.yaml) or ceilings.csv is missing or malformed; one
+study file when only that file fails rooflab.schema (or its shape columns, names another GPU, has
+a column the study does not define, or holds two rows of one case); one quality record when it
+lacks its columns.
 """
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
+
+import jsonschema
+import yaml
 
 from rooflab.schema import COMMON_COLUMNS, SHAPE_COLUMNS, SchemaError, columns, read_results
 
@@ -34,6 +41,13 @@ QA_COLUMNS = ("gpu", "study", "gate", "dtype", "impl", "shape", "value", "limit"
 REPRODUCTION_COLUMNS = ("study", "impl", "dtype", "timing", "shape", "committed_ms", "fresh_ms", "ratio",
                         "committed_low", "committed_high", "fresh_low", "fresh_high", "verdict")
 RECORDS = {"qa.csv": QA_COLUMNS, "reproduction.csv": REPRODUCTION_COLUMNS}
+# A GPU folder's name: lower-case letters and digits in words joined by single dashes (rooflab.gpus.slug).
+SLUG = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+# A folder whose CSVs together are larger than this is listed as a problem, not read.
+MAX_FOLDER_CSV_BYTES = 50_000_000
+ENV_SCHEMA_PATH = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "env.schema.yaml"
+# What makes two rows of a study one case: no file may hold two rows with the same values of these.
+KEY_COLUMNS = ("gpu", "study", "impl", "dtype", "timing")
 
 
 def _ordered_union(groups) -> tuple[str, ...]:
@@ -102,7 +116,30 @@ def read_study_csv(path: Path, slug: str, study: str) -> pd.DataFrame:
     wrong_gpu = set(frame["gpu"]) - {slug}
     if wrong_gpu:
         raise LoadError(f"{path}: rows name GPU {sorted(wrong_gpu)}, folder is {slug!r}")
-    return typed_shapes(frame, study, str(path))[list(columns(study))]
+    unknown = [c for c in frame.columns if c not in columns(study)]
+    if unknown:
+        raise LoadError(f"{path}: unknown columns {unknown} (a {study} row has {', '.join(columns(study))})")
+    frame = typed_shapes(frame, study, str(path))[list(columns(study))]
+    _check_unique(frame, study, str(path))
+    return frame
+
+
+def _check_unique(frame: pd.DataFrame, study: str, source: str) -> None:
+    """LoadError naming the first key (gpu, study, impl, dtype, timing, shape) two rows share, with both rows."""
+    keys = list(KEY_COLUMNS + SHAPE_COLUMNS[study])
+    twice = frame.duplicated(keys, keep=False)
+    if not twice.any():
+        return
+    first = twice.to_numpy().nonzero()[0][0]
+    key = frame.iloc[first][keys]
+    same = (frame[keys].astype(str) == key.astype(str).to_numpy()).all(axis=1).to_numpy().nonzero()[0]
+    text = " ".join(f"{k}={v}" for k, v in key.items() if not pd.isna(v))
+    raise LoadError(f"{source}: duplicate key {text} in rows {', '.join(str(i + 2) for i in same)}")
+
+
+@lru_cache(maxsize=1)
+def _env_validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(yaml.safe_load(ENV_SCHEMA_PATH.read_text()))
 
 
 def read_env(path: Path) -> dict:
@@ -114,7 +151,26 @@ def read_env(path: Path) -> dict:
         raise LoadError(f"{path}: not readable JSON ({exc})") from exc
     if not isinstance(env, dict):
         raise LoadError(f"{path}: not a JSON object")
+    error = jsonschema.exceptions.best_match(_env_validator().iter_errors(env))
+    if error is not None:
+        field = ".".join(str(p) for p in error.absolute_path) or "env"
+        raise LoadError(f"{path}: field {field!r}: {error.message} (workflow/schemas/env.schema.yaml)")
+    bad = [k for k, v in _numbers(env) if not math.isfinite(v)]
+    if bad:
+        raise LoadError(f"{path}: field {bad[0]!r} is not a finite number")
     return env
+
+
+def _numbers(value, prefix: str = ""):
+    """(dotted key, number) for every float in a JSON value."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _numbers(item, f"{prefix}{key}.")
+    elif isinstance(value, list):
+        for k, item in enumerate(value):
+            yield from _numbers(item, f"{prefix}{k}.")
+    elif isinstance(value, float):
+        yield prefix.rstrip("."), value
 
 
 def read_ceilings(path: Path) -> pd.DataFrame:
@@ -182,6 +238,13 @@ def read_folder(path: str | Path) -> tuple[Folder | None, list[str]]:
     """(folder or None, problems): None when env.json or ceilings.csv is unusable."""
     path = Path(path)
     slug = path.name
+    if not SLUG.fullmatch(slug):
+        return None, [f"skipped folder {path}: {slug!r} is not a GPU slug (lower-case letters and digits, "
+                      f"words joined by single dashes)"]
+    size = sum(p.stat().st_size for p in path.rglob("*.csv") if p.is_file() and not p.is_symlink())
+    if size > MAX_FOLDER_CSV_BYTES:
+        return None, [f"skipped folder {path}: its CSVs hold {size:,} bytes, over the {MAX_FOLDER_CSV_BYTES:,}-byte "
+                      f"limit of a results folder (not read)"]
     try:
         env = read_env(path / "env.json")
         ceilings = read_ceilings(path / "ceilings.csv")
@@ -309,6 +372,10 @@ def collect(result_dirs, fresh_slug: str | None = None, published=None) -> Aggre
         folder, found = read_folder(path)
         problems += found
         if folder is None:
+            continue
+        if not folder.studies:   # not a GPU of the paper: nothing of it can be shown
+            problems.append(f"skipped folder {path}: no study file with usable rows"
+                            f"{' (the files above say why)' if found else ''}")
             continue
         envs[slug] = folder.env
         ceilings.append(folder.ceilings.assign(gpu=slug))

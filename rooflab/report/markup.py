@@ -45,7 +45,7 @@ def escape_latex(text) -> str:
     return "".join(out)
 
 
-MARKDOWN_SPECIALS = set("\\`*_[]<>|#")
+MARKDOWN_SPECIALS = set("\\`*_[]<>|#$")   # `$`: a dollar sign, never the start of TeX math
 
 
 def escape_markdown(text) -> str:

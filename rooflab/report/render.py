@@ -68,3 +68,15 @@ def build_pdf(tex_path: str | Path, pdf_path: str | Path, log=None) -> None:
             raise RuntimeError(f"latexmk failed ({done.returncode}):\n{text}")
         pdf_path.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(built, pdf_path)
+
+
+def stale_pdf_notice(pdf_path: str | Path, tex_path: str | Path) -> str:
+    """The line the paper rule prints (and logs) when it could not build the PDF (no latexmk): whether
+    the paper.pdf on disk, if any, is older than the paper.tex just written, i.e. no longer this paper."""
+    pdf, tex = Path(pdf_path), Path(tex_path)
+    if not pdf.exists():
+        return f"{pdf} was not built (latexmk not on the PATH when the workflow was parsed)"
+    if tex.exists() and pdf.stat().st_mtime < tex.stat().st_mtime:
+        return (f"WARNING: {pdf} was NOT rebuilt (latexmk not on the PATH when the workflow was parsed) and is "
+                f"older than {tex}: it does not show this render; build it where latexmk exists")
+    return f"{pdf} was not rebuilt (latexmk not on the PATH when the workflow was parsed); it is not older than {tex}"

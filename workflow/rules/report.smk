@@ -9,6 +9,7 @@ from rooflab.report.catalog import FIGURES as _CATALOG
 FIGURES = list(_CATALOG)
 AGGREGATE = {k: f"results/aggregate/{k}.{'json' if k in ('envs', 'records') else 'txt' if k == 'problems' else 'csv'}"
              for k in ("results", "published", "ceilings", "envs", "problems", "qa", "reproduction", "records")}
+LEAD_GPU = (config.get("report") or {}).get("lead_gpu", "auto")   # the GPU the paper leads with
 COMMITTED_FILES = sorted(str(p) for d in RESULT_DIRS if Path(d).name != FRESH_SLUG
                          for p in Path(d).glob("*") if p.suffix in (".csv", ".json"))
 
@@ -45,6 +46,7 @@ rule figures:
         pdf=[f"figures/{n}.pdf" for n in FIGURES],
     params:
         fresh_slug=FRESH_SLUG,
+        lead_gpu=LEAD_GPU,
     log:
         "logs/report/figures.log",
     conda:
@@ -68,6 +70,7 @@ rule paper:
         **({"pdf": "paper/paper.pdf"} if HAS_LATEX else {}),
     params:
         fresh_slug=FRESH_SLUG,
+        lead_gpu=LEAD_GPU,
     log:
         "logs/report/paper.log",
     conda:

@@ -6,6 +6,7 @@ from pathlib import Path
 import pandas as pd
 
 from rooflab.report import context, load, render
+from rooflab.report.render import stale_pdf_notice
 from rooflab.workflow import log_to
 
 log = log_to(snakemake.log[0])
@@ -16,7 +17,8 @@ index = json.loads(Path(snakemake.input.index).read_text())
 verify = pd.read_csv(snakemake.input.verify) if os.path.getsize(snakemake.input.verify) else None
 out = snakemake.output
 base = os.path.relpath(Path(snakemake.input.index).parent, Path(out.md).parent)
-ctx = context.build(agg, index, verify, snakemake.params.fresh_slug, base, config=dict(snakemake.config))
+ctx = context.build(agg, index, verify, snakemake.params.fresh_slug, base, config=dict(snakemake.config),
+                    lead=snakemake.params.lead_gpu)
 Path(out.md).write_text(render.render(ctx, "markdown"))
 Path(out.tex).write_text(render.render(ctx, "latex"))
 print(f"wrote {out.md} and {out.tex}")
@@ -25,4 +27,4 @@ if pdf:
     render.build_pdf(out.tex, pdf, log)
     print(f"wrote {pdf}")
 else:
-    print("no PDF declared (latexmk not on the PATH when the workflow was parsed): paper.pdf not built")
+    print(stale_pdf_notice(Path(out.tex).with_suffix(".pdf"), Path(out.tex)))

@@ -14,6 +14,9 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 # Scripts import `rooflab` and `kernels` from the checkout.
 sys.path.insert(0, workflow.basedir)
+from rooflab import config_checks  # noqa: E402
+
+config_checks.check(config)   # rules across keys the schema cannot state (heads_q vs heads_kv, impl names)
 from rooflab.workflow import detect_gpu, importable_from, result_dirs  # noqa: E402
 
 importable_from(workflow.basedir)

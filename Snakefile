@@ -14,7 +14,10 @@ validate(config, "workflow/schemas/config.schema.yaml")
 
 # Scripts import `rooflab` and `kernels` from the checkout.
 sys.path.insert(0, workflow.basedir)
-from rooflab.workflow import detect_gpu, importable_from, result_dirs  # noqa: E402
+from rooflab import config_checks  # noqa: E402
+
+config_checks.check(config)   # rules across keys the schema cannot state (heads_q vs heads_kv, impl names)
+from rooflab.workflow import detect_gpu, importable_from, preflight, result_dirs  # noqa: E402
 
 importable_from(workflow.basedir)
 
@@ -38,10 +41,23 @@ if SLUG:
     include: "workflow/rules/qa.smk"
     include: "workflow/rules/publish.smk"
     include: "workflow/rules/reproduce.smk"
+else:
+    include: "workflow/rules/no_fresh_run.smk"    # publish / reproduce: say there is no run here
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/report.smk"
 
 localrules: verify, aggregate, figures, paper  # CPU work stays on the submitting node (config/profiles/slurm)
+
+
+onstart:
+    # Before any job (not in a dry run): one line, not a job's traceback, when a forced device has
+    # no GPU here to run on, or publish/reproduce are asked for on a machine that measured nothing.
+    problem = preflight(config["device"], SLUG, workflow.local_exec,
+                        targets={job.rule.name for job in workflow.dag.targetjobs},
+                        gpu_rules={job.rule.name for job in workflow.dag.needrun_jobs()
+                                   if job.rule.resources.get("gpu")})
+    if problem:
+        raise SystemExit(problem)
 
 
 rule all:

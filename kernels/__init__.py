@@ -1,9 +1,11 @@
 """Roofline Lab's Triton kernels.
 
 Public API (each raises ValueError on a bad shape, dtype or device):
-    softmax(x, dim=-1)
+    softmax(x, dim=-1)                   differentiable (backward in fp32 torch ops)
     attention(q, k, v, causal=False, sm_scale=None)
     decode_attention(q, k_cache, v_cache, seqlens=None, sm_scale=None)
+attention and decode_attention are forward-only: inputs requiring grad raise ValueError unless
+grad mode is off (torch.no_grad(), torch.inference_mode()).
 
 Importing defines the kernels; nothing is compiled or launched until a first call.
 """

@@ -34,3 +34,12 @@ def check_same_device(**tensors) -> None:
     devices = {name: t.device for name, t in tensors.items()}
     if len(set(devices.values())) > 1:
         raise ValueError(f"tensors on different devices: {devices}")
+
+
+def check_no_grad(api: str, **tensors) -> None:
+    """Forward-only kernels: refuse inputs that require grad while grad mode is on, rather than
+    return an output silently cut from the autograd graph."""
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors.values()):
+        needing = ", ".join(name for name, t in tensors.items() if t.requires_grad)
+        raise ValueError(f"{api} has no backward: call it on tensors that do not require grad, "
+                         f"or under torch.no_grad() ({needing} requires grad)")

@@ -11,6 +11,9 @@ Conventions
   Nq - Nk queries see no key at all; their output rows are zeros (FlashAttention-2's
   convention; torch SDPA's math backend returns NaN for such rows, and torch's `is_causal=True`
   aligns the mask top-left instead).
+- NaN in q, or in a key a query sees, gives that query's row NaN (as SDPA does); `reference`
+  states the same rules for non-finite inputs.
+- Forward only: inputs that require grad while grad mode is on raise ValueError.
 - sm_scale defaults to 1/sqrt(D) and must be a positive finite number. Softmax runs in fp32
   with exp2: log2(e) is folded into the scale once.
 - D from 16 to 256, any value (80, 96, 112 included): the kernel works on D rounded up to a
@@ -50,7 +53,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_same_device, check_tensor, interpreting
+from kernels._checks import check_no_grad, check_same_device, check_tensor, interpreting
 
 DTYPES = (torch.float16, torch.bfloat16)
 MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 256
@@ -326,6 +329,7 @@ def _check(q, k, v, causal, sm_scale):
     for name, t in (("q", q), ("k", k), ("v", v)):
         check_tensor(name, t, DTYPES, ndim=4)
     check_same_device(q=q, k=k, v=v)
+    check_no_grad("attention", q=q, k=k, v=v)
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"q, k, v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     (bq, hq, _, d), (bk, hk, _, dk) = q.shape, k.shape
@@ -402,7 +406,16 @@ def chosen_config(q: torch.Tensor, k: torch.Tensor, causal: bool) -> triton.Conf
 def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
               sm_scale: float | None = None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """Materialised attention in `dtype` with this module's conventions (GQA, bottom-right mask,
-    zero rows where a query sees no key). Memory: B * Hq * Nq * Nk scores."""
+    zero rows where a query sees no key). Memory: B * Hq * Nq * Nk scores.
+
+    Non-finite inputs: a row is NaN (in the columns concerned) exactly when the q row or a key or
+    value it sees holds NaN, as in the kernel and SDPA; keys and values a row does not see never
+    reach it (an inf value likewise only reaches the rows that see it). A row that sees no key
+    at all (causal, Nq > Nk; or Nk == 0) is zero whatever its inputs, as the kernel writes it and
+    as rooflab.studies.attention's reference takes it.
+    (The kernel may also give NaN to a row whose hidden keys in its diagonal block hold NaN or inf
+    in V, since 0 * NaN is NaN there; the reference does not.)
+    """
     _, heads_q, seqlen_q, head_dim = q.shape
     heads_kv, seqlen_k = k.shape[1], k.shape[2]
     scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(head_dim)
@@ -411,9 +424,19 @@ def reference(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     k = k.repeat_interleave(group, dim=1)  # (B, Hq, Nk, D)
     v = v.repeat_interleave(group, dim=1)
     scores = (q @ k.transpose(-1, -2)) * scale  # (B, Hq, Nq, Nk)
-    if causal:
-        rows = torch.arange(seqlen_q, device=q.device)[:, None]
-        cols = torch.arange(seqlen_k, device=q.device)[None, :]
-        scores = scores.masked_fill(cols > rows + (seqlen_k - seqlen_q), float("-inf"))
-    probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # rows with no visible key -> 0
-    return probs @ v  # (B, Hq, Nq, D)
+    if not causal:
+        if seqlen_k == 0:
+            return q.new_zeros(q.shape)
+        return torch.softmax(scores, dim=-1) @ v  # (B, Hq, Nq, D)
+    rows = torch.arange(seqlen_q, device=q.device)[:, None]
+    cols = torch.arange(seqlen_k, device=q.device)[None, :]
+    hidden = cols > rows + (seqlen_k - seqlen_q)  # (Nq, Nk)
+    keyless = hidden.all(dim=-1)[:, None]  # (Nq, 1): rows with no visible key
+    probs = torch.softmax(scores.masked_fill(hidden, float("-inf")), dim=-1).masked_fill(keyless, 0.0)
+    bad = ~torch.isfinite(v)
+    if not bad.any():
+        return probs @ v  # (B, Hq, Nq, D)
+    # A NaN or inf value reaches the rows that see its key, not (through 0 * inf, 0 * NaN) every
+    # row: finite values by the product, the others term by term with hidden terms dropped.
+    terms = probs.unsqueeze(-1) * v.masked_fill(~bad, 0.0).unsqueeze(-3)  # (B, Hq, Nq, Nk, D)
+    return probs @ v.masked_fill(bad, 0.0) + terms.masked_fill(hidden[..., None], 0.0).sum(dim=-2)

@@ -47,7 +47,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_same_device, check_tensor, interpreting
+from kernels._checks import check_no_grad, check_same_device, check_tensor, interpreting
 from kernels._device import cdiv, pow2, sm_count
 
 DTYPES = (torch.float16, torch.bfloat16)
@@ -258,6 +258,7 @@ def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits):
             raise ValueError(f"{name} must have 4 dimensions (B, Hkv, Lmax, D), got shape {tuple(cache.shape)}")
     if k_cache.device != q.device or v_cache.device != q.device:
         check_same_device(q=q, k_cache=k_cache, v_cache=v_cache)
+    check_no_grad("decode_attention", q=q, k_cache=k_cache, v_cache=v_cache)
     batch, heads_q, head_dim = q.shape
     if k_cache.shape != v_cache.shape:
         raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} differ in shape")

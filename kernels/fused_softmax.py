@@ -567,8 +567,14 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     contiguous along it and the result is returned as a view laid out with `dim` innermost.
     A call repeating an earlier call's shape, strides, dtype, device and dim reuses its checked
     plan (strategy and launch parameters), so the host adds little to a short kernel.
+
+    Autograd: when x requires grad and grad mode is on, the call goes through `_Softmax`, whose
+    forward is this same Triton kernel and whose backward, dx = y * (dy - sum(dy * y, dim)), is
+    torch ops in fp32 (cast back to x's dtype; no double backward). Other calls skip it.
     """
     try:
+        if x.requires_grad and torch.is_grad_enabled():
+            return _Softmax.apply(x, dim)
         key = (x.shape, x.stride(), x.dtype, x.device, dim)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError):       # not a tensor, or an unhashable dim: checked below
@@ -591,6 +597,27 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     launch(x2d, out, cfg)
     out = out.view(xt.shape)
     return out.movedim(-1, moved_dim) if moved_dim is not None else out
+
+
+class _Softmax(torch.autograd.Function):
+    """softmax with a backward: the forward is the Triton kernel, the backward torch ops in fp32."""
+
+    @staticmethod
+    def forward(ctx, x, dim):
+        y = softmax(x, dim)                    # grad mode is off inside forward: the plain path
+        ctx.dim = dim
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        (y,) = ctx.saved_tensors
+        if y.dim() == 0:                       # softmax of a scalar is 1: no gradient
+            return torch.zeros_like(dy), None
+        y32, dy32 = y.float(), dy.float()
+        dx = y32 * (dy32 - (dy32 * y32).sum(dim=ctx.dim, keepdim=True))
+        return dx.to(y.dtype), None
 
 
 def _plan(x, dim):

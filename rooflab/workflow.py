@@ -14,25 +14,70 @@ def importable_from(root: str) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
 
 
+def gpu_names() -> list[str]:
+    """Names of the GPUs nvidia-smi lists on this machine (empty without a driver or a GPU)."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if out.returncode != 0:
+        return []
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
 def detect_gpu(device: str = "auto") -> tuple[str | None, str | None]:
     """(device name, slug) of GPU 0 as nvidia-smi reports it, or (None, None) without one.
 
-    A device name other than "auto" is taken as given (a login node submitting to GPU nodes).
+    A device name other than "auto" is taken as given (a login node submitting to GPU nodes);
+    `preflight` refuses it before any job runs when the jobs would run on this machine and it
+    has no GPU.
 
     nvidia-smi is asked rather than torch so that Snakemake's own process never creates a
     CUDA context that would hold GPU memory for the whole run.
     """
     if device != "auto":
         return device, slug(device)
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-    names = [line.strip() for line in out.stdout.splitlines() if line.strip()]
-    if out.returncode != 0 or not names:
+    names = gpu_names()
+    if not names:
         return None, None
     return names[0], slug(names[0])
+
+
+# Targets that only exist for a fresh run on this machine's GPU (workflow/rules/publish.smk,
+# reproduce.smk); without a GPU, workflow/rules/no_fresh_run.smk defines them to fail.
+FRESH_RUN_TARGETS = {"publish": "publish", "reproduce": "compare with the committed results"}
+
+
+def no_gpu_message(device: str) -> str:
+    """Why a measuring run cannot start on a machine without a CUDA GPU, in one line."""
+    return (f"device forced to {device!r} but this machine has no CUDA GPU: run on the GPU node, "
+            "or submit with the slurm profile")
+
+
+def no_fresh_run_message(target: str) -> str:
+    """Why `publish` / `reproduce` cannot run on a machine without a CUDA GPU, in one line."""
+    what = FRESH_RUN_TARGETS.get(target, target)
+    return (f"{target}: there is no fresh run to {what}: this machine has no CUDA GPU, so nothing "
+            f"is measured here; run `snakemake --cores 1 {target}` on the GPU node after its run")
+
+
+def preflight(device: str, fresh_slug: str | None, local: bool, targets, gpu_rules) -> str | None:
+    """The one-line reason this run cannot do what was asked, or None when it can.
+
+    device: config["device"]; fresh_slug: the GPU slug of this run (None without a GPU);
+    local: whether jobs run on this machine (False under a cluster executor, whose GPU rules run
+    on GPU nodes); targets: the rule names asked for; gpu_rules: the rule names of jobs to run that
+    need a GPU. Called from the Snakefile's onstart, after the DAG is built, so a dry run
+    (`snakemake -n`) still lists the jobs.
+    """
+    if fresh_slug is None:
+        for target in FRESH_RUN_TARGETS:
+            if target in targets:
+                return no_fresh_run_message(target)
+    if device != "auto" and local and gpu_rules and not gpu_names():
+        return no_gpu_message(device)
+    return None
 
 
 def result_dirs(committed_root: str, fresh: str | None) -> list[str]:

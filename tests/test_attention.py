@@ -239,3 +239,96 @@ def test_study_work_and_memory():
     ceiling = study.ceiling("bfloat16", {"matmul_bf16_tflops": 680.0, "datasheet_bf16_tflops": 989.0})
     assert (ceiling.metric, ceiling.measured, ceiling.datasheet) == ("tflops", 680.0, 989.0)
     assert math.isclose(study.tolerance("float16"), 1e-2)
+
+
+# ---- inputs that require grad: the kernels are forward-only
+
+@pytest.mark.parametrize("which", ["q", "k", "v"])
+def test_inputs_requiring_grad_raise(which):
+    args = _bad()
+    args[which] = args[which].clone().requires_grad_()
+    with pytest.raises(ValueError, match=f"attention has no backward: .*torch.no_grad\\(\\) \\({which} requires grad"):
+        attention(**args)
+    with pytest.raises(ValueError, match="has no backward"):
+        attn._forward(args["q"], args["k"], args["v"], False, None)
+
+
+def test_inputs_requiring_grad_run_with_grad_mode_off():
+    q, k, v = (t.requires_grad_() for t in _inputs(1, 2, 1, 9, 12, 64, torch.float16))
+    for mode in (torch.no_grad, torch.inference_mode):
+        with mode():
+            out = attention(q, k, v, causal=True)
+        assert out.grad_fn is None
+        assert _rel(out, attn.reference(q.detach(), k.detach(), v.detach(), True)) < TOL[torch.float16]
+
+
+# ---- NaN inputs and rows that see no key: the reference keeps the kernel's conventions
+
+def _nan_inputs():
+    q, k, v = _inputs(1, 2, 1, 40, 17, 64, torch.float16)   # causal: rows 0..22 see no key
+    q[0, 0, 30] = float("nan")      # a row that sees keys: NaN
+    q[0, 1, 5] = float("nan")       # a row that sees no key: still zero
+    k[0, 0, 10] = float("nan")      # key 10: seen by rows 33.. only (row i sees keys j <= i - 23)
+    return q, k, v
+
+
+def _nan_rows(t):
+    return torch.isnan(t).any(dim=-1).nonzero().tolist()
+
+
+def test_reference_keeps_nan_where_the_kernel_does():
+    q, k, v = _nan_inputs()
+    out, ref = attention(q, k, v, causal=True), attn.reference(q, k, v, True)
+    nan_rows = [[0, 0, 30]] + [[0, h, i] for h in (0, 1) for i in range(33, 40) if [h, i] != [0, 30]]
+    assert _nan_rows(ref) == sorted(nan_rows)
+    assert _nan_rows(out) == _nan_rows(ref)
+    seen = ~torch.isnan(ref)
+    assert torch.equal(ref[:, :, :23], torch.zeros_like(ref[:, :, :23]))          # no key: zero
+    assert torch.equal(out[:, :, :23], torch.zeros_like(out[:, :, :23]))
+    assert (out.double()[seen] - ref[seen]).abs().max() < 1e-2
+
+
+def test_reference_keeps_nan_without_a_mask():
+    q, k, v = _inputs(1, 2, 2, 9, 12, 64, torch.float16)
+    q[0, 1, 4] = float("nan")
+    out, ref = attention(q, k, v), attn.reference(q, k, v)
+    assert _nan_rows(ref) == [[0, 1, 4]] == _nan_rows(out)
+    k[0, 0, 3] = float("nan")       # a key every query of head 0 sees
+    assert len(_nan_rows(attn.reference(q, k, v))) == 9 + 1
+    assert _nan_rows(attention(q, k, v)) == _nan_rows(attn.reference(q, k, v))
+
+
+def test_reference_nan_values_reach_only_the_rows_that_see_them():
+    q, k, v = _inputs(1, 1, 1, 8, 8, 64, torch.float16)
+    v[0, 0, 5, 7] = float("nan")    # value of key 5, column 7: rows 5.. see it
+    ref = attn.reference(q, k, v, True)
+    assert torch.isnan(ref[0, 0, 5:, 7]).all() and not torch.isnan(ref[0, 0, :5]).any()
+    assert not torch.isnan(ref[0, 0, :, :7]).any() and not torch.isnan(ref[0, 0, :, 8:]).any()
+    clean = v.clone()
+    clean[0, 0, 5, 7] = 0.0
+    torch.testing.assert_close(ref[0, 0, :5], attn.reference(q, k, clean, True)[0, 0, :5])
+
+
+def test_reference_rows_without_keys_are_zero_whatever_their_inputs():
+    q, k, v = _inputs(1, 1, 1, 6, 2, 64, torch.float16)     # rows 0..3 see no key
+    q[0, 0, :4] = float("nan")
+    v[0, 0, 1] = float("inf")
+    ref = attn.reference(q, k, v, True)
+    assert torch.equal(ref[0, 0, :4], torch.zeros(4, 64, dtype=torch.float64))
+    assert torch.isinf(ref[0, 0, 5]).all() and torch.isfinite(ref[0, 0, 4]).all()   # row 5 sees key 1
+    # the kernel's keyless rows share their query block with rows that see key 1, so 0 * inf
+    # reaches them there (the documented exception); with finite values they are zero
+    v[0, 0, 1] = 1.0
+    assert torch.equal(attention(q, k, v, causal=True)[0, 0, :4], torch.zeros(4, 64, dtype=torch.float16))
+    q, k, v = _inputs(1, 2, 2, 3, 0, 64, torch.float16)     # no keys at all
+    for causal in (True, False):
+        assert torch.equal(attn.reference(q, k, v, causal), torch.zeros(1, 2, 3, 64, dtype=torch.float64))
+
+
+def test_study_reference_shares_the_conventions():
+    shape = {"batch": 1, "heads_q": 2, "heads_kv": 1, "seqlen_q": 40, "seqlen_k": 17, "head_dim": 64,
+             "causal": True}
+    q, k, v = _nan_inputs()
+    inputs = {"q": q, "k": k, "v": v, "causal": True, "shape": shape,
+              "ref_batches": [0], "ref_heads": [0, 1], "ref_rows": list(range(40))}
+    torch.testing.assert_close(study.reference(inputs), attn.reference(q, k, v, True), equal_nan=True)

@@ -231,3 +231,17 @@ def test_split_counters_are_left_zero_for_the_next_call():
     torch.testing.assert_close(first, second, rtol=0, atol=0)
     expected = reference(q, k, v, lens).to(torch.float16)
     torch.testing.assert_close(second, expected, rtol=5e-3, atol=5e-3)
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_inputs_requiring_grad_raise(which):
+    args = list(_inputs(2, 4, 2, 16, 32, torch.float16))
+    args[which] = args[which].clone().requires_grad_()
+    with pytest.raises(ValueError, match="decode_attention has no backward: .*torch.no_grad"):
+        decode_attention(*args)
+    with pytest.raises(ValueError, match="has no backward"):
+        decode_attention_nosplit(*args)
+    with torch.no_grad():
+        out = decode_attention(*args)
+    assert out.grad_fn is None
+    _assert_close(out, reference(*(t.detach() for t in args)), torch.float16)

@@ -250,3 +250,104 @@ def test_repeated_calls_reuse_a_plan_keyed_by_layout(monkeypatch):
     assert len(sm._PLANS) == 3
     with pytest.raises(ValueError, match="dtype"):
         softmax(x.to(torch.int32))                # a new dtype is checked, never served from the cache
+
+
+# ---- autograd: the Triton forward with a backward in fp32 torch ops ----
+
+GRAD_TOL = {torch.float32: dict(rtol=1e-5, atol=1e-6),     # against float64 torch.softmax's gradient
+            torch.float16: dict(rtol=1e-2, atol=1e-3),
+            torch.bfloat16: dict(rtol=5e-2, atol=1e-2)}
+
+
+def _torch_grad(x, dim, dy):
+    x64 = x.detach().to(torch.float64).requires_grad_()
+    torch.softmax(x64, dim).backward(dy.to(torch.float64))
+    return x64.grad
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape,dim", [((3, 7), -1), ((5, 1), -1), ((2, 1000), 1), ((2, 5000), -1),
+                                       ((4, 6, 9), 0), ((3, 5, 7), 1), ((1, 33), 0)],
+                         ids=lambda v: str(v))
+def test_backward_matches_torch(shape, dim, dtype):
+    x = (torch.randn(shape) * 3).to(dtype).requires_grad_()
+    y = softmax(x, dim)
+    assert y.requires_grad and y.dtype == dtype
+    check(y.detach(), x.detach(), dim)                       # the forward is unchanged
+    dy = torch.randn(shape).to(dtype)
+    y.backward(dy)
+    assert x.grad.dtype == dtype and x.grad.shape == x.shape
+    torch.testing.assert_close(x.grad.to(torch.float64), _torch_grad(x, dim, dy), **GRAD_TOL[dtype])
+
+
+@pytest.mark.parametrize("shape,dim", [((3, 11), -1), ((4, 3, 5), 1)])
+def test_backward_agrees_with_finite_differences(shape, dim):
+    """gradcheck's directional test in fp32 (the kernels take no float64): <grad, u> against a
+    central difference of sum(softmax(x) * w) along a random direction u."""
+    x = torch.randn(shape, requires_grad=True)
+    w = torch.randn(shape)
+    (softmax(x, dim) * w).sum().backward()
+    eps = 1e-2
+    for _ in range(3):
+        u = torch.randn(shape)
+        with torch.no_grad():
+            f = lambda t: float((softmax(t, dim).double() * w.double()).sum())  # noqa: E731
+            numeric = (f(x + eps * u) - f(x - eps * u)) / (2 * eps)
+        analytic = float((x.grad.double() * u.double()).sum())
+        assert abs(numeric - analytic) <= 2e-3 * max(1.0, abs(analytic)), (numeric, analytic)
+
+
+def test_backward_through_a_graph_and_non_contiguous_input():
+    base = torch.randn(6, 8, requires_grad=True)
+    x = (base * 2).t()                                          # non-leaf, non-contiguous (8, 6)
+    loss = (softmax(x, -1) ** 2).sum() + softmax(x, 0)[1].sum()
+    loss.backward()
+    ref = base.detach().clone().requires_grad_()
+    xr = (ref * 2).t()
+    ((torch.softmax(xr, -1) ** 2).sum() + torch.softmax(xr, 0)[1].sum()).backward()
+    torch.testing.assert_close(base.grad, ref.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_backward_of_all_neg_inf_row_and_edge_shapes():
+    x = torch.full((2, 5), NINF)
+    x[1] = torch.randn(5)
+    x.requires_grad_()
+    softmax(x).sum().backward()
+    assert torch.isnan(x.grad[0]).all()                         # as torch's gradient: NaN in, NaN out
+    assert torch.allclose(x.grad[1], torch.zeros(5), atol=1e-6)  # sum(softmax) is constant
+    s = torch.tensor(1.5, requires_grad=True)
+    softmax(s).backward()
+    assert softmax(s).item() == 1.0 and s.grad.item() == 0.0
+    e = torch.randn(0, 4, requires_grad=True)
+    softmax(e).sum().backward()
+    assert e.grad.shape == (0, 4)
+
+
+def test_no_grad_calls_skip_the_autograd_function(monkeypatch):
+    def refuse(*args):
+        raise AssertionError("autograd path taken")
+    monkeypatch.setattr(sm._Softmax, "apply", refuse)
+    x = torch.randn(4, 9)
+    assert softmax(x).grad_fn is None                           # no grad needed
+    xg = x.clone().requires_grad_()
+    with torch.no_grad():
+        assert softmax(xg).grad_fn is None                      # grad mode off
+    with torch.inference_mode():
+        assert softmax(xg).grad_fn is None
+
+
+def test_double_backward_is_refused():
+    x = torch.randn(3, 4, requires_grad=True)
+    (g,) = torch.autograd.grad(softmax(x).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError):
+        g.sum().backward()
+
+
+@pytest.mark.parametrize("args,match", [
+    ((torch.randn(2, 3, dtype=torch.float64, requires_grad=True),), "dtype float64"),
+    ((torch.randn(2, 3, requires_grad=True), 2), "dim 2 is out of range"),
+    ((torch.randn(2, 3, requires_grad=True), 1.0), "dim must be an int"),
+])
+def test_bad_input_requiring_grad(args, match):
+    with pytest.raises(ValueError, match=match):
+        softmax(*args)

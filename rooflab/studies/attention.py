@@ -84,6 +84,7 @@ def reference(inputs: dict) -> torch.Tensor:
     scale = 1.0 / math.sqrt(shape["head_dim"])
     cols = torch.arange(shape["seqlen_k"], device=q.device)
     hidden = cols[None, :] > rows[:, None] + (shape["seqlen_k"] - shape["seqlen_q"])  # (R, Nk)
+    keyless = hidden.all(dim=-1)[:, None]                     # (R, 1): rows that see no key
     out = []
     for b in inputs["ref_batches"]:
         per_head = []
@@ -94,7 +95,9 @@ def reference(inputs: dict) -> torch.Tensor:
             scores = (qh @ kh.T) * scale                      # (R, Nk)
             if inputs["causal"]:
                 scores = scores.masked_fill(hidden, float("-inf"))
-            probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # a row that sees no key -> 0
+                probs = torch.softmax(scores, dim=-1).masked_fill(keyless, 0.0)  # a row that sees no key -> 0
+            else:                                             # (NaN from NaN inputs stays NaN)
+                probs = torch.softmax(scores, dim=-1)
             per_head.append(probs @ vh)                       # (R, D)
         out.append(torch.stack(per_head))
     return torch.stack(out)

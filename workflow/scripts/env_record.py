@@ -1,8 +1,14 @@
 """Rule env_before: versions, GPU properties and clock state before any measurement."""
-from rooflab.gpus import clock_state, environment, write_json
-from rooflab.workflow import log_to
+import sys
+
+from rooflab.gpus import clock_state, cuda_device_name, environment, write_json
+from rooflab.workflow import log_to, no_gpu_message
 
 log_to(snakemake.log[0])
+if cuda_device_name() is None:   # the first GPU job: one line rather than a CUDA traceback
+    device = snakemake.config["device"]
+    sys.exit(no_gpu_message(device) if device != "auto" else
+             "nvidia-smi lists a GPU but torch sees no CUDA device: check the driver and torch's CUDA build")
 record = environment(dict(snakemake.config))
 expected = snakemake.config["device"]
 if expected != "auto" and expected != record["gpu"]:

@@ -26,6 +26,7 @@ from typing import Iterable
 
 import torch
 
+from rooflab.qa import REMEASURED
 from rooflab.schema import SHAPE_COLUMNS, columns
 from rooflab.timing import Timing, calls_per_trial, summarize
 
@@ -304,9 +305,6 @@ def _progress(done: int, total: int, started: float, row: dict, log) -> None:
     shape = " ".join(f"{c}={row[c]}" for c in SHAPE_COLUMNS[row["study"]])
     print(f"[{done}/{total} {elapsed:5.0f}s eta {eta:4.0f}s] {row['study']} {row['dtype']} "
           f"{row['impl']:<18} {row['timing']:<9} {row['status']:<11} {value} {shape}", file=log, flush=True)
-
-
-REMEASURED = "re-measured once after a quality flag"
 
 
 def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log=None) -> list[dict]:

@@ -39,7 +39,8 @@ def cuda_device_name() -> str | None:
     return None
 
 
-def _run(cmd: list[str]) -> str | None:
+def run_command(cmd: list[str]) -> str | None:
+    """A command's stripped stdout, or None when it is missing, fails or takes over 30 s."""
     try:
         return subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=True).stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -48,7 +49,7 @@ def _run(cmd: list[str]) -> str | None:
 
 def clock_state() -> dict:
     """Clocks, power and throttle reasons as nvidia-smi reports them now (recorded, never changed)."""
-    out = _run(["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}", "--format=csv,noheader"])
+    out = run_command(["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}", "--format=csv,noheader"])
     if not out:
         return {"available": False}
     values = [v.strip() for v in out.splitlines()[0].split(",")]
@@ -63,8 +64,8 @@ def git_commit() -> str:
     env = os.environ.get("ROOFLAB_GIT_COMMIT")
     if env:
         return env
-    out = _run(["git", "rev-parse", "HEAD"])
-    if out and _run(["git", "status", "--porcelain", "--untracked-files=no"]):
+    out = run_command(["git", "rev-parse", "HEAD"])
+    if out and run_command(["git", "status", "--porcelain", "--untracked-files=no"]):
         out += "-dirty"
     return out or "unknown"
 
@@ -74,7 +75,7 @@ def environment(config: dict) -> dict:
     props = torch.cuda.get_device_properties(0)
     name = torch.cuda.get_device_name(0)
     import triton
-    driver = _run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+    driver = run_command(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
     return {
         "gpu": name,
         "slug": slug(name),
@@ -84,7 +85,7 @@ def environment(config: dict) -> dict:
         "l2_mib": round(getattr(props, "L2_cache_size", 0) / 2**20, 2),
         "compute_capability": f"{props.major}.{props.minor}",
         "driver": driver.splitlines()[0] if driver else "unknown",
-        "gpus_on_host": (_run(["nvidia-smi", "-L"]) or "").splitlines(),
+        "gpus_on_host": (run_command(["nvidia-smi", "-L"]) or "").splitlines(),
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "cuda": torch.version.cuda,
         "torch": torch.__version__,

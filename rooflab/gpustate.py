@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import subprocess
 import time
 
 # Throttle reasons that slow a kernel down for reasons of its surroundings, not of its own work
@@ -91,11 +90,8 @@ def _number(text: str):
 
 
 def _smi(args: list[str]) -> str | None:
-    try:
-        return subprocess.run(["nvidia-smi", *args], capture_output=True, text=True, timeout=30,
-                              check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
+    from rooflab.gpus import run_command
+    return run_command(["nvidia-smi", *args])
 
 
 def warm_up(monitor: Monitor, min_s: float = 1.0, max_s: float = 10.0, n: int = 4096) -> dict:
@@ -127,3 +123,11 @@ def job_record(monitor: Monitor) -> dict:
             "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
             "state": monitor.read(), "other_processes": monitor.processes(),
             "host_loadavg": list(os.getloadavg()), "host_cpus": os.cpu_count()}
+
+
+def start_job() -> tuple[Monitor, dict]:
+    """A measuring job's monitor and its record so far: the state at its start, then the warm-up."""
+    monitor = Monitor()
+    record = {"start": job_record(monitor)}
+    record["warm_up"] = warm_up(monitor)
+    return monitor, record

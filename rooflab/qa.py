@@ -21,11 +21,10 @@ Pure pandas: no torch.
 """
 from __future__ import annotations
 
-import math
 
 import pandas as pd
 
-from rooflab.reproduce import ALL_SHAPE_COLUMNS, shape_dict, shape_label
+from rooflab.reproduce import ALL_SHAPE_COLUMNS, number, overlap, shape_dict, shape_label
 from rooflab.schema import SHAPE_COLUMNS
 
 THRESHOLDS = {"ours_vs_strategy": 0.10, "dtype_twin": 0.15, "above_ceiling": 1.03, "min_reps": 20,
@@ -48,18 +47,8 @@ def _thresholds(overrides: dict | None) -> dict:
     return merged
 
 
-def _num(value) -> float:
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
 def _overlap(a: dict, b: dict) -> bool:
-    lo_a, hi_a, lo_b, hi_b = (_num(a["ci_low_ms"]), _num(a["ci_high_ms"]), _num(b["ci_low_ms"]), _num(b["ci_high_ms"]))
-    if any(math.isnan(v) for v in (lo_a, hi_a, lo_b, hi_b)):
-        return False
-    return lo_a <= hi_b and lo_b <= hi_a
+    return overlap(a["ci_low_ms"], a["ci_high_ms"], b["ci_low_ms"], b["ci_high_ms"])
 
 
 def _judged(frame: pd.DataFrame) -> pd.DataFrame:
@@ -95,12 +84,12 @@ def _pair(a: dict, b: dict):
 
 
 def _ms(row: dict) -> str:
-    return f"{_num(row['median_ms']):.4g} ms [{_num(row['ci_low_ms']):.4g}, {_num(row['ci_high_ms']):.4g}]"
+    return f"{number(row['median_ms']):.4g} ms [{number(row['ci_low_ms']):.4g}, {number(row['ci_high_ms']):.4g}]"
 
 
 def _apart(a: dict, b: dict, limit: float):
     """(ratio max/min, flagged) for two rows' medians."""
-    x, y = _num(a["median_ms"]), _num(b["median_ms"])
+    x, y = number(a["median_ms"]), number(b["median_ms"])
     if not (x > 0 and y > 0):
         return None, False
     ratio = max(x, y) / min(x, y)
@@ -143,7 +132,7 @@ def _dtype_twin(rows: pd.DataFrame, study: str, limit: float) -> list[dict]:
         half, brain = pair
         ratio, flagged = _apart(half, brain, 1 + limit)
         if flagged:
-            slower = half if _num(half["median_ms"]) > _num(brain["median_ms"]) else brain
+            slower = half if number(half["median_ms"]) > number(brain["median_ms"]) else brain
             lines.append(_line(slower, study, "dtype_twin", ratio, 1 + limit,
                                f"{half['timing']}: float16 {_ms(half)} vs bfloat16 {_ms(brain)}"))
     return lines
@@ -163,7 +152,7 @@ def _few_samples(rows: pd.DataFrame, study: str, min_reps: float, min_trials: fl
         rows = rows[rows["part"] == "total"]
     lines = []
     for row in rows.to_dict(orient="records"):
-        reps, trials = _num(row.get("reps")), _num(row.get("trials"))
+        reps, trials = number(row.get("reps")), number(row.get("trials"))
         short = []
         if reps < min_reps:
             short.append(("reps", reps, min_reps))
@@ -193,10 +182,10 @@ def amdahl_bounds(rows: pd.DataFrame) -> pd.DataFrame:
                 base_events = events[(events["impl"] == base) & (events["part"] == "total")]
                 if swapped.empty or baseline.empty or share.empty or base_events.empty:
                     continue
-                whole, piece = _num(base_events["median_ms"].iloc[0]), _num(share["median_ms"].iloc[0])
+                whole, piece = number(base_events["median_ms"].iloc[0]), number(share["median_ms"].iloc[0])
                 if not whole > piece >= 0:
                     continue
-                speedup = _num(baseline["median_ms"].iloc[0]) / _num(swapped["median_ms"].iloc[0])
+                speedup = number(baseline["median_ms"].iloc[0]) / number(swapped["median_ms"].iloc[0])
                 out.append({**dict(zip(keys, case)), "timing": timing, "impl": impl, "baseline": base,
                             "dtype": swapped["dtype"].iloc[0], "gpu": swapped["gpu"].iloc[0],
                             "speedup": speedup, "bound": whole / (whole - piece), "part_ms": piece,

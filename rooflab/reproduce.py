@@ -82,7 +82,8 @@ def shape_label(shape: dict, study: str) -> str:
     return " ".join(p for p in parts if p)
 
 
-def _number(value) -> float:
+def number(value) -> float:
+    """float(value), NaN for what is not a number (None, empty, text)."""
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -110,7 +111,7 @@ def _keyed(frame: pd.DataFrame) -> dict:
 
 def overlap(low_a, high_a, low_b, high_b) -> bool:
     """Two intervals share a point; False when either is incomplete."""
-    values = [_number(v) for v in (low_a, high_a, low_b, high_b)]
+    values = [number(v) for v in (low_a, high_a, low_b, high_b)]
     if any(math.isnan(v) for v in values):
         return False
     return values[0] <= values[3] and values[2] <= values[1]
@@ -139,14 +140,14 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, tolerance: float = 0.0
         line = {"study": study, "impl": impl, "dtype": dtype, "timing": timing,
                 "shape": shape_label(row["_shape"], study), **{c: None for c in ALL_SHAPE_COLUMNS},
                 **row["_shape"]}
-        c_ms = _number(a["median_ms"]) if a is not None else float("nan")
-        f_ms = _number(b["median_ms"]) if b is not None else float("nan")
+        c_ms = number(a["median_ms"]) if a is not None else float("nan")
+        f_ms = number(b["median_ms"]) if b is not None else float("nan")
         line.update(committed_ms=c_ms, fresh_ms=f_ms,
                     ratio=f_ms / c_ms if a is not None and b is not None and c_ms > 0 else float("nan"),
-                    committed_low=_number(a["ci_low_ms"]) if a is not None else float("nan"),
-                    committed_high=_number(a["ci_high_ms"]) if a is not None else float("nan"),
-                    fresh_low=_number(b["ci_low_ms"]) if b is not None else float("nan"),
-                    fresh_high=_number(b["ci_high_ms"]) if b is not None else float("nan"))
+                    committed_low=number(a["ci_low_ms"]) if a is not None else float("nan"),
+                    committed_high=number(a["ci_high_ms"]) if a is not None else float("nan"),
+                    fresh_low=number(b["ci_low_ms"]) if b is not None else float("nan"),
+                    fresh_high=number(b["ci_high_ms"]) if b is not None else float("nan"))
         line["kernel_time"] = timing == "cupti" or key[:3] + key[4:] not in kernel_cases
         if a is None:
             line["verdict"] = "new"

@@ -7,10 +7,10 @@ import pandas as pd
 import torch
 
 from rooflab import qa
-from rooflab.bench import DTYPES, REMEASURED
+from rooflab.bench import DTYPES
 from rooflab.e2e import DecoderBlock, measure
 from rooflab.gpus import read_ceilings, write_json
-from rooflab.gpustate import Monitor, job_record, warm_up
+from rooflab.gpustate import job_record, start_job
 from rooflab.schema import columns, validate_frame
 from rooflab.workflow import log_to
 
@@ -21,8 +21,7 @@ ceilings = read_ceilings(snakemake.input.ceilings)
 label = "bf16" if model["dtype"] == "bfloat16" else "fp16"
 ceiling_name = f"matmul_{label}_tflops"
 ceiling, datasheet = ceilings.get(ceiling_name), ceilings.get(f"datasheet_{label}_tflops")
-monitor = Monitor()
-record = {"start": job_record(monitor), "warm_up": warm_up(monitor)}
+monitor, record = start_job()
 torch.manual_seed(0)
 block = DecoderBlock(model["width"], model["heads"], model["kv_heads"], model["mlp_ratio"], dtype, "cuda")
 
@@ -49,7 +48,7 @@ record["flags"] = flagged.to_dict(orient="records")
 for _, flag in flagged.drop_duplicates(["phase", "seqlen", "cache_len"]).iterrows():
     key = (flag["phase"], int(flag["seqlen"] if flag["phase"] == "prefill" else flag["cache_len"]))
     print(f"quality flag {flag['gate']} at {key}: {flag['detail']}; measuring the case again")
-    cases[key] = case_rows(*key, note=REMEASURED)
+    cases[key] = case_rows(*key, note=qa.REMEASURED)
 frame = pd.DataFrame([r for rows in cases.values() for r in rows], columns=list(columns("e2e")))
 validate_frame(frame, snakemake.output.csv).to_csv(snakemake.output.csv, index=False)
 record["end"] = job_record(monitor)

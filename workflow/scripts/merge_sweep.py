@@ -9,7 +9,7 @@ import pandas as pd
 from rooflab import qa, studies
 from rooflab.bench import BenchConfig, Sweep, remeasure
 from rooflab.gpus import read_ceilings, write_json
-from rooflab.gpustate import Monitor, job_record, warm_up
+from rooflab.gpustate import job_record, start_job
 from rooflab.schema import columns, read_results, validate_frame
 from rooflab.workflow import log_to
 
@@ -21,9 +21,8 @@ cases = [(shape, dtype) for study, dtype, shape in qa.cases(flagged) if study ==
 record = {"flags": flagged.to_dict(orient="records"), "remeasured": []}
 if cases:
     print(f"{len(flagged)} quality flags; measuring {len(cases)} cases again:\n{flagged.to_string()}")
-    monitor = Monitor()
-    record["start"] = job_record(monitor)
-    record["warm_up"] = warm_up(monitor)
+    monitor, started = start_job()
+    record.update(started)
     sweep = Sweep(study=studies.load(name), gpu=snakemake.params.gpu, shapes=[], dtypes=[],
                   impls=list(snakemake.params.study["impls"]), ceilings=read_ceilings(snakemake.input.ceilings),
                   bench=BenchConfig(**snakemake.params.bench), monitor=monitor,

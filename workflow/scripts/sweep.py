@@ -4,7 +4,7 @@ every case, other processes on the GPU, host load)."""
 from rooflab import studies
 from rooflab.bench import BenchConfig, Sweep, run_sweep
 from rooflab.gpus import read_ceilings, write_json
-from rooflab.gpustate import Monitor, job_record, warm_up
+from rooflab.gpustate import job_record, start_job
 from rooflab.grid import expand
 from rooflab.workflow import log_to, within_budget
 
@@ -12,9 +12,7 @@ log_to(snakemake.log[0])
 study = studies.load(snakemake.wildcards.study)
 cfg = snakemake.params.study
 shapes = within_budget(study, study.shapes(expand(snakemake.params.grid)), snakemake.wildcards.dtype, cfg)
-monitor = Monitor()
-record = {"start": job_record(monitor)}
-record["warm_up"] = warm_up(monitor)
+monitor, record = start_job()
 print(f"GPU warmed up in {record['warm_up']['seconds']} s: SM clock {record['warm_up']['sm_mhz_readings']} MHz")
 sweep = Sweep(
     study=study,

@@ -38,7 +38,9 @@ Kernel design
   per-head tensor descriptors (TMA on Hopper), which zero-fill rows past Nq / Nk and columns
   past D and clip the output store; other layouts use masked pointer loads with any strides.
 - On a GPU the block shape, warps and pipeline depth are autotuned per (Nq bucket, Nk bucket,
-  D, causal, dtype, load path) over a short list (CONFIGS); the interpreter uses one small config.
+  D, causal, dtype, load path) over a short list (CONFIGS); buckets are powers of two capped at
+  BUCKET_CAP. The configs of a new key are compiled in parallel threads before autotuning times
+  them. The interpreter uses one small config.
 - A warp-specialized variant (WARP_SPEC: a producer warpgroup issues the TMA loads, two consumer
   warpgroups do the math) runs all key blocks through one masked loop, the form Triton's Hopper
   warp specialization accepts; its configs (WARP_SPEC_CONFIGS) are not in the autotuning space
@@ -321,8 +323,35 @@ def _scratch(size: int, alignment: int, stream):
     return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
+# Sequence lengths share an autotuning key per power of two up to this; longer ones share the
+# key of this length (a query block grid of 64+ blocks per head already fills the GPU there),
+# so the costliest shapes do not each pay a round of autotuning.
+BUCKET_CAP = 8192
+
+
 def _bucket(n: int) -> int:
-    return max(16, triton.next_power_of_2(n))
+    return max(16, min(triton.next_power_of_2(n), BUCKET_CAP))
+
+
+_compile_pool = None
+_precompiled: set = set()
+
+
+def _precompile(grid, args, meta) -> None:
+    """Compile every config the autotuner is about to try, in parallel threads (Triton's
+    AsyncCompileMode), once per autotuning key: autotuning then only times them. Compile
+    errors are left for the autotuner, which scores such a config as never fastest."""
+    global _compile_pool
+    key = (args[-2], args[-1], meta["HEAD_DIM"], meta["CAUSAL"], meta["USE_TMA"], args[0].dtype)
+    if key in _precompiled:
+        return
+    _precompiled.add(key)
+    if _compile_pool is None:
+        import os
+        from concurrent.futures import ThreadPoolExecutor
+        _compile_pool = ThreadPoolExecutor(max_workers=min(len(CONFIGS), os.cpu_count() or 1))
+    with triton.AsyncCompileMode(_compile_pool, ignore_errors=True):
+        _attn_fwd_tuned.warmup(*args, grid=grid, **meta)
 
 
 def _check(q, k, v, causal, sm_scale):
@@ -384,6 +413,7 @@ def _forward(q, k, v, causal, sm_scale, config: dict | None = None) -> torch.Ten
         config = INTERPRETER_CONFIG
     with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
         if config is None:
+            _precompile(grid, args, meta)
             _attn_fwd_tuned[grid](*args, **meta)
         else:
             if config.get("WARP_SPEC") and not use_tma:

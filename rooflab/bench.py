@@ -148,9 +148,14 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
     study = sweep.study
     nbytes, flops = study.work(shape, dtype)
     ceiling = study.ceiling(dtype, sweep.ceilings)
+    seconds = {"inputs_reference": 0.0, "first_calls": {}, "warm_up": 0.0, "timing": 0.0}
+    clock = time.perf_counter()
     try:
         inputs = study.make_inputs(shape, DTYPES[dtype], sweep.device)
         ref = study.reference(inputs)
+        if sweep.device == "cuda":
+            torch.cuda.synchronize()
+        seconds["inputs_reference"] = time.perf_counter() - clock
     except Exception as exc:  # the case itself cannot be built: one row per impl says why
         status = "oom" if is_oom(exc) else "error"
         _release()
@@ -164,13 +169,15 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
     for impl in sweep.impls:
         row = _blank_row(sweep, shape, dtype, impl, "events")
         row.update(bytes=nbytes, flops=flops, ceiling_name=ceiling.name)
+        clock = time.perf_counter()
         try:
-            if impl == "ours" and hasattr(study, "strategy"):
-                row["strategy"] = study.strategy(shape, dtype, inputs)
             fn = factories[impl](inputs)
-            out = fn()
+            out = fn()                    # the first call compiles and autotunes: timed apart
             if sweep.device == "cuda":
                 torch.cuda.synchronize()
+            seconds["first_calls"][impl] = time.perf_counter() - clock
+            if impl == "ours" and hasattr(study, "strategy"):   # after the call: what autotuning chose too
+                row["strategy"] = study.strategy(shape, dtype, inputs)
             max_abs, rel = study.check(out, ref, inputs)
             del out                                   # free the output before timing
             row.update(max_abs_err=max_abs, rel_err=rel)
@@ -187,7 +194,7 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
             _release()
         rows[impl] = row
     del ref
-    timed = _time_case(sweep, shape, dtype, nbytes, fns, rows) if sweep.timer is not None and fns else {}
+    timed = _time_case(sweep, shape, dtype, nbytes, fns, rows, seconds) if sweep.timer is not None and fns else {}
     for impl in sweep.impls:
         samples = timed.get(impl)
         if not samples:
@@ -201,7 +208,7 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
     _release()
 
 
-def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: dict) -> dict:
+def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: dict, seconds: dict) -> dict:
     """{impl: {mode: samples}} for the correct implementations; failures go into `rows`.
 
     Modes: `events` always; `cupti` too when the case moves fewer than kernel_below_bytes or
@@ -212,6 +219,7 @@ def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: d
     """
     cfg, timer, monitor = sweep.bench, sweep.timer, sweep.monitor
     estimates = {}
+    clock = time.perf_counter()
     for impl, fn in list(fns.items()):
         try:
             estimates[impl] = timer.estimate(fn, cfg.warmup_ms)
@@ -219,6 +227,7 @@ def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: d
             rows[impl].update(status="oom" if is_oom(exc) else "error", message=f"warm-up: {_describe(exc)}")
             del fns[impl]
             _release()
+    seconds["warm_up"] = time.perf_counter() - clock
     if not fns:
         return {}
     modes = ["events"]
@@ -227,7 +236,8 @@ def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: d
     min_calls = math.ceil(cfg.min_reps / cfg.trials)
     calls = {impl: calls_per_trial(estimates[impl], cfg.rep_ms, min_calls, cfg.max_calls) for impl in fns}
     record = {"study": sweep.study.STUDY, "dtype": dtype, **shape, "modes": modes, "calls_per_trial": calls,
-              "attempts": []}
+              "attempts": [], "seconds": seconds}
+    clock = time.perf_counter()
     for attempt in range(2):
         before = _settle(sweep)
         samples = {impl: {mode: [] for mode in modes} for impl in fns}
@@ -250,6 +260,7 @@ def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: d
         record["attempts"].append({"before": before, "after": after, "disturbed": disturbed})
         if not disturbed:
             break
+    seconds["timing"] = time.perf_counter() - clock
     sweep.cases_log.append(record)
     for impl, exc in failed.items():
         rows[impl].update(status="oom" if is_oom(exc) else "error", message=f"timing: {_describe(exc)}")

@@ -167,14 +167,36 @@ def _reference(block: DecoderBlock, x, cache):
     return ref.forward(x.float(), "sdpa", PartTimer(False), cache32)
 
 
+def _sustain(step, sustain_ms: float, min_calls: int = 3) -> int:
+    """Run `step` back to back for sustain_ms (at least min_calls times), then wait for it.
+
+    A matmul-heavy block draws enough power that the SM clock falls from its boost to the
+    sustained clock within a few hundred milliseconds of load; a block of timed calls that
+    starts cold would be timed partly at the boost clock, by an amount that depends on what ran
+    before it. Each configuration's timed calls are therefore preceded by its own load.
+    """
+    import time
+    sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
+    stop = time.perf_counter() + sustain_ms / 1e3
+    calls = 0
+    while calls < min_calls or time.perf_counter() < stop:
+        step()
+        calls += 1
+        if calls % 4 == 0:
+            sync()                        # keep the host from running ahead of the clock it reads
+    sync()
+    return calls
+
+
 def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int, trials: int, dtype,
-            device="cuda", seed: int = 0):
+            device="cuda", seed: int = 0, sustain_ms: float = 0.0):
     """Rows (dicts without gpu/study/ceiling columns) for every configuration at one case.
 
     Every configuration is checked against the float32 reference and warmed up first; then
     `trials` rounds time them in a fresh shuffled order each, ceil(reps / trials) forward passes
     per configuration and round (and as many CUDA-graph replays of a decode step), so drift hits
-    all alike. A row pools every round's samples: median and its 95 % interval.
+    all alike; each configuration's calls in a round follow sustain_ms of its own calls (see
+    `_sustain`). A row pools every round's samples: median and its 95 % interval.
     """
     seqlen, cache_len = (length, 0) if phase == "prefill" else (1, length)
     x = torch.randn(batch, seqlen, block.width, device=device, dtype=dtype)
@@ -212,12 +234,14 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
         order = list(ready)
         random.Random(f"{seed}|{phase}|{length}|{trial}").shuffle(order)
         for config in order:
+            _sustain(lambda: block.forward(x, config, PartTimer(False), cache), sustain_ms)
             for _ in range(per_trial):
                 timer = PartTimer(True)
                 block.forward(x, config, timer, cache)
                 parts[config].append(timer.breakdown())
             graph = ready[config][1]
             if isinstance(graph, torch.cuda.CUDAGraph):
+                _sustain(graph.replay, sustain_ms)
                 replays[config].extend(_replay_ms(graph, per_trial))
     for config, (base, graph) in ready.items():
         samples = parts[config]

@@ -125,9 +125,23 @@ def job_record(monitor: Monitor) -> dict:
             "host_loadavg": list(os.getloadavg()), "host_cpus": os.cpu_count()}
 
 
+def process_age_s() -> float | None:
+    """Seconds since this process started (interpreter start-up, imports, CUDA context), from
+    /proc; None where there is no /proc."""
+    try:
+        with open("/proc/self/stat") as stat, open("/proc/uptime") as uptime:
+            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            up = float(uptime.read().split()[0])
+        return round(up - started_ticks / os.sysconf("SC_CLK_TCK"), 2)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def start_job() -> tuple[Monitor, dict]:
-    """A measuring job's monitor and its record so far: the state at its start, then the warm-up."""
+    """A measuring job's monitor and its record so far: how long the process took to get here,
+    the state at its start, then the warm-up."""
+    age = process_age_s()
     monitor = Monitor()
-    record = {"start": job_record(monitor)}
+    record = {"process_age_s": age, "start": job_record(monitor)}
     record["warm_up"] = warm_up(monitor)
     return monitor, record

@@ -65,3 +65,13 @@ def test_every_phase_measures_the_pytorch_default_and_our_swap():
 def test_bad_head_split_is_refused():
     with pytest.raises(ValueError, match="do not divide"):
         DecoderBlock(width=64, heads=5, kv_heads=1, mlp_ratio=4, dtype=torch.float32, device="cpu")
+
+
+def test_sustain_runs_for_its_time_and_at_least_min_calls():
+    import time
+
+    from rooflab.e2e import _sustain
+    assert _sustain(lambda: None, 0.0, min_calls=3) == 3
+    start = time.perf_counter()
+    calls = _sustain(lambda: time.sleep(0.001), 30.0, min_calls=1)
+    assert time.perf_counter() - start >= 0.03 and calls >= 2

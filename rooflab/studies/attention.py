@@ -152,6 +152,23 @@ def memory_bytes(impl: str, shape: dict, dtype: str) -> int:
 
 # ---- implementations: each factory takes the inputs and returns a zero-argument callable ----
 
+def strategy(shape: dict, dtype: str, inputs: dict) -> str | None:
+    """The config autotuning picked for `ours` here, e.g. `128x64 w8 s3 tma` (BLOCK_M x BLOCK_N,
+    warps, pipeline stages, load path); None before the first call or in the interpreter."""
+    from kernels.flash_attention import chosen_config
+    cfg = chosen_config(inputs["q"], inputs["k"], inputs["causal"])
+    if cfg is None:
+        return None
+    kw = cfg.kwargs
+    return (f"{kw['BLOCK_M']}x{kw['BLOCK_N']} w{cfg.num_warps} s{cfg.num_stages}"
+            + (" ws" if kw.get("WARP_SPEC") else "") + (" tma" if _tma(inputs) else ""))
+
+
+def _tma(inputs) -> bool:
+    from kernels.flash_attention import _use_tma
+    return _use_tma(inputs["q"], inputs["k"], inputs["v"], inputs["q"])
+
+
 def _ours(inputs):
     q, k, v, causal = inputs["q"], inputs["k"], inputs["v"], inputs["causal"]
     return lambda: attention(q, k, v, causal=causal)

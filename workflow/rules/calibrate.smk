@@ -9,6 +9,8 @@ rule calibrate:
     params:
         buffer_gib=config["calibrate"]["buffer_gib"],
         matmul_n=config["calibrate"]["matmul_n"],
+    benchmark:
+        f"{FRESH}/benchmarks/calibrate.tsv"
     log:
         f"logs/{SLUG}/calibrate.log",
     resources:

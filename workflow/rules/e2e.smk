@@ -16,6 +16,8 @@ rule e2e:
         reps=config["bench"]["min_reps"],
         trials=config["bench"][PROFILE]["trials"],
         qa=config["qa"],
+    benchmark:
+        f"{FRESH}/benchmarks/e2e.tsv"
     log:
         f"logs/{SLUG}/e2e.log",
     resources:

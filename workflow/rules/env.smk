@@ -4,6 +4,8 @@
 rule env_before:
     output:
         json=f"{FRESH}/env_before.json",
+    benchmark:
+        f"{FRESH}/benchmarks/env_before.tsv"
     log:
         f"logs/{SLUG}/env_before.log",
     resources:

@@ -23,6 +23,8 @@ rule sweep:
         study=lambda w: config[w.study],
         grid=lambda w: config[w.study]["grid"][PROFILE],
         bench=BENCH,
+    benchmark:
+        f"{FRESH}/benchmarks/sweep_{{study}}_{{dtype}}.tsv"
     log:
         f"logs/{SLUG}/{{study}}_{{dtype}}.log",
     resources:
@@ -45,6 +47,8 @@ rule merge_sweep:
         study=lambda w: config[w.study],
         bench=BENCH,
         qa=config["qa"],
+    benchmark:
+        f"{FRESH}/benchmarks/merge_{{study}}.tsv"
     log:
         f"logs/{SLUG}/{{study}}_merge.log",
     resources:

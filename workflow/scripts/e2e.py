@@ -3,6 +3,8 @@
 A case whose measured speed-up exceeds its Amdahl bound (rooflab.qa's `amdahl` gate) is
 measured once more; the job records its environment like the sweeps do.
 """
+import time
+
 import pandas as pd
 import torch
 
@@ -22,13 +24,16 @@ label = "bf16" if model["dtype"] == "bfloat16" else "fp16"
 ceiling_name = f"matmul_{label}_tflops"
 ceiling, datasheet = ceilings.get(ceiling_name), ceilings.get(f"datasheet_{label}_tflops")
 monitor, record = start_job()
+record["cases"] = []          # clocks before and after each case, and its seconds
 torch.manual_seed(0)
 block = DecoderBlock(model["width"], model["heads"], model["kv_heads"], model["mlp_ratio"], dtype, "cuda")
 
 
 def case_rows(phase: str, length: int, note: str | None = None) -> list[dict]:
-    rows = []
-    for row in measure(block, phase, length, model["batch"], snakemake.params.reps, snakemake.params.trials, dtype):
+    rows, clock = [], time.perf_counter()
+    case = {"phase": phase, "length": length, "before": monitor.read()}
+    for row in measure(block, phase, length, model["batch"], snakemake.params.reps, snakemake.params.trials, dtype,
+                       sustain_ms=model["sustain_ms"]):
         if row.get("flops") and row.get("median_ms"):
             row["tflops"] = row["flops"] / (row["median_ms"] * 1e-3) / 1e12
             row["frac_ceiling"] = row["tflops"] / ceiling if ceiling else None
@@ -38,6 +43,7 @@ def case_rows(phase: str, length: int, note: str | None = None) -> list[dict]:
         rows.append(dict(row, gpu=snakemake.params.gpu, study="e2e", dtype=model["dtype"], ceiling_name=ceiling_name))
         print(f"{phase:8} {length:6} {row['impl']:15} {row['part']:12} {row.get('timing', ''):9} {row['status']:9} "
               f"{row.get('median_ms')}", flush=True)
+    record["cases"].append(dict(case, after=monitor.read(), seconds=round(time.perf_counter() - clock, 2)))
     return rows
 
 

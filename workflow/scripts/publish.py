@@ -23,6 +23,7 @@ copies = [(Path(p), target / Path(p).name) for p in snakemake.input]
 if (fresh / "reproduction.csv").exists():
     copies.append((fresh / "reproduction.csv", target / "reproduction.csv"))
 copies += [(p, target / p.relative_to(fresh)) for p in sorted(fresh.glob("*/*.env.json"))]
+copies += [(p, target / p.relative_to(fresh)) for p in sorted(fresh.glob("benchmarks/*.tsv"))]  # job wall clocks
 for source, dest in dict(copies).items():
     dest.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy2(source, dest)

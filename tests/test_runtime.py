@@ -1,0 +1,35 @@
+"""rooflab.runtime: a job's wall clock split into the phases its environment record times."""
+import json
+
+from rooflab.runtime import breakdown, markdown
+
+
+def _bench(path, seconds):
+    path.write_text("s\th:m:s\tmax_rss\n" f"{seconds}\t0:00:00\t100\n")
+
+
+def test_sweep_job_splits_into_phases(tmp_path):
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "softmax").mkdir()
+    _bench(tmp_path / "benchmarks" / "sweep_softmax_float16.tsv", 100.0)
+    _bench(tmp_path / "benchmarks" / "calibrate.tsv", 12.5)
+    env = {"process_age_s": 8.0, "warm_up": {"seconds": 1.5},
+           "cases": [{"seconds": {"inputs_reference": 1.0, "first_calls": {"ours": 2.0, "torch": 0.5},
+                                  "warm_up": 0.25, "timing": 10.0}},
+                     {"seconds": {"inputs_reference": 2.0, "first_calls": {"ours": 20.0},
+                                  "warm_up": 0.75, "timing": 30.0}}]}
+    (tmp_path / "softmax" / "float16.env.json").write_text(json.dumps(env))
+    rows = {r["job"]: r for r in breakdown(tmp_path)}
+    sweep = rows["sweep_softmax_float16"]
+    assert sweep["wall_s"] == 100.0
+    assert (sweep["start_up"], sweep["gpu_warm_up"], sweep["inputs_reference"]) == (8.0, 1.5, 3.0)
+    assert (sweep["first_calls"], sweep["warm_up"], sweep["timing"]) == (22.5, 1.0, 40.0)
+    assert sweep["other"] == 100.0 - (8.0 + 1.5 + 3.0 + 22.5 + 1.0 + 40.0)
+    assert rows["calibrate"] == {"job": "calibrate", "wall_s": 12.5}
+    table = markdown(list(rows.values()))
+    assert "| **all jobs** | **112 s** |" in table
+    assert "| sweep_softmax_float16 | 100 s | 8 s | 2 s | 3 s | 22 s | 1 s | 40 s | 24 s |" in table
+
+
+def test_no_benchmarks_no_rows(tmp_path):
+    assert breakdown(tmp_path) == []

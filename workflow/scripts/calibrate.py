@@ -4,9 +4,11 @@ import json
 
 from rooflab.ceilings import measure
 from rooflab.gpus import datasheet_rows
+from rooflab.gpuslots import claim_for_job
 from rooflab.workflow import log_to
 
 log_to(snakemake.log[0])
+SLOT = claim_for_job(snakemake.resources)   # this job's own GPU and cores on a multi-GPU host (rooflab/gpuslots.py)
 with open(snakemake.input.env) as handle:
     device = json.load(handle)["gpu"]
 rows = measure(snakemake.params.buffer_gib, snakemake.params.matmul_n) + datasheet_rows(device)

@@ -10,11 +10,13 @@ from rooflab import qa
 from rooflab.bench import DTYPES
 from rooflab.e2e import DecoderBlock, measure
 from rooflab.gpus import read_ceilings, write_json
+from rooflab.gpuslots import claim_for_job
 from rooflab.gpustate import job_record, start_job
 from rooflab.schema import columns, validate_frame
 from rooflab.workflow import log_to
 
 log_to(snakemake.log[0])
+SLOT = claim_for_job(snakemake.resources)   # this job's own GPU and cores on a multi-GPU host (rooflab/gpuslots.py)
 model, grid = snakemake.params.model, snakemake.params.grid
 dtype = DTYPES[model["dtype"]]
 ceilings = read_ceilings(snakemake.input.ceilings)

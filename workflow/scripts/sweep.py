@@ -4,11 +4,13 @@ every case, other processes on the GPU, host load)."""
 from rooflab import studies
 from rooflab.bench import BenchConfig, Sweep, run_sweep
 from rooflab.gpus import read_ceilings, write_json
+from rooflab.gpuslots import claim_for_job
 from rooflab.gpustate import job_record, start_job
 from rooflab.grid import expand
 from rooflab.workflow import log_to, within_budget
 
 log_to(snakemake.log[0])
+SLOT = claim_for_job(snakemake.resources)   # this job's own GPU and cores on a multi-GPU host (rooflab/gpuslots.py)
 study = studies.load(snakemake.wildcards.study)
 cfg = snakemake.params.study
 shapes = within_budget(study, study.shapes(expand(snakemake.params.grid)), snakemake.wildcards.dtype, cfg)

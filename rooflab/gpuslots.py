@@ -95,6 +95,7 @@ class Slot:
     gpu: str
     cores: list[int]
     path: Path
+    k: int = 1
     _handle: object = field(default=None, repr=False)
 
     def release(self) -> None:
@@ -153,7 +154,7 @@ def acquire(gpus: list[str], k, lock_dir=None, cpus=None, wait_s: float | None =
         for index, path in enumerate(paths):
             handle = _try_lock(path)
             if handle is not None:
-                return Slot(index, gpus[index], cores_for(index, k, cpus), path, handle)
+                return Slot(index, gpus[index], cores_for(index, k, cpus), path, k, handle)
         holders = ", ".join(f"{gpu} (pid {_holder(p)})" for gpu, p in zip(gpus, paths))
         if wait_s is not None and time.monotonic() - start >= wait_s:
             raise TimeoutError(f"no free GPU slot of {k} after {wait_s:g} s: held by {holders}")
@@ -209,3 +210,41 @@ def configure_run(k, gpus: list[str], env=None) -> int:
     slots = slot_count(k, gpus)
     env[SLOTS_VAR] = str(slots)
     return slots
+
+
+def own_path(slot: Slot, calibrated) -> Path:
+    """Where a run of several slots keeps the ceilings measured on the slot's GPU: beside the
+    calibrate rule's ceilings.csv, as ceilings/<GPU id>.csv."""
+    return Path(calibrated).parent / "ceilings" / lock_path(".", slot.gpu).with_suffix(".csv").name
+
+
+def keep_as_own(slot: Slot | None, calibrated) -> None:
+    """The calibrate job of a run of several slots: its ceilings become its GPU's, and any other
+    GPU's from an earlier run are dropped (each is measured again by its first job)."""
+    if slot is None or slot.k == 1:
+        return
+    import shutil
+    target = own_path(slot, calibrated)
+    shutil.rmtree(target.parent, ignore_errors=True)
+    target.parent.mkdir(parents=True)
+    shutil.copyfile(calibrated, target)
+
+
+def own_ceilings(slot: Slot | None, calibrated, config: dict, measure=None) -> str:
+    """The ceilings.csv a measuring job judges its rows against: the calibrate rule's on a run of
+    one slot (a one-GPU run, a cluster job); on a run of several, those of the job's own GPU,
+    measured now (with config["calibrate"]'s sizes, by `measure(path, buffer_gib, matmul_n)`) by the
+    first job on a GPU that calibrate did not run on. The job holds the GPU's lock meanwhile, so
+    no two jobs measure one GPU at once."""
+    if slot is None or slot.k == 1:
+        return str(calibrated)
+    path = own_path(slot, calibrated)
+    if not path.exists():
+        if measure is None:
+            from rooflab.ceilings import measure_csv as measure
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        print(f"measuring the ceilings of {slot.gpu} (calibrate ran on another GPU)")
+        measure(str(partial), config["calibrate"]["buffer_gib"], config["calibrate"]["matmul_n"])
+        partial.replace(path)
+    return str(path)

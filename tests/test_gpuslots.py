@@ -160,3 +160,28 @@ def test_a_second_gpu_job_gets_the_other_gpu_and_its_cores(tmp_path):
     got = json.loads(run.stdout)
     assert got["gpu"] == "GPU-b" and got["env"]["CUDA_VISIBLE_DEVICES"] == "GPU-b"
     assert got["affinity"] == got["cores"] and got["env"]["OMP_NUM_THREADS"] == str(len(got["cores"]))
+
+
+def test_each_gpu_of_a_shared_run_has_its_own_ceilings(tmp_path):
+    calibrated = tmp_path / "ceilings.csv"
+    calibrated.write_text("name,value,unit,how\ncopy_tbps,4.1,TB/s,calibrate\n")
+    config = {"calibrate": {"buffer_gib": 2, "matmul_n": 8192}}
+    measured = []
+
+    def measure(path, buffer_gib, matmul_n):
+        measured.append((Path(path).name, buffer_gib, matmul_n))
+        Path(path).write_text("name,value,unit,how\ncopy_tbps,4.0,TB/s,own\n")
+
+    one = gpuslots.Slot(0, "GPU-a", [0], tmp_path / "a.lock", k=1)
+    assert gpuslots.own_ceilings(one, calibrated, config, measure) == str(calibrated)   # one GPU: calibrate's
+    assert gpuslots.own_ceilings(None, calibrated, config, measure) == str(calibrated)
+    a, b = (gpuslots.Slot(i, gpu, [i], tmp_path / f"{gpu}.lock", k=2) for i, gpu in enumerate(["GPU-a", "GPU-b"]))
+    gpuslots.keep_as_own(a, calibrated)                       # calibrate ran on GPU-a
+    assert gpuslots.own_ceilings(a, calibrated, config, measure) == str(tmp_path / "ceilings" / "GPU-a.csv")
+    assert measured == []
+    path_b = gpuslots.own_ceilings(b, calibrated, config, measure)
+    assert Path(path_b).read_text().endswith("own\n") and measured == [("GPU-b.partial", 2, 8192)]
+    gpuslots.own_ceilings(b, calibrated, config, measure)     # measured once per GPU
+    assert len(measured) == 1
+    gpuslots.keep_as_own(a, calibrated)                       # a new calibration drops the other GPUs' ceilings
+    assert sorted(p.name for p in (tmp_path / "ceilings").iterdir()) == ["GPU-a.csv"]

@@ -9,7 +9,7 @@ import pandas as pd
 from rooflab import qa, studies
 from rooflab.bench import BenchConfig, Sweep, remeasure
 from rooflab.gpus import read_ceilings, write_json
-from rooflab.gpuslots import claim_for_job
+from rooflab.gpuslots import claim_for_job, own_ceilings
 from rooflab.gpustate import job_record, start_job
 from rooflab.schema import columns, read_results, validate_frame
 from rooflab.workflow import log_to
@@ -26,7 +26,7 @@ if cases:
     monitor, started = start_job()
     record.update(started)
     sweep = Sweep(study=studies.load(name), gpu=snakemake.params.gpu, shapes=[], dtypes=[],
-                  impls=list(snakemake.params.study["impls"]), ceilings=read_ceilings(snakemake.input.ceilings),
+                  impls=list(snakemake.params.study["impls"]), ceilings=read_ceilings(own_ceilings(SLOT, snakemake.input.ceilings, snakemake.config)),
                   bench=BenchConfig(**snakemake.params.bench), monitor=monitor,
                   steady_mhz=record["warm_up"]["steady_sm_mhz"])
     rows = remeasure(sweep, frame.astype(object).where(frame.notna(), None).to_dict(orient="records"), cases)

@@ -17,11 +17,14 @@ sys.path.insert(0, workflow.basedir)
 from rooflab import config_checks  # noqa: E402
 
 config_checks.check(config)   # rules across keys the schema cannot state (heads_q vs heads_kv, impl names)
-from rooflab.workflow import detect_gpu, importable_from, preflight, result_dirs  # noqa: E402
+from rooflab.workflow import detect_gpu, gpu_slots, importable_from, preflight, result_dirs  # noqa: E402
 
 importable_from(workflow.basedir)
 
 DEVICE, SLUG = detect_gpu(config["device"])       # (None, None) on a machine without a CUDA GPU
+# A local run on a host with GPUs: up to K GPU jobs at once (--resources gpu=K; default every GPU),
+# each on its own GPU and share of the cores (rooflab/gpuslots.py); checked here, before any job.
+GPU_SLOTS = gpu_slots(workflow.global_resources.get("gpu"), workflow.local_exec) if SLUG else None
 PROFILE = config["profile"]
 SWEEPS = [s for s in ("softmax", "attention", "decode") if s in config["studies"]] if SLUG else []
 FRESH = f"results/{SLUG}" if SLUG else None
@@ -46,7 +49,8 @@ else:
 include: "workflow/rules/verify.smk"
 include: "workflow/rules/report.smk"
 
-localrules: verify, aggregate, figures, paper  # CPU work stays on the submitting node (config/profiles/slurm)
+if config.get("cluster", {}).get("cpu_rules", "local") == "local":
+    localrules: verify, aggregate, figures, paper  # under a cluster executor, CPU work stays on the submitting node
 
 
 onstart:

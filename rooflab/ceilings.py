@@ -151,3 +151,20 @@ def measure(buffer_gib: float = 2.0, matmul_n: int = 8192) -> list[tuple[str, fl
     rows += [("launch_us", plain, "us", "empty Triton kernel, back-to-back Python launches"),
              ("launch_graph_us", graphed, "us", "empty Triton kernel as CUDA-graph nodes, per node")]
     return rows
+
+
+def write_csv(path, rows) -> None:
+    """(name, value, unit, how) rows -> ceilings.csv, printing each."""
+    import csv
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["name", "value", "unit", "how"])
+        for name, value, unit, how in rows:
+            writer.writerow([name, f"{value:.6g}", unit, how])
+            print(f"{name:28} {value:10.4g} {unit:8} {how}")
+
+
+def measure_csv(path, buffer_gib: float, matmul_n: int) -> None:
+    """Measure this process's CUDA device 0 and write its ceilings.csv (datasheet values included)."""
+    from rooflab.gpus import datasheet_rows
+    write_csv(path, measure(buffer_gib, matmul_n) + datasheet_rows(torch.cuda.get_device_name(0)))

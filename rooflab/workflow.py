@@ -14,16 +14,35 @@ def importable_from(root: str) -> None:
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
 
 
-def gpu_names() -> list[str]:
-    """Names of the GPUs nvidia-smi lists on this machine (empty without a driver or a GPU)."""
+def gpu_query(field: str) -> list[str]:
+    """One nvidia-smi field (name, uuid, ...) per GPU on this machine (empty without a driver or a GPU)."""
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return []
     if out.returncode != 0:
         return []
     return [line.strip() for line in out.stdout.splitlines() if line.strip()]
+
+
+def gpu_names() -> list[str]:
+    """Names of the GPUs nvidia-smi lists on this machine (empty without a driver or a GPU)."""
+    return gpu_query("name")
+
+
+def gpu_slots(resource, local: bool) -> int | None:
+    """Parse time: the GPU slots of a local measuring run (rooflab.gpuslots), checked against this
+    host's GPUs and passed on to the jobs; None under a cluster executor. `resource` is Snakemake's
+    global `gpu` resource (--resources gpu=K), None when not given. SystemExit with one line when
+    K is not a count this host can honour."""
+    if not local:
+        return None
+    from rooflab import gpuslots
+    try:
+        return gpuslots.configure_run(getattr(resource, "value", resource), gpuslots.host_gpus())
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
 
 
 def detect_gpu(device: str = "auto") -> tuple[str | None, str | None]:

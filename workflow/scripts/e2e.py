@@ -12,14 +12,16 @@ from rooflab import qa
 from rooflab.bench import DTYPES
 from rooflab.e2e import DecoderBlock, measure
 from rooflab.gpus import read_ceilings, write_json
+from rooflab.gpuslots import claim_for_job, own_ceilings
 from rooflab.gpustate import job_record, start_job
 from rooflab.schema import columns, validate_frame
 from rooflab.workflow import log_to
 
 log_to(snakemake.log[0])
+SLOT = claim_for_job(snakemake.resources)   # this job's own GPU and cores on a multi-GPU host (rooflab/gpuslots.py)
 model, grid = snakemake.params.model, snakemake.params.grid
 dtype = DTYPES[model["dtype"]]
-ceilings = read_ceilings(snakemake.input.ceilings)
+ceilings = read_ceilings(own_ceilings(SLOT, snakemake.input.ceilings, snakemake.config))
 label = "bf16" if model["dtype"] == "bfloat16" else "fp16"
 ceiling_name = f"matmul_{label}_tflops"
 ceiling, datasheet = ceilings.get(ceiling_name), ceilings.get(f"datasheet_{label}_tflops")

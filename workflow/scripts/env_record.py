@@ -2,9 +2,11 @@
 import sys
 
 from rooflab.gpus import clock_state, cuda_device_name, environment, write_json
+from rooflab.gpuslots import claim_for_job
 from rooflab.workflow import log_to, no_gpu_message
 
 log_to(snakemake.log[0])
+SLOT = claim_for_job(snakemake.resources)   # this job's own GPU and cores on a multi-GPU host (rooflab/gpuslots.py)
 if cuda_device_name() is None:   # the first GPU job: one line rather than a CUDA traceback
     device = snakemake.config["device"]
     sys.exit(no_gpu_message(device) if device != "auto" else

@@ -9,11 +9,13 @@ import pandas as pd
 from rooflab import qa, studies
 from rooflab.bench import BenchConfig, Sweep, remeasure
 from rooflab.gpus import read_ceilings, write_json
+from rooflab.gpuslots import claim_for_job, own_ceilings
 from rooflab.gpustate import job_record, start_job
 from rooflab.schema import columns, read_results, validate_frame
 from rooflab.workflow import log_to
 
 log_to(snakemake.log[0])
+SLOT = claim_for_job(snakemake.resources)   # this job's own GPU and cores on a multi-GPU host (rooflab/gpuslots.py)
 name = snakemake.wildcards.study
 frame = pd.concat([read_results(path) for path in snakemake.input.csv], ignore_index=True)
 flagged = qa.flags(frame, snakemake.params.qa)
@@ -24,7 +26,7 @@ if cases:
     monitor, started = start_job()
     record.update(started)
     sweep = Sweep(study=studies.load(name), gpu=snakemake.params.gpu, shapes=[], dtypes=[],
-                  impls=list(snakemake.params.study["impls"]), ceilings=read_ceilings(snakemake.input.ceilings),
+                  impls=list(snakemake.params.study["impls"]), ceilings=read_ceilings(own_ceilings(SLOT, snakemake.input.ceilings, snakemake.config)),
                   bench=BenchConfig(**snakemake.params.bench), monitor=monitor,
                   steady_mhz=record["warm_up"]["steady_sm_mhz"])
     rows = remeasure(sweep, frame.astype(object).where(frame.notna(), None).to_dict(orient="records"), cases)

@@ -4,11 +4,13 @@ every case, other processes on the GPU, host load)."""
 from rooflab import studies
 from rooflab.bench import BenchConfig, Sweep, run_sweep
 from rooflab.gpus import read_ceilings, write_json
+from rooflab.gpuslots import claim_for_job, own_ceilings
 from rooflab.gpustate import job_record, start_job
 from rooflab.grid import expand
 from rooflab.workflow import log_to, within_budget
 
 log_to(snakemake.log[0])
+SLOT = claim_for_job(snakemake.resources)   # this job's own GPU and cores on a multi-GPU host (rooflab/gpuslots.py)
 study = studies.load(snakemake.wildcards.study)
 cfg = snakemake.params.study
 shapes = within_budget(study, study.shapes(expand(snakemake.params.grid)), snakemake.wildcards.dtype, cfg)
@@ -20,7 +22,7 @@ sweep = Sweep(
     shapes=shapes,
     dtypes=[snakemake.wildcards.dtype],
     impls=list(cfg["impls"]),
-    ceilings=read_ceilings(snakemake.input.ceilings),
+    ceilings=read_ceilings(own_ceilings(SLOT, snakemake.input.ceilings, snakemake.config)),
     bench=BenchConfig(**snakemake.params.bench),
     monitor=monitor,
     steady_mhz=record["warm_up"]["steady_sm_mhz"],

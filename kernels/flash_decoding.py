@@ -49,6 +49,7 @@ import triton.language as tl
 
 from kernels._checks import check_no_grad, check_same_device, check_tensor, interpreting
 from kernels._device import cdiv, pow2, sm_count
+from kernels._plans import ALIGN, Launch, aligned, current_stream, remember
 
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
@@ -205,13 +206,13 @@ def _decode_kernel(
 _COUNTERS: dict = {}
 
 
-def _counters(device: torch.device, n: int) -> torch.Tensor:
+def _counters(device: torch.device, n: int, stream: int) -> torch.Tensor:
     """Arrival counters of the split merge, zeroed once per device and stream and reused.
 
-    The program that merges a (batch, kv head) resets its counter, so the buffer is zero again
+    `stream` is the handle of the stream the kernel launches on (0 in the interpreter). The
+    program that merges a (batch, kv head) resets its counter, so the buffer is zero again
     when the kernel ends and no memset is launched per call.
     """
-    stream = torch.cuda.current_stream(device).stream_id if device.type == "cuda" else 0
     key = (device, stream)
     buf = _COUNTERS.get(key)
     if buf is None or buf.numel() < n:
@@ -248,7 +249,7 @@ def _chunking(n_blocks: int, splits: int, block_n: int) -> tuple[int, int]:
 
 
 def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits):
-    """Shape, dtype and device checks; returns seqlens on q's device (or None)."""
+    """Shape, dtype and device checks of a call (the values of host lengths: _lengths_to_device)."""
     check_tensor("q", q, DTYPES, ndim=3)
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
         if not isinstance(cache, torch.Tensor) or cache.dtype != q.dtype:
@@ -278,30 +279,54 @@ def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits):
     if num_splits is not None and (not isinstance(num_splits, int) or num_splits < 1):
         raise ValueError(f"num_splits must be a positive int or None, got {num_splits!r}")
     if seqlens is None:
-        return None
+        return
     if not isinstance(seqlens, torch.Tensor) or seqlens.dtype not in LENGTH_DTYPES:
         kind = seqlens.dtype if isinstance(seqlens, torch.Tensor) else type(seqlens).__name__
         raise ValueError(f"seqlens must be an integer tensor, got {kind}")
     if seqlens.shape != (batch,):
         raise ValueError(f"seqlens must have shape ({batch},), got {tuple(seqlens.shape)}")
-    if seqlens.device.type == "cpu":
-        if batch and (int(seqlens.min()) < 0 or int(seqlens.max()) > cache_len):
-            raise ValueError(f"seqlens must lie in 0..{cache_len} (Lmax), got "
-                             f"{int(seqlens.min())}..{int(seqlens.max())}")
-        seqlens = seqlens.to(q.device, non_blocking=True)
-    elif seqlens.device != q.device:
+    if seqlens.device.type != "cpu" and seqlens.device != q.device:
         raise ValueError(f"seqlens is on {seqlens.device} but q is on {q.device}")
-    return seqlens
 
 
-def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_n=None, num_warps=None, num_stages=None):
-    """Shared launcher; num_splits=None chooses S with choose_splits, 1 writes the output directly."""
-    seqlens = _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits)
+def _lengths_to_device(seqlens, device: torch.device, cache_len: int):
+    """Lengths on the host are checked (their values, on every call) and copied to `device`."""
+    if seqlens is None or seqlens.device.type != "cpu":
+        return seqlens
+    if seqlens.numel() and (int(seqlens.min()) < 0 or int(seqlens.max()) > cache_len):
+        raise ValueError(f"seqlens must lie in 0..{cache_len} (Lmax), got "
+                         f"{int(seqlens.min())}..{int(seqlens.max())}")
+    return seqlens.to(device, non_blocking=True)
+
+
+_PLANS: dict = {}   # layouts of q, k_cache, v_cache, seqlens and the options -> _DecodePlan
+
+
+class _DecodePlan:
+    """A checked call's launch: grid, scratch shapes and every non-tensor kernel argument.
+
+    `fast` (GPU only, set after the first launch when the lengths are None or on the GPU) is
+    the compiled kernel (kernels._plans.Launch).
+    """
+    __slots__ = ("grid", "out_shape", "part_shape", "counters", "scalars", "options", "fast")
+
+    def __init__(self, grid, out_shape, part_shape, counters, scalars, options):
+        self.grid, self.out_shape, self.part_shape, self.counters = grid, out_shape, part_shape, counters
+        self.scalars, self.options, self.fast = scalars, options, None
+
+
+def _layout(t: torch.Tensor) -> tuple:
+    """What a launch specialises on for tensor t (see kernels._plans)."""
+    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % ALIGN
+
+
+def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_n, num_warps, num_stages):
+    """Validate a call and choose its launch (splits, tiles, warps): a _DecodePlan."""
+    _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits)
     batch, heads_q, head_dim = q.shape
     _, heads_kv, cache_len, _ = k_cache.shape
-    out = torch.empty(batch, heads_q, head_dim, device=q.device, dtype=q.dtype)   # (B, Hq, D)
     if batch == 0 or heads_q == 0:
-        return out
+        return _DecodePlan(None, (batch, heads_q, head_dim), None, 0, (), {})
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, q.element_size())
     block_n, num_warps, num_stages = block_n or cfg_n, num_warps or cfg_w, num_stages or cfg_s
     n_blocks = cdiv(cache_len, block_n)
@@ -311,23 +336,72 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_n=None, nu
         splits, chunk = _chunking(n_blocks, num_splits, block_n)
     group = heads_q // heads_kv
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
-    if splits > 1:
-        part = torch.empty(batch, heads_q, splits, head_dim, device=q.device, dtype=torch.float32)  # (B, Hq, S, D)
-        lse = torch.empty(batch, heads_q, splits, device=q.device, dtype=torch.float32)              # (B, Hq, S)
-        count = _counters(q.device, batch * heads_kv)                                               # (>= B * Hkv,)
-    else:
-        part = lse = count = out                     # unused when SPLIT is False
-    _decode_kernel[(splits, batch * heads_kv)](
-        q, k_cache, v_cache, q if seqlens is None else seqlens, out, part, lse, count,
-        *q.stride(), *k_cache.stride(), *v_cache.stride(),
-        heads_kv, cache_len, chunk, splits, scale,
-        GROUP=group, HEAD_DIM=head_dim, BLOCK_G=max(16, pow2(group)), BLOCK_N=block_n,
-        BLOCK_D=max(16, pow2(head_dim)), BLOCK_S=MERGE_BLOCK_S,
-        HAS_LENS=seqlens is not None, SPLIT=splits > 1,
-        # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
-        UPCAST_DOT=q.dtype == torch.bfloat16 and interpreting(),
-        num_warps=num_warps, num_stages=num_stages)
+    scalars = (*q.stride(), *k_cache.stride(), *v_cache.stride(), heads_kv, cache_len, chunk, splits, scale,
+               group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)), MERGE_BLOCK_S,
+               seqlens is not None, splits > 1,
+               # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
+               q.dtype == torch.bfloat16 and interpreting())
+    return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
+                       (batch, heads_q, splits) if splits > 1 else None, batch * heads_kv, scalars,
+                       dict(num_warps=num_warps, num_stages=num_stages))
+
+
+def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_n=None, num_warps=None, num_stages=None):
+    """Shared launcher; num_splits=None chooses S with choose_splits, 1 writes the output directly.
+
+    Plan cache (kernels._plans): the first call with a given layout of q, the caches and the
+    lengths (shapes, strides, dtypes, devices, data pointer offsets) and the same options is
+    validated and planned; a repeat call looks the plan up, allocates the output (and the
+    split partials) and launches, on a GPU the compiled kernel directly. Lengths on the host
+    are still range-checked and copied on every call (their values are not part of the key).
+    """
+    try:
+        key = (_layout(q), _layout(k_cache), _layout(v_cache),
+               None if seqlens is None else _layout(seqlens),
+               sm_scale, type(sm_scale), num_splits, type(num_splits), block_n, num_warps, num_stages)
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError, RuntimeError):   # not tensors, unhashable options: checked below
+        key, plan = None, None
+    if plan is not None and torch.is_grad_enabled() and (
+            q.requires_grad or k_cache.requires_grad or v_cache.requires_grad):
+        plan = None                                 # checked (and refused) below
+    if plan is not None and plan.fast is not None:
+        stream = plan.fast.stream()
+        if stream is not None:
+            out = torch.empty(plan.out_shape, device=q.device, dtype=q.dtype)      # (B, Hq, D)
+            part, lse, count = _scratch(plan, out, stream)
+            if aligned(out, part, lse, count):
+                plan.fast(stream, q, k_cache, v_cache, q if seqlens is None else seqlens,
+                          out, part, lse, count, *plan.scalars)
+                return out
+    if plan is None:
+        plan = _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_n, num_warps, num_stages)
+        if key is not None:
+            remember(_PLANS, key, plan)
+    out = torch.empty(plan.out_shape, device=q.device, dtype=q.dtype)             # (B, Hq, D)
+    lens = _lengths_to_device(seqlens, q.device, k_cache.shape[2])
+    if plan.grid is None:                                                          # B = 0 or Hq = 0
+        return out
+    stream = 0 if interpreting() else current_stream()
+    part, lse, count = _scratch(plan, out, stream)
+    compiled = _decode_kernel[plan.grid](q, k_cache, v_cache, q if lens is None else lens,
+                                         out, part, lse, count, *plan.scalars, **plan.options)
+    if (plan.fast is None and key is not None and not interpreting() and lens is seqlens
+            and aligned(out, part, lse, count)):
+        plan.fast = Launch(compiled, plan.grid)
     return out
+
+
+def _scratch(plan: _DecodePlan, out: torch.Tensor, stream: int):
+    """Split partials (B, Hq, S, D) and log-sum-exps (B, Hq, S) in fp32, and the arrival counters.
+
+    Without splits the kernel reads none of them, and `out` stands in for each.
+    """
+    if plan.part_shape is None:
+        return out, out, out
+    part = torch.empty((*plan.part_shape, plan.out_shape[2]), device=out.device, dtype=torch.float32)
+    lse = torch.empty(plan.part_shape, device=out.device, dtype=torch.float32)
+    return part, lse, _counters(out.device, plan.counters, stream)
 
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

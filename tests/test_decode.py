@@ -245,3 +245,75 @@ def test_inputs_requiring_grad_raise(which):
         out = decode_attention(*args)
     assert out.grad_fn is None
     _assert_close(out, reference(*(t.detach() for t in args)), torch.float16)
+
+
+# ---- the plan cache (kernels._plans) ----
+
+@pytest.fixture
+def fresh_plans(monkeypatch):
+    monkeypatch.setattr(decode, "_PLANS", {})
+
+
+def test_repeat_call_does_not_revalidate(fresh_plans, poison, monkeypatch):
+    calls = []
+    original = decode._check_inputs
+    monkeypatch.setattr(decode, "_check_inputs", lambda *a: calls.append(1) or original(*a))
+    q, k, v = _inputs(3, 8, 2, 77, 64, torch.bfloat16)
+    lens = torch.tensor([1, 77, 40], dtype=torch.int32)
+    outs = [decode_attention(q, k, v, lens, num_splits=3) for _ in range(3)]
+    assert len(calls) == 1 and len(decode._PLANS) == 1
+    for out in outs[1:]:
+        torch.testing.assert_close(out, outs[0], rtol=0, atol=0)
+    _assert_close(outs[-1], reference(q, k, v, lens), torch.bfloat16)
+    decode_attention(q, k, v.transpose(1, 2).contiguous().transpose(1, 2), lens, num_splits=3)
+    assert len(calls) == 2 and len(decode._PLANS) == 2          # other strides: a plan of its own
+
+
+def test_a_plan_is_never_reused_for_a_bad_call(fresh_plans):
+    q, k, v = _inputs(2, 4, 2, 16, 32, torch.float16)
+    lens = torch.tensor([3, 16])
+    decode_attention(q, k, v, lens)
+    with pytest.raises(ValueError, match="0..16"):               # host lengths: checked every call
+        decode_attention(q, k, v, torch.tensor([3, 17]))
+    with pytest.raises(ValueError, match="dtype"):
+        decode_attention(q.float(), k.float(), v.float(), lens)
+    with pytest.raises(ValueError, match="has no backward"):
+        decode_attention(q.clone().requires_grad_(), k, v, lens)
+    with pytest.raises(ValueError, match="num_splits"):
+        decode_attention(q, k, v, lens, num_splits=1.0)           # equal to 1, not an int
+    offset = torch.randn(2 * 4 * 32 + 1).half()[1:].view(2, 4, 32)   # q 2 bytes off the 16-byte grid
+    _assert_close(decode_attention(offset, k, v, lens), reference(offset, k, v, lens), torch.float16)
+    assert len(decode._PLANS) == 2
+
+
+def test_decode_plan_cache_is_bounded(fresh_plans, monkeypatch):
+    import kernels._plans
+    monkeypatch.setattr(kernels._plans, "PLAN_CACHE_SIZE", 3)
+    for n in range(20, 25):
+        decode_attention(*_inputs(1, 2, 1, n, 16, torch.float16))
+    assert len(decode._PLANS) == 3
+    assert [key[1][0][2] for key in decode._PLANS] == [22, 23, 24]    # cache lengths, oldest dropped
+
+
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, monkeypatch, replay, num_splits):
+    """The direct launch a GPU plan keeps gets the first launch's arguments with fresh buffers.
+
+    `Launch` (which needs a GPU) is replaced by one that records its arguments and runs them
+    through the interpreter.
+    """
+    replays = replay.calls
+    monkeypatch.setattr(decode, "interpreting", lambda: False)
+    monkeypatch.setattr(decode, "current_stream", lambda: 0)
+    monkeypatch.setattr(decode, "Launch", replay.launcher(lambda grid, args: decode._decode_kernel[grid](*args)))
+    q, k, v = _inputs(3, 8, 2, 150, 64, torch.float16)
+    lens = _ragged(3, 150)
+    first = decode_attention(q, k, v, lens, num_splits=num_splits)
+    assert not replays
+    second = decode_attention(q, k, v, lens, num_splits=num_splits)
+    (args,) = replays
+    assert args[:4] == (q, k, v, lens) and args[4] is second
+    if num_splits > 1:
+        assert args[5].shape == (3, 8, 2, 64) and int(args[7].abs().sum()) == 0   # 2 splits of 128 tokens
+    torch.testing.assert_close(second, first, rtol=0, atol=0)
+    _assert_close(second, reference(q, k, v, lens), torch.float16)

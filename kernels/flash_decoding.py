@@ -23,9 +23,10 @@ only question is how fast the cache streams from memory. One kernel, one program
 `decode_attention_nosplit` always uses S = 1 (one program per (batch, kv head)).
 
 Number of splits (`choose_splits`): the B * Hkv programs of an unsplit launch fill the GPU
-once there are NO_SPLIT_FILL (0.9) times as many as SMs. Below that, each sequence is cut into S chunks of a
-whole number of BLOCK_N tiles so that B * Hkv * S is about TARGET_WAVES times the SM count,
-with no chunk shorter than MIN_CHUNK_BLOCKS tiles. S depends on the cache shape (B, Hkv,
+once there are NO_SPLIT_FILL (0.9) times as many as SMs (paged caches want about
+PAGED_PROGRAMS_PER_SM programs per SM even then; see choose_splits). Below that, each
+sequence is cut into S chunks of a whole number of BLOCK_N tiles so that B * Hkv * S is about
+TARGET_WAVES times the SM count, with no chunk shorter than MIN_CHUNK_BLOCKS tiles. S depends on the cache shape (B, Hkv,
 Lmax) only, never on the values in `seqlens`, so the host never waits for the GPU.
 
 Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
@@ -75,6 +76,9 @@ MIN_CHUNK_BLOCKS = 8         # a split reads at least this many BLOCK_N tiles (H
                              # 8 splits 2.11 TB/s, 16 splits 1.97)
 NO_SPLIT_FILL = 0.9          # B * Hkv programs on at least this share of the SMs need no split
                              # (H200: B=16, Hkv=8, 128 programs: S=1 4.05 TB/s, S=9 3.59)
+PAGED_PROGRAMS_PER_SM = 4    # paged caches: split a grid that fills the SMs once until each SM has
+                             # about this many programs (H200, page 64, D = 128: B=16, Hkv=8, L=8192:
+                             # S=1 2.12 TB/s, S=4 3.91; B=4, Hkv=32, L=16384: 2.11 vs 4.28)
 MERGE_BLOCK_S = 16           # splits merged per step by the last program
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
@@ -264,12 +268,21 @@ def launch_config(head_dim: int, element_size: int) -> tuple[int, int, int]:
     return block_n, 4, 4
 
 
-def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int) -> tuple[int, int]:
-    """(S, chunk_len): split each sequence into S chunks of chunk_len tokens (a multiple of block_n)."""
+def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int,
+                  paged: bool = False) -> tuple[int, int]:
+    """(S, chunk_len): split each sequence into S chunks of chunk_len tokens (a multiple of block_n).
+
+    Paged caches: a program's page lookups put a dependent load before each tile's K and V, so
+    one program per SM leaves the memory system idle; a grid that would not be split is split
+    into about PAGED_PROGRAMS_PER_SM programs per SM instead.
+    """
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
     if programs >= NO_SPLIT_FILL * num_sms:
-        return 1, n_blocks * block_n
+        if not paged:
+            return 1, n_blocks * block_n
+        wanted = (2 * PAGED_PROGRAMS_PER_SM * num_sms + programs) // (2 * programs)   # nearest integer
+        return _chunking(n_blocks, max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
     wanted = cdiv(TARGET_WAVES * num_sms, programs)
     return _chunking(n_blocks, max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
 
@@ -416,7 +429,8 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     block_n, num_warps, num_stages = block_n or cfg_n, num_warps or cfg_w, num_stages or cfg_s
     n_blocks = cdiv(cache_len, block_n)
     if num_splits is None:
-        splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sm_count(q.device))
+        splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sm_count(q.device),
+                                      paged=block_table is not None)
     else:
         splits, chunk = _chunking(n_blocks, num_splits, block_n)
     group = heads_q // heads_kv

@@ -146,6 +146,20 @@ def test_choose_splits(batch, heads_kv, cache_len):
         assert batch * heads_kv * (splits - 1) < decode.TARGET_WAVES * sms
 
 
+@pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 8192, 4), (32, 8, 8192, 2), (64, 8, 4096, 1),
+                                                           (4, 32, 16384, 4), (1, 32, 4096, None)])
+def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
+    """Paged caches split a grid that fills the SMs once into about PAGED_PROGRAMS_PER_SM programs per SM."""
+    block_n, sms = 64, 132
+    contiguous = choose_splits(batch, heads_kv, cache_len, block_n, sms)
+    paged = choose_splits(batch, heads_kv, cache_len, block_n, sms, paged=True)
+    if splits is None:                                            # already split: the same choice
+        assert paged == contiguous and paged[0] > 1
+    else:
+        assert contiguous[0] == 1 and paged[0] == splits
+        assert paged[1] % block_n == 0 and (paged[0] - 1) * paged[1] < cache_len <= paged[0] * paged[1]
+
+
 def test_decode_traffic():
     kv, qo = decode_traffic(3000, 2, 8, 2, 128, 2)
     assert kv == 2 * 3000 * 2 * 128 * 2

@@ -23,9 +23,10 @@ only question is how fast the cache streams from memory. One kernel, one program
 `decode_attention_nosplit` always uses S = 1 (one program per (batch, kv head)).
 
 Number of splits (`choose_splits`): the B * Hkv programs of an unsplit launch fill the GPU
-once there are NO_SPLIT_FILL (0.9) times as many as SMs. Below that, each sequence is cut into S chunks of a
-whole number of BLOCK_N tiles so that B * Hkv * S is about TARGET_WAVES times the SM count,
-with no chunk shorter than MIN_CHUNK_BLOCKS tiles. S depends on the cache shape (B, Hkv,
+once there are NO_SPLIT_FILL (0.9) times as many as SMs (paged caches want about
+PAGED_PROGRAMS_PER_SM programs per SM even then; see choose_splits). Below that, each
+sequence is cut into S chunks of a whole number of BLOCK_N tiles so that B * Hkv * S is about
+TARGET_WAVES times the SM count, with no chunk shorter than MIN_CHUNK_BLOCKS tiles. S depends on the cache shape (B, Hkv,
 Lmax) only, never on the values in `seqlens`, so the host never waits for the GPU.
 
 Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
@@ -33,8 +34,24 @@ length 0 attends to nothing and its output is defined as zeros. Lengths on the h
 checked and raise ValueError; lengths already on the GPU are not read back (that would stall
 the host every call): the kernel clamps them to 0..Lmax, so it never reads outside the cache.
 
+Paged caches (`block_table`): serving engines keep the KV cache as a pool of fixed-size pages
+and give each sequence a row of page indices. The pool layout here is (num_pages, page_size,
+Hkv, D), token-major within a page: vLLM's FlashAttention backend and FlashInfer's default
+"NHD" layout hold pages this way; FlashInfer's "HND" layout and TensorRT-LLM hold (num_pages,
+Hkv, page_size, D), which is the same pool passed as `pool.transpose(1, 2)` (any strides are
+taken). page_size is a power of two in 16..256 (PAGE_SIZES; vLLM defaults to 16 tokens). The
+kernel is the same; each BLOCK_N-token tile looks up, per token, its page in the sequence's
+table row (slot t % page_size of page table[b, t // page_size]), so a tile may span pages of
+any order and the tile size does not depend on the page size. Only the entries of the pages
+holding a sequence's tokens are read; indices on the GPU are clamped to 0..num_pages-1, so a
+bad table never reads outside the pool; host tables are checked. Lmax is max_pages * page_size.
+`paged_cache` builds a shuffled paged copy of contiguous caches, `paged_reference` is the
+float64 answer (each sequence's pages gathered, then `reference`).
+
 Traffic (`decode_traffic`, the count the decode study divides by): the K and V bytes actually
-read, 2 * sum(n_b) * Hkv * D * element_size, plus q and out, 2 * B * Hq * D * element_size.
+read, 2 * sum(n_b) * Hkv * D * element_size, plus q and out, 2 * B * Hq * D * element_size;
+the same for paged caches (the block table's int32 entries, one per token read, mostly from
+cache, are not counted).
 The partial outputs (B * Hq * S * (D + 1) fp32 values written, and read back by one program
 per kv head) are overhead and not counted.
 """
@@ -49,14 +66,19 @@ import triton.language as tl
 
 from kernels._checks import check_no_grad, check_same_device, check_tensor, interpreting
 from kernels._device import cdiv, pow2, sm_count
+from kernels._plans import ALIGN, Launch, aligned, current_stream, remember
 
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
+PAGE_SIZES = (16, 32, 64, 128, 256)   # tokens a page of a paged cache holds
 TARGET_WAVES = 8             # split until B * Hkv * S >= TARGET_WAVES * SMs programs
 MIN_CHUNK_BLOCKS = 8         # a split reads at least this many BLOCK_N tiles (H200: B=1, L=4096:
                              # 8 splits 2.11 TB/s, 16 splits 1.97)
 NO_SPLIT_FILL = 0.9          # B * Hkv programs on at least this share of the SMs need no split
                              # (H200: B=16, Hkv=8, 128 programs: S=1 4.05 TB/s, S=9 3.59)
+PAGED_PROGRAMS_PER_SM = 4    # paged caches: split a grid that fills the SMs once until each SM has
+                             # about this many programs (H200, page 64, D = 128: B=16, Hkv=8, L=8192:
+                             # S=1 2.12 TB/s, S=4 3.91; B=4, Hkv=32, L=16384: 2.11 vs 4.28)
 MERGE_BLOCK_S = 16           # splits merged per step by the last program
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
@@ -113,17 +135,20 @@ def _merge_splits(Part, Lse, Out, row, n_valid, num_splits,
 
 @triton.jit
 def _decode_kernel(
-    Q, K, V, Lens, Out, Part, Lse, Count,
+    Q, K, V, Lens, Table, Out, Part, Lse, Count,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
-    heads_kv, cache_len, chunk_len, num_splits, qk_scale,
+    stride_tb, stride_tp, heads_kv, cache_len, num_pages, chunk_len, num_splits, qk_scale,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
-    HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr, PAGE_SIZE: tl.constexpr,
 ):
     # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, S, D) fp32, Lse (B, Hq, S) fp32 and
-    # Count (B * Hkv,) int32 zeros, all contiguous.
+    # Count (B * Hkv,) int32 zeros, all contiguous. Contiguous caches (PAGE_SIZE 0): K and V
+    # (B, Hkv, Lmax, D) with strides (b, h, n, d). Paged (PAGE_SIZE > 0): K and V
+    # (num_pages, PAGE_SIZE, Hkv, D) with strides passed as (page, h, slot, d), Table
+    # (B, max_pages) int32 with strides (stride_tb, stride_tp), and cache_len = max_pages * PAGE_SIZE.
     split = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // heads_kv
@@ -166,8 +191,18 @@ def _decode_kernel(
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)   # running max of the logits (log2 units)
     l_i = tl.zeros([BLOCK_G], tl.float32)                  # running sum of exp2(logit - m_i)
     acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    table_row = Table + b64 * stride_tb
     for n0 in range(start, end, BLOCK_N):
         mask_n = (n0 + offs_n) < end
+        if PAGE_SIZE > 0:   # token t lives in slot t % PAGE_SIZE of page Table[b, t // PAGE_SIZE]
+            tokens = n0 + offs_n
+            page = tl.load(table_row + (tokens // PAGE_SIZE) * stride_tp, mask=mask_n, other=0)
+            page = tl.minimum(tl.maximum(page, 0), num_pages - 1).to(tl.int64)     # never outside
+            slot = tokens % PAGE_SIZE
+            k_ptrs = (K + h64 * stride_kh + (page * stride_kb + slot * stride_kn)[:, None]
+                      + offs_d[None, :] * stride_kd)                              # (BLOCK_N, BLOCK_D)
+            v_ptrs = (V + h64 * stride_vh + (page * stride_vb + slot * stride_vn)[:, None]
+                      + offs_d[None, :] * stride_vd)
         k = tl.load(k_ptrs, mask=mask_n[:, None] & mask_d[None, :], other=0.0)
         s = _mma(q, tl.trans(k), UPCAST_DOT) * qk_scale                           # (BLOCK_G, BLOCK_N)
         s = tl.where(mask_n[None, :], s, float("-inf"))
@@ -178,8 +213,9 @@ def _decode_kernel(
         v = tl.load(v_ptrs, mask=mask_n[:, None] & mask_d[None, :], other=0.0)
         acc = acc * alpha[:, None] + _mma(p.to(v.dtype), v, UPCAST_DOT)          # (BLOCK_G, BLOCK_D)
         m_i = m_new
-        k_ptrs += k_step
-        v_ptrs += v_step
+        if PAGE_SIZE == 0:
+            k_ptrs += k_step
+            v_ptrs += v_step
 
     if SPLIT:
         # start < end, so every row saw at least one key and l_i > 0.
@@ -205,13 +241,13 @@ def _decode_kernel(
 _COUNTERS: dict = {}
 
 
-def _counters(device: torch.device, n: int) -> torch.Tensor:
+def _counters(device: torch.device, n: int, stream: int) -> torch.Tensor:
     """Arrival counters of the split merge, zeroed once per device and stream and reused.
 
-    The program that merges a (batch, kv head) resets its counter, so the buffer is zero again
+    `stream` is the handle of the stream the kernel launches on (0 in the interpreter). The
+    program that merges a (batch, kv head) resets its counter, so the buffer is zero again
     when the kernel ends and no memset is launched per call.
     """
-    stream = torch.cuda.current_stream(device).stream_id if device.type == "cuda" else 0
     key = (device, stream)
     buf = _COUNTERS.get(key)
     if buf is None or buf.numel() < n:
@@ -232,12 +268,21 @@ def launch_config(head_dim: int, element_size: int) -> tuple[int, int, int]:
     return block_n, 4, 4
 
 
-def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int) -> tuple[int, int]:
-    """(S, chunk_len): split each sequence into S chunks of chunk_len tokens (a multiple of block_n)."""
+def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int,
+                  paged: bool = False) -> tuple[int, int]:
+    """(S, chunk_len): split each sequence into S chunks of chunk_len tokens (a multiple of block_n).
+
+    Paged caches: a program's page lookups put a dependent load before each tile's K and V, so
+    one program per SM leaves the memory system idle; a grid that would not be split is split
+    into about PAGED_PROGRAMS_PER_SM programs per SM instead.
+    """
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
     if programs >= NO_SPLIT_FILL * num_sms:
-        return 1, n_blocks * block_n
+        if not paged:
+            return 1, n_blocks * block_n
+        wanted = (2 * PAGED_PROGRAMS_PER_SM * num_sms + programs) // (2 * programs)   # nearest integer
+        return _chunking(n_blocks, max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
     wanted = cdiv(TARGET_WAVES * num_sms, programs)
     return _chunking(n_blocks, max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
 
@@ -247,24 +292,28 @@ def _chunking(n_blocks: int, splits: int, block_n: int) -> tuple[int, int]:
     return cdiv(n_blocks, blocks_per_split), blocks_per_split * block_n
 
 
-def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits):
-    """Shape, dtype and device checks; returns seqlens on q's device (or None)."""
+def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None):
+    """Shape, dtype and device checks of a call (the values of host lengths and tables: _to_device)."""
     check_tensor("q", q, DTYPES, ndim=3)
+    dims = "(B, Hkv, Lmax, D)" if block_table is None else "(num_pages, page_size, Hkv, D)"
     for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
         if not isinstance(cache, torch.Tensor) or cache.dtype != q.dtype:
             kind = cache.dtype if isinstance(cache, torch.Tensor) else type(cache).__name__
             raise ValueError(f"{name} must be a tensor of q's dtype ({q.dtype}), got {kind}")
         if cache.dim() != 4:
-            raise ValueError(f"{name} must have 4 dimensions (B, Hkv, Lmax, D), got shape {tuple(cache.shape)}")
+            raise ValueError(f"{name} must have 4 dimensions {dims}, got shape {tuple(cache.shape)}")
     if k_cache.device != q.device or v_cache.device != q.device:
         check_same_device(q=q, k_cache=k_cache, v_cache=v_cache)
     check_no_grad("decode_attention", q=q, k_cache=k_cache, v_cache=v_cache)
     batch, heads_q, head_dim = q.shape
     if k_cache.shape != v_cache.shape:
         raise ValueError(f"k_cache {tuple(k_cache.shape)} and v_cache {tuple(v_cache.shape)} differ in shape")
-    kb, heads_kv, cache_len, kd = k_cache.shape
-    if kb != batch:
-        raise ValueError(f"q has batch {batch} but the caches have batch {kb}")
+    if block_table is None:
+        kb, heads_kv, cache_len, kd = k_cache.shape
+        if kb != batch:
+            raise ValueError(f"q has batch {batch} but the caches have batch {kb}")
+    else:
+        heads_kv, cache_len, kd = k_cache.shape[2], _check_table(block_table, k_cache, batch, q.device), k_cache.shape[3]
     if kd != head_dim:
         raise ValueError(f"q has head_dim {head_dim} but the caches have head_dim {kd}")
     if not 1 <= head_dim <= MAX_HEAD_DIM:
@@ -278,61 +327,194 @@ def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits):
     if num_splits is not None and (not isinstance(num_splits, int) or num_splits < 1):
         raise ValueError(f"num_splits must be a positive int or None, got {num_splits!r}")
     if seqlens is None:
-        return None
+        return
     if not isinstance(seqlens, torch.Tensor) or seqlens.dtype not in LENGTH_DTYPES:
         kind = seqlens.dtype if isinstance(seqlens, torch.Tensor) else type(seqlens).__name__
         raise ValueError(f"seqlens must be an integer tensor, got {kind}")
     if seqlens.shape != (batch,):
         raise ValueError(f"seqlens must have shape ({batch},), got {tuple(seqlens.shape)}")
-    if seqlens.device.type == "cpu":
-        if batch and (int(seqlens.min()) < 0 or int(seqlens.max()) > cache_len):
-            raise ValueError(f"seqlens must lie in 0..{cache_len} (Lmax), got "
-                             f"{int(seqlens.min())}..{int(seqlens.max())}")
-        seqlens = seqlens.to(q.device, non_blocking=True)
-    elif seqlens.device != q.device:
+    if seqlens.device.type != "cpu" and seqlens.device != q.device:
         raise ValueError(f"seqlens is on {seqlens.device} but q is on {q.device}")
-    return seqlens
 
 
-def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_n=None, num_warps=None, num_stages=None):
-    """Shared launcher; num_splits=None chooses S with choose_splits, 1 writes the output directly."""
-    seqlens = _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits)
+def _check_table(block_table, k_cache, batch: int, device: torch.device) -> int:
+    """Checks of a paged call's block table and page size; returns the tokens a table row holds."""
+    if not isinstance(block_table, torch.Tensor) or block_table.dtype != torch.int32:
+        kind = block_table.dtype if isinstance(block_table, torch.Tensor) else type(block_table).__name__
+        raise ValueError(f"block_table must be an int32 tensor, got {kind}")
+    if block_table.dim() != 2 or block_table.shape[0] != batch:
+        raise ValueError(f"block_table must have shape ({batch}, max_pages), got {tuple(block_table.shape)}")
+    if block_table.device.type != "cpu" and block_table.device != device:
+        raise ValueError(f"block_table is on {block_table.device} but q is on {device}")
+    num_pages, page_size = k_cache.shape[:2]
+    if page_size not in PAGE_SIZES:
+        raise ValueError(f"page_size (k_cache.shape[1]) must be a power of two in "
+                         f"{PAGE_SIZES[0]}..{PAGE_SIZES[-1]}, got {page_size}")
+    if num_pages == 0:
+        raise ValueError("the paged caches hold no pages")
+    return block_table.shape[1] * page_size
+
+
+def _to_device(seqlens, block_table, device: torch.device, cache_len: int, num_pages: int):
+    """Host lengths and tables are checked (their values, on every call) and copied to `device`.
+
+    Lengths must lie in 0..cache_len; the entries of a host table that hold a sequence's tokens
+    must be page indices in 0..num_pages - 1 (with lengths on the GPU: every entry). Values
+    already on the GPU are not read back (that would stall the host): the kernel clamps them.
+    """
+    host_lens = seqlens is not None and seqlens.device.type == "cpu"
+    if host_lens and seqlens.numel() and (int(seqlens.min()) < 0 or int(seqlens.max()) > cache_len):
+        what = "(Lmax)" if block_table is None else "(max_pages * page_size, what the block table holds)"
+        raise ValueError(f"seqlens must lie in 0..{cache_len} {what}, got "
+                         f"{int(seqlens.min())}..{int(seqlens.max())}")
+    if block_table is not None and block_table.device.type == "cpu":
+        max_pages = block_table.shape[1]
+        if seqlens is None or host_lens:
+            lengths = torch.full((block_table.shape[0],), cache_len) if seqlens is None else seqlens.long()
+            page_size = cache_len // max_pages
+            used = torch.arange(max_pages) * page_size < lengths[:, None]                 # (B, max_pages)
+            pages = block_table[used]
+        else:
+            pages = block_table
+        if pages.numel() and (int(pages.min()) < 0 or int(pages.max()) >= num_pages):
+            raise ValueError(f"block_table holds page indices outside 0..{num_pages - 1} "
+                             f"(got {int(pages.min())}..{int(pages.max())})")
+        block_table = block_table.to(device, non_blocking=True)
+    if host_lens:
+        seqlens = seqlens.to(device, non_blocking=True)
+    return seqlens, block_table
+
+
+_PLANS: dict = {}   # layouts of q, the caches, seqlens, block_table and the options -> _DecodePlan
+
+
+class _DecodePlan:
+    """A checked call's launch: grid, scratch shapes and every non-tensor kernel argument.
+
+    `strides` are q's and the caches' strides as the kernel takes them, `rest` the arguments
+    after the block table's strides; `fast` (GPU only, set after the first launch when the
+    lengths and table are None or already on the GPU) is the compiled kernel (kernels._plans.Launch).
+    """
+    __slots__ = ("grid", "out_shape", "part_shape", "counters", "cache_len", "num_pages", "strides",
+                 "rest", "options", "fast")
+
+    def __init__(self, grid, out_shape, part_shape=None, counters=0, cache_len=0, num_pages=1,
+                 strides=(), rest=(), options=None):
+        self.grid, self.out_shape, self.part_shape, self.counters = grid, out_shape, part_shape, counters
+        self.cache_len, self.num_pages, self.strides, self.rest = cache_len, num_pages, strides, rest
+        self.options, self.fast = options or {}, None
+
+
+def _layout(t: torch.Tensor) -> tuple:
+    """What a launch specialises on for tensor t (see kernels._plans)."""
+    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % ALIGN
+
+
+def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages):
+    """Validate a call and choose its launch (splits, tiles, warps): a _DecodePlan."""
+    _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table)
     batch, heads_q, head_dim = q.shape
-    _, heads_kv, cache_len, _ = k_cache.shape
-    out = torch.empty(batch, heads_q, head_dim, device=q.device, dtype=q.dtype)   # (B, Hq, D)
+    if block_table is None:
+        _, heads_kv, cache_len, _ = k_cache.shape
+        num_pages, page_size = 1, 0
+        k_strides, v_strides = k_cache.stride(), v_cache.stride()                 # (b, h, n, d)
+    else:
+        num_pages, page_size, heads_kv, _ = k_cache.shape
+        cache_len = block_table.shape[1] * page_size
+        (kp, kn, kh, kd), (vp, vn, vh, vd) = k_cache.stride(), v_cache.stride()
+        k_strides, v_strides = (kp, kh, kn, kd), (vp, vh, vn, vd)                 # (page, h, slot, d)
     if batch == 0 or heads_q == 0:
-        return out
+        return _DecodePlan(None, (batch, heads_q, head_dim), cache_len=cache_len, num_pages=num_pages)
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, q.element_size())
     block_n, num_warps, num_stages = block_n or cfg_n, num_warps or cfg_w, num_stages or cfg_s
     n_blocks = cdiv(cache_len, block_n)
     if num_splits is None:
-        splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sm_count(q.device))
+        splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sm_count(q.device),
+                                      paged=block_table is not None)
     else:
         splits, chunk = _chunking(n_blocks, num_splits, block_n)
     group = heads_q // heads_kv
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
-    if splits > 1:
-        part = torch.empty(batch, heads_q, splits, head_dim, device=q.device, dtype=torch.float32)  # (B, Hq, S, D)
-        lse = torch.empty(batch, heads_q, splits, device=q.device, dtype=torch.float32)              # (B, Hq, S)
-        count = _counters(q.device, batch * heads_kv)                                               # (>= B * Hkv,)
-    else:
-        part = lse = count = out                     # unused when SPLIT is False
-    _decode_kernel[(splits, batch * heads_kv)](
-        q, k_cache, v_cache, q if seqlens is None else seqlens, out, part, lse, count,
-        *q.stride(), *k_cache.stride(), *v_cache.stride(),
-        heads_kv, cache_len, chunk, splits, scale,
-        GROUP=group, HEAD_DIM=head_dim, BLOCK_G=max(16, pow2(group)), BLOCK_N=block_n,
-        BLOCK_D=max(16, pow2(head_dim)), BLOCK_S=MERGE_BLOCK_S,
-        HAS_LENS=seqlens is not None, SPLIT=splits > 1,
-        # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
-        UPCAST_DOT=q.dtype == torch.bfloat16 and interpreting(),
-        num_warps=num_warps, num_stages=num_stages)
+    rest = (heads_kv, cache_len, num_pages, chunk, splits, scale,
+            group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)), MERGE_BLOCK_S,
+            seqlens is not None, splits > 1,
+            # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
+            q.dtype == torch.bfloat16 and interpreting(), page_size)
+    return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
+                       (batch, heads_q, splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
+                       (*q.stride(), *k_strides, *v_strides), rest,
+                       dict(num_warps=num_warps, num_stages=num_stages))
+
+
+def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None,
+            block_n=None, num_warps=None, num_stages=None):
+    """Shared launcher; num_splits=None chooses S with choose_splits, 1 writes the output directly.
+
+    Plan cache (kernels._plans): the first call with a given layout of q, the caches, the
+    lengths and the block table (shapes, strides, dtypes, devices, data pointer offsets) and
+    the same options is validated and planned; a repeat call looks the plan up, allocates the
+    output (and the split partials) and launches, on a GPU the compiled kernel directly.
+    Lengths and tables on the host are still checked and copied on every call (their values
+    are not part of the key).
+    """
+    try:
+        key = (_layout(q), _layout(k_cache), _layout(v_cache),
+               None if seqlens is None else _layout(seqlens),
+               None if block_table is None else _layout(block_table),
+               sm_scale, type(sm_scale), num_splits, type(num_splits), block_n, num_warps, num_stages)
+        plan = _PLANS.get(key)
+    except (AttributeError, TypeError, RuntimeError):   # not tensors, unhashable options: checked below
+        key, plan = None, None
+    if plan is not None and torch.is_grad_enabled() and (
+            q.requires_grad or k_cache.requires_grad or v_cache.requires_grad):
+        plan = None                                 # checked (and refused) below
+    if plan is not None and plan.fast is not None:
+        stream = plan.fast.stream()
+        if stream is not None:
+            out = torch.empty(plan.out_shape, device=q.device, dtype=q.dtype)      # (B, Hq, D)
+            part, lse, count = _scratch(plan, out, stream)
+            if aligned(out, part, lse, count):
+                plan.fast(stream, q, k_cache, v_cache, q if seqlens is None else seqlens,
+                          q if block_table is None else block_table, out, part, lse, count,
+                          *plan.strides, *(block_table.stride() if block_table is not None else (0, 0)),
+                          *plan.rest)
+                return out
+    if plan is None:
+        plan = _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table,
+                     block_n, num_warps, num_stages)
+        if key is not None:
+            remember(_PLANS, key, plan)
+    out = torch.empty(plan.out_shape, device=q.device, dtype=q.dtype)             # (B, Hq, D)
+    lens, table = _to_device(seqlens, block_table, q.device, plan.cache_len, plan.num_pages)
+    if plan.grid is None:                                                          # B = 0 or Hq = 0
+        return out
+    stream = 0 if interpreting() else current_stream()
+    part, lse, count = _scratch(plan, out, stream)
+    compiled = _decode_kernel[plan.grid](
+        q, k_cache, v_cache, q if lens is None else lens, q if table is None else table,
+        out, part, lse, count, *plan.strides, *(table.stride() if table is not None else (0, 0)),
+        *plan.rest, **plan.options)
+    if (plan.fast is None and key is not None and not interpreting() and lens is seqlens
+            and table is block_table and aligned(out, part, lse, count)):
+        plan.fast = Launch(compiled, plan.grid)
     return out
+
+
+def _scratch(plan: _DecodePlan, out: torch.Tensor, stream: int):
+    """Split partials (B, Hq, S, D) and log-sum-exps (B, Hq, S) in fp32, and the arrival counters.
+
+    Without splits the kernel reads none of them, and `out` stands in for each.
+    """
+    if plan.part_shape is None:
+        return out, out, out
+    part = torch.empty((*plan.part_shape, plan.out_shape[2]), device=out.device, dtype=torch.float32)
+    lse = torch.empty(plan.part_shape, device=out.device, dtype=torch.float32)
+    return part, lse, _counters(out.device, plan.counters, stream)
 
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      seqlens: torch.Tensor | None = None, sm_scale: float | None = None,
-                     num_splits: int | None = None) -> torch.Tensor:
+                     num_splits: int | None = None, block_table: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of one query token per sequence over its KV cache, split across the SMs.
 
     q (B, Hq, D); k_cache, v_cache (B, Hkv, Lmax, D), Hq a multiple of Hkv, any strides;
@@ -340,14 +522,64 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     zeros). sm_scale defaults to 1/sqrt(D). num_splits forces the number of KV splits (it is
     rounded so that each split reads whole BLOCK_N tiles); None chooses it from the shape.
     Returns (B, Hq, D) in q's dtype.
+
+    Paged caches: with block_table (B, max_pages) int32, k_cache and v_cache are pools of
+    pages (num_pages, page_size, Hkv, D) with any strides, page_size a power of two in
+    16..256, and token t of sequence b is slot t % page_size of page block_table[b, t // page_size];
+    Lmax is max_pages * page_size. See the module docstring.
     """
-    return _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits)
+    return _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table)
 
 
 def decode_attention_nosplit(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                              seqlens: torch.Tensor | None = None, sm_scale: float | None = None) -> torch.Tensor:
     """Same computation with one program per (batch, kv head): the baseline without split-KV."""
     return _decode(q, k_cache, v_cache, seqlens, sm_scale, 1)
+
+
+def paged_cache(k_cache: torch.Tensor, v_cache: torch.Tensor, page_size: int,
+                seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A paged copy of contiguous caches (B, Hkv, Lmax, D): (k_pages, v_pages, block_table).
+
+    Each sequence's Lmax tokens fill cdiv(Lmax, page_size) pages (the last one padded with
+    zeros); the B * max_pages pages sit in the pool (num_pages, page_size, Hkv, D) in an order
+    shuffled by `seed`, so no sequence's pages are adjacent by construction. block_table is
+    (B, max_pages) int32 on the caches' device.
+    """
+    batch, heads_kv, cache_len, head_dim = k_cache.shape
+    max_pages = cdiv(cache_len, page_size)
+    gen = torch.Generator().manual_seed(seed)
+    order = torch.randperm(batch * max_pages, generator=gen)                       # pool slot of each page
+    pools = []
+    for cache in (k_cache, v_cache):
+        pool = torch.zeros(batch * max_pages, page_size, heads_kv, head_dim, dtype=cache.dtype,
+                           device=cache.device)                                     # (num_pages, P, Hkv, D)
+        padded = torch.zeros(max_pages * page_size, heads_kv, head_dim, dtype=cache.dtype, device=cache.device)
+        for b in range(batch):
+            padded[:cache_len] = cache[b].transpose(0, 1)                           # (Lmax, Hkv, D)
+            pool[order[b * max_pages:(b + 1) * max_pages].to(cache.device)] = \
+                padded.view(max_pages, page_size, heads_kv, head_dim)
+        pools.append(pool)
+    table = order.view(batch, max_pages).to(device=k_cache.device, dtype=torch.int32)
+    return pools[0], pools[1], table
+
+
+def paged_reference(q: torch.Tensor, k_pages: torch.Tensor, v_pages: torch.Tensor, block_table: torch.Tensor,
+                    seqlens: torch.Tensor | None = None, sm_scale: float | None = None,
+                    dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Decode attention over paged caches in `dtype`: each sequence's pages gathered, then `reference`."""
+    batch, _, head_dim = q.shape
+    page_size = k_pages.shape[1]
+    full = block_table.shape[1] * page_size
+    lengths = [full] * batch if seqlens is None else [int(n) for n in seqlens.tolist()]
+    out = torch.zeros(batch, q.shape[1], head_dim, device=q.device, dtype=dtype)
+    for b, n in enumerate(lengths):
+        pages = block_table[b, :cdiv(n, page_size)].long().to(k_pages.device)
+        k = k_pages[pages].flatten(0, 1)[:n].transpose(0, 1)[None]              # (1, Hkv, n, D)
+        v = v_pages[pages].flatten(0, 1)[:n].transpose(0, 1)[None]
+        if n:
+            out[b] = reference(q[b:b + 1], k, v, None, sm_scale, dtype)[0]
+    return out
 
 
 def reference(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

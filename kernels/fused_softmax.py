@@ -63,6 +63,7 @@ import triton.language as tl
 from kernels._checks import check_tensor, interpreting
 from kernels._device import INTERPRETER_SMS, cdiv, pow2, properties
 from kernels._device import sm_count as num_sms
+from kernels._plans import ALIGN, Launch, aligned, remember
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -411,26 +412,37 @@ def _grid(work: int, cfg: Config, device: torch.device) -> int:
     return max(1, work)
 
 
-def _launch_rows(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> None:
+def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
-    grid = _grid(cdiv(rows, cfg.rows), cfg, x.device)
-    _rows_kernel[(grid,)](out, x, x.stride(0), out.stride(0), rows, cols,
-                          ROWS=cfg.rows, BLOCK=cfg.block, VEC=_vec(x, out), num_warps=cfg.num_warps,
-                          num_stages=1)
+    grid = (_grid(cdiv(rows, cfg.rows), cfg, x.device),)
+    return _rows_kernel, grid, (out, x, x.stride(0), out.stride(0), rows, cols, cfg.rows, cfg.block,
+                                _vec(x, out)), dict(num_warps=cfg.num_warps, num_stages=1)
 
 
-def _launch_row(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> None:
+def _row_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
-    _row_kernel[(_grid(rows, cfg, x.device),)](out, x, x.stride(0), out.stride(0), rows, cols,
-                                                BLOCK=cfg.block, VEC=_vec(x, out),
-                                                num_warps=cfg.num_warps, num_stages=1)
+    return _row_kernel, (_grid(rows, cfg, x.device),), (out, x, x.stride(0), out.stride(0), rows, cols,
+                                                         cfg.block, _vec(x, out)), \
+        dict(num_warps=cfg.num_warps, num_stages=1)
 
 
-def _launch_looped(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> None:
+def _looped_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
-    _looped_kernel[(_grid(rows, cfg, x.device),)](out, x, x.stride(0), out.stride(0), rows, cols,
-                                                   BLOCK=cfg.block, VEC=_vec(x, out),
-                                                   num_warps=cfg.num_warps)
+    return _looped_kernel, (_grid(rows, cfg, x.device),), (out, x, x.stride(0), out.stride(0), rows, cols,
+                                                            cfg.block, _vec(x, out)), \
+        dict(num_warps=cfg.num_warps)
+
+
+def _one_launch(arguments):
+    """Launcher of a one-kernel strategy: returns (compiled kernel, grid, arguments) of the launch.
+
+    The arguments are (out, x, then the rest in signature order, constexprs included), what a
+    plan needs to launch the compiled kernel again (see kernels._plans).
+    """
+    def launch(x: torch.Tensor, out: torch.Tensor, cfg: Config):
+        kernel, grid, args, options = arguments(x, out, cfg)
+        return kernel[grid](*args, **options), grid, args
+    return launch
 
 
 _COUNTERS: dict = {}
@@ -508,7 +520,7 @@ class Strategy:
     """One kernel and its launch table. `run(x2d)` softmaxes each row of a (rows, cols) tensor."""
     name: str
     max_cols: int | None          # longest row the kernel handles (None: any)
-    launch: Callable[[torch.Tensor, torch.Tensor, Config], None]
+    launch: Callable[[torch.Tensor, torch.Tensor, Config], tuple | None]   # (compiled, grid, args)
 
     def supports(self, cols: int) -> bool:
         return cols >= 1 and (self.max_cols is None or cols <= self.max_cols)
@@ -535,9 +547,9 @@ class Strategy:
 
 
 STRATEGIES: dict[str, Strategy] = {
-    "rows": Strategy("rows", 4096, _launch_rows),
-    "row": Strategy("row", 65536, _launch_row),
-    "looped": Strategy("looped", None, _launch_looped),
+    "rows": Strategy("rows", 4096, _one_launch(_rows_args)),
+    "row": Strategy("row", 65536, _one_launch(_row_args)),
+    "looped": Strategy("looped", None, _one_launch(_looped_args)),
     "split": Strategy("split", None, _launch_split),
 }
 
@@ -556,7 +568,21 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
     return "split"
 
 
-_PLANS: dict = {}
+_PLANS: dict = {}   # (shape, strides, dtype, device, dim, type of dim, data_ptr % 16) -> _Plan
+
+
+class _Plan:
+    """A checked call: the strategy's launcher and parameters, and on a GPU the compiled launch.
+
+    `direct` (a GPU tensor softmaxed along a dimension it is contiguous in, viewed as (rows, cols)
+    without a copy) plans get `fast` after their first launch: (Launch, the launch's arguments
+    after out and x), replayed with a fresh output of x's shape.
+    """
+    __slots__ = ("launch", "cfg", "moved_dim", "rows", "cols", "fast")
+
+    def __init__(self, launch, cfg, moved_dim, rows, cols):
+        self.launch, self.cfg, self.moved_dim, self.rows, self.cols = launch, cfg, moved_dim, rows, cols
+        self.fast = None
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -565,8 +591,13 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     Math is in fp32 and the result has x's dtype and shape. Rows that are entirely -inf give NaN,
     as torch.softmax does. When `dim` is not the innermost dimension, the input is made
     contiguous along it and the result is returned as a view laid out with `dim` innermost.
-    A call repeating an earlier call's shape, strides, dtype, device and dim reuses its checked
-    plan (strategy and launch parameters), so the host adds little to a short kernel.
+
+    Plan cache: the first call with a given shape, strides, dtype, device, dim and data pointer
+    offset (mod 16 bytes) validates x, chooses the strategy and launch parameters and keeps them
+    (kernels._plans: at most PLAN_CACHE_SIZE plans, the oldest dropped first). A repeat call does
+    one dict lookup, allocates the output and, on a GPU, launches the compiled kernel directly
+    (rows, row and looped on a tensor viewed as (rows, cols) without a copy); other repeat calls
+    skip the checks and launch through Triton as the first did.
 
     Autograd: when x requires grad and grad mode is on, the call goes through `_Softmax`, whose
     forward is this same Triton kernel and whose backward, dx = y * (dy - sum(dy * y, dim)), is
@@ -575,26 +606,39 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     try:
         if x.requires_grad and torch.is_grad_enabled():
             return _Softmax.apply(x, dim)
-        key = (x.shape, x.stride(), x.dtype, x.device, dim)
+        key = (x.shape, x.stride(), x.dtype, x.device, dim, type(dim), x.data_ptr() % ALIGN)
         plan = _PLANS.get(key)
-    except (AttributeError, TypeError):       # not a tensor, or an unhashable dim: checked below
+    except (AttributeError, TypeError, RuntimeError):   # not a tensor, unhashable dim, no storage
         key, plan = None, None
+    if plan is not None and plan.fast is not None:
+        launch, rest = plan.fast
+        stream = launch.stream()
+        if stream is not None:
+            out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+            if out.data_ptr() % ALIGN == 0:
+                launch(stream, out, x, *rest)
+                return out
     if plan is None:
         plan = _plan(x, dim)
-        if key is not None and plan[0] is not None:
-            _PLANS[key] = plan
-    launch, cfg, moved_dim, rows, cols = plan
-    if launch is None:                        # 0-d and empty tensors
-        return cfg(x)
+        if key is not None and plan.launch is not None:
+            remember(_PLANS, key, plan)
+    if plan.launch is None:                   # 0-d and empty tensors
+        return plan.cfg(x)
+    rows, cols, moved_dim = plan.rows, plan.cols, plan.moved_dim
     xt = x.movedim(moved_dim, -1) if moved_dim is not None else x          # (..., cols)
+    direct = moved_dim is None
     try:
         x2d = xt.view(rows, cols)                                         # (rows, cols), no copy
     except RuntimeError:
-        x2d = xt.reshape(rows, cols)
+        x2d, direct = xt.reshape(rows, cols), False
     if cols > 1 and x2d.stride(1) != 1:
-        x2d = x2d.contiguous()
+        x2d, direct = x2d.contiguous(), False
     out = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
-    launch(x2d, out, cfg)
+    launched = plan.launch(x2d, out, plan.cfg)
+    if (launched is not None and direct and plan.fast is None and key is not None
+            and not interpreting() and aligned(out)):
+        compiled, grid, args = launched
+        plan.fast = (Launch(compiled, grid), args[2:])
     out = out.view(xt.shape)
     return out.movedim(-1, moved_dim) if moved_dim is not None else out
 
@@ -620,8 +664,8 @@ class _Softmax(torch.autograd.Function):
         return dx.to(y.dtype), None
 
 
-def _plan(x, dim):
-    """Validate a call and choose its strategy: (launch, cfg, moved dim or None, rows, cols).
+def _plan(x, dim) -> _Plan:
+    """Validate a call and choose its strategy (launcher, parameters, moved dim or None, rows, cols).
 
     For 0-d and empty tensors `launch` is None and `cfg` computes the result directly.
     """
@@ -632,12 +676,12 @@ def _plan(x, dim):
     if not -ndim <= dim < ndim:
         raise ValueError(f"dim {dim} is out of range for a tensor of {x.dim()} dimensions")
     if x.dim() == 0:
-        return None, lambda t: softmax(t.reshape(1), 0).reshape(()), None, 0, 0
+        return _Plan(None, lambda t: softmax(t.reshape(1), 0).reshape(()), None, 0, 0)
     dim %= ndim
     if x.numel() == 0:
-        return None, torch.empty_like, None, 0, 0
+        return _Plan(None, torch.empty_like, None, 0, 0)
     cols = x.shape[dim]
     rows = x.numel() // cols
     name = choose(rows, cols, x.dtype, num_sms(x.device))
     cfg = config(name, cols, x.dtype, rows, num_sms(x.device))
-    return STRATEGIES[name].launch, cfg, (dim if dim != x.dim() - 1 else None), rows, cols
+    return _Plan(STRATEGIES[name].launch, cfg, (dim if dim != x.dim() - 1 else None), rows, cols)

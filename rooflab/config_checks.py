@@ -19,13 +19,13 @@ STUDY_IMPLS: dict[str, tuple[str, ...]] = {
     "softmax": ("ours", *(f"ours_{s}" for s in SOFTMAX_STRATEGIES), "torch", "torch_compile", "liger",
                 "seed_rowwise", "seed_multipass"),
     "attention": ("ours", "seed_attention", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "eager"),
-    "decode": ("ours", "ours_nosplit", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"),
+    "decode": ("ours", "ours_nosplit", "ours_paged", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"),
 }
 # The implementations the CPU-interpreter verification may run: our own kernels only.
 VERIFY_IMPLS: dict[str, tuple[str, ...]] = {
     "softmax": ("ours", *(f"ours_{s}" for s in SOFTMAX_STRATEGIES)),
     "attention": ("ours",),
-    "decode": ("ours", "ours_nosplit"),
+    "decode": ("ours", "ours_nosplit", "ours_paged"),
 }
 # Head dims the attention kernel accepts (kernels.flash_attention.MIN_HEAD_DIM, MAX_HEAD_DIM).
 ATTENTION_HEAD_DIM = (16, 256)

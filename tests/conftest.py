@@ -22,3 +22,31 @@ def poison(monkeypatch):
         return t.fill_(float("nan")) if t.is_floating_point() else t
 
     monkeypatch.setattr(torch, "empty", nan_empty)
+
+
+@pytest.fixture
+def replay():
+    """A stand-in for kernels._plans.Launch, which needs a GPU.
+
+    `replay.launcher(run)` is a Launch-like class: each replay's arguments are appended to
+    `replay.calls` and run in the interpreter as run(grid, args).
+    """
+    class Recorder:
+        calls: list = []
+
+        @staticmethod
+        def launcher(run):
+            class Replay:
+                def __init__(self, compiled, grid):
+                    self.grid = grid
+
+                def stream(self):
+                    return 0
+
+                def __call__(self, stream, *args):
+                    Recorder.calls.append(args)
+                    run(self.grid, args)
+            return Replay
+
+    Recorder.calls = []
+    return Recorder

@@ -141,7 +141,7 @@ def test_impl_tables_match_the_studies():
     assert config_checks.SOFTMAX_STRATEGIES == tuple(STRATEGIES)
     assert set(config_checks.VERIFY_IMPLS["softmax"]) == {"ours"} | {f"ours_{s}" for s in STRATEGIES}
     assert config_checks.VERIFY_IMPLS["attention"] == ("ours",)
-    assert set(config_checks.VERIFY_IMPLS["decode"]) == {"ours", "ours_nosplit"}
+    assert set(config_checks.VERIFY_IMPLS["decode"]) == {"ours", "ours_nosplit", "ours_paged"}
 
 
 def test_schema_verify_impls_match_the_checker_table():

@@ -146,6 +146,20 @@ def test_choose_splits(batch, heads_kv, cache_len):
         assert batch * heads_kv * (splits - 1) < decode.TARGET_WAVES * sms
 
 
+@pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 8192, 4), (32, 8, 8192, 2), (64, 8, 4096, 1),
+                                                           (4, 32, 16384, 4), (1, 32, 4096, None)])
+def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
+    """Paged caches split a grid that fills the SMs once into about PAGED_PROGRAMS_PER_SM programs per SM."""
+    block_n, sms = 64, 132
+    contiguous = choose_splits(batch, heads_kv, cache_len, block_n, sms)
+    paged = choose_splits(batch, heads_kv, cache_len, block_n, sms, paged=True)
+    if splits is None:                                            # already split: the same choice
+        assert paged == contiguous and paged[0] > 1
+    else:
+        assert contiguous[0] == 1 and paged[0] == splits
+        assert paged[1] % block_n == 0 and (paged[0] - 1) * paged[1] < cache_len <= paged[0] * paged[1]
+
+
 def test_decode_traffic():
     kv, qo = decode_traffic(3000, 2, 8, 2, 128, 2)
     assert kv == 2 * 3000 * 2 * 128 * 2
@@ -211,8 +225,8 @@ def test_study_roundtrip_on_cpu(ragged):
     assert torch.equal(inputs["seqlens"], study.seqlens_for(shape))
     ref = study.reference(inputs)
     factories = study.impls()
-    assert {"ours", "ours_nosplit", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"} <= factories.keys()
-    for name in ("ours", "ours_nosplit"):
+    assert {"ours", "ours_nosplit", "ours_paged", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"} <= factories.keys()
+    for name in ("ours", "ours_nosplit", "ours_paged"):
         max_abs, rel = study.check(factories[name](inputs)(), ref, inputs)
         assert rel <= study.tolerance("bfloat16"), (name, rel)
     # A wrong answer is caught: the full-cache result differs when lengths are ragged.
@@ -245,3 +259,192 @@ def test_inputs_requiring_grad_raise(which):
         out = decode_attention(*args)
     assert out.grad_fn is None
     _assert_close(out, reference(*(t.detach() for t in args)), torch.float16)
+
+
+# ---- the plan cache (kernels._plans) ----
+
+@pytest.fixture
+def fresh_plans(monkeypatch):
+    monkeypatch.setattr(decode, "_PLANS", {})
+
+
+def test_repeat_call_does_not_revalidate(fresh_plans, poison, monkeypatch):
+    calls = []
+    original = decode._check_inputs
+    monkeypatch.setattr(decode, "_check_inputs", lambda *a: calls.append(1) or original(*a))
+    q, k, v = _inputs(3, 8, 2, 77, 64, torch.bfloat16)
+    lens = torch.tensor([1, 77, 40], dtype=torch.int32)
+    outs = [decode_attention(q, k, v, lens, num_splits=3) for _ in range(3)]
+    assert len(calls) == 1 and len(decode._PLANS) == 1
+    for out in outs[1:]:
+        torch.testing.assert_close(out, outs[0], rtol=0, atol=0)
+    _assert_close(outs[-1], reference(q, k, v, lens), torch.bfloat16)
+    decode_attention(q, k, v.transpose(1, 2).contiguous().transpose(1, 2), lens, num_splits=3)
+    assert len(calls) == 2 and len(decode._PLANS) == 2          # other strides: a plan of its own
+
+
+def test_a_plan_is_never_reused_for_a_bad_call(fresh_plans):
+    q, k, v = _inputs(2, 4, 2, 16, 32, torch.float16)
+    lens = torch.tensor([3, 16])
+    decode_attention(q, k, v, lens)
+    with pytest.raises(ValueError, match="0..16"):               # host lengths: checked every call
+        decode_attention(q, k, v, torch.tensor([3, 17]))
+    with pytest.raises(ValueError, match="dtype"):
+        decode_attention(q.float(), k.float(), v.float(), lens)
+    with pytest.raises(ValueError, match="has no backward"):
+        decode_attention(q.clone().requires_grad_(), k, v, lens)
+    with pytest.raises(ValueError, match="num_splits"):
+        decode_attention(q, k, v, lens, num_splits=1.0)           # equal to 1, not an int
+    offset = torch.randn(2 * 4 * 32 + 1).half()[1:].view(2, 4, 32)   # q 2 bytes off the 16-byte grid
+    _assert_close(decode_attention(offset, k, v, lens), reference(offset, k, v, lens), torch.float16)
+    assert len(decode._PLANS) == 2
+
+
+def test_decode_plan_cache_is_bounded(fresh_plans, monkeypatch):
+    import kernels._plans
+    monkeypatch.setattr(kernels._plans, "PLAN_CACHE_SIZE", 3)
+    for n in range(20, 25):
+        decode_attention(*_inputs(1, 2, 1, n, 16, torch.float16))
+    assert len(decode._PLANS) == 3
+    assert [key[1][0][2] for key in decode._PLANS] == [22, 23, 24]    # cache lengths, oldest dropped
+
+
+@pytest.mark.parametrize("num_splits,paged", [(1, False), (3, False), (3, True)])
+def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, monkeypatch, replay, num_splits, paged):
+    """The direct launch a GPU plan keeps gets the first launch's arguments with fresh buffers.
+
+    `Launch` (which needs a GPU) is replaced by one that records its arguments and runs them
+    through the interpreter.
+    """
+    replays = replay.calls
+    monkeypatch.setattr(decode, "interpreting", lambda: False)
+    monkeypatch.setattr(decode, "current_stream", lambda: 0)
+    monkeypatch.setattr(decode, "Launch", replay.launcher(lambda grid, args: decode._decode_kernel[grid](*args)))
+    q, k, v = _inputs(3, 8, 2, 150, 64, torch.float16)
+    lens = _ragged(3, 150)
+    ref = reference(q, k, v, lens)
+    table = None
+    if paged:
+        k, v, table = decode.paged_cache(k, v, 32, seed=5)
+        table = table.t().contiguous().t()                              # strides (1, 3)
+    first = decode_attention(q, k, v, lens, num_splits=num_splits, block_table=table)
+    assert not replays
+    second = decode_attention(q, k, v, lens, num_splits=num_splits, block_table=table)
+    (args,) = replays
+    assert args[:4] == (q, k, v, lens) and args[5] is second
+    assert args[4] is (q if table is None else table)                  # no block table: q stands in
+    if paged:
+        assert args[20:22] == (1, 3) and args[-1] == 32                 # table strides, PAGE_SIZE
+    if num_splits > 1:
+        assert args[6].shape == (3, 8, 2, 64) and int(args[8].abs().sum()) == 0   # 2 splits of 128 tokens
+    torch.testing.assert_close(second, first, rtol=0, atol=0)
+    _assert_close(second, ref, torch.float16)
+
+
+# ---- paged caches (block_table) ----
+
+PAGED_CASES = [  # batch, heads_q, heads_kv, cache_len, head_dim, page_size, ragged, num_splits, dtype
+    (3, 8, 2, 301, 64, 16, True, None, torch.float16),     # GQA 4, tiles spanning 4-8 pages
+    (3, 8, 2, 301, 64, 64, True, 3, torch.bfloat16),       # three splits, last page part-filled
+    (2, 16, 2, 130, 80, 32, True, 2, torch.float16),       # GQA 8, D = 80 padded to 128
+    (1, 4, 4, 1, 64, 16, False, None, torch.bfloat16),     # a one-token cache
+    (4, 4, 1, 200, 128, 256, True, 1, torch.bfloat16),     # one page longer than every sequence
+    (2, 4, 2, 513, 32, 128, True, None, torch.float16),    # 513 tokens: a 5th page with one token
+]
+
+
+@pytest.mark.parametrize("batch,heads_q,heads_kv,cache_len,head_dim,page_size,ragged,num_splits,dtype", PAGED_CASES)
+def test_paged_matches_reference(poison, batch, heads_q, heads_kv, cache_len, head_dim, page_size, ragged,
+                                 num_splits, dtype):
+    q, k, v = _inputs(batch, heads_q, heads_kv, cache_len, head_dim, dtype)
+    # Without lengths a paged sequence is max_pages * page_size tokens long (its last page padded).
+    lens = _ragged(batch, cache_len) if ragged else torch.full((batch,), cache_len, dtype=torch.int32)
+    k_pages, v_pages, table = decode.paged_cache(k, v, page_size, seed=batch)
+    assert sorted(table.flatten().tolist()) == list(range(k_pages.shape[0]))   # every page once
+    if table.numel() > 1:
+        assert table.flatten().tolist() != sorted(table.flatten().tolist())   # pages shuffled
+    ref = reference(q, k, v, lens)
+    torch.testing.assert_close(decode.paged_reference(q, k_pages, v_pages, table, lens), ref, rtol=0, atol=0)
+    out = decode_attention(q, k_pages, v_pages, lens, num_splits=num_splits, block_table=table)
+    _assert_close(out, ref, dtype)
+
+
+def test_paged_reads_only_the_pages_of_each_sequence(poison):
+    """Slots past a sequence's length, pool pages no table names and table entries past the
+    used pages are poison (NaN caches, -1 indices); the answer must not see them."""
+    page = 16
+    q, k, v = _inputs(3, 8, 2, 100, 64, torch.float16)
+    lens = torch.tensor([1, 100, 33], dtype=torch.int32)
+    k_pages, v_pages, table = decode.paged_cache(k, v, page, seed=7)
+    spare = torch.full((5, page, 2, 64), float("nan"), dtype=torch.float16)     # pages nobody uses
+    k_pages, v_pages = torch.cat([spare, k_pages]), torch.cat([spare, v_pages])
+    table = table + 5
+    for b, n in enumerate(lens.tolist()):
+        used = -(-n // page)
+        for p in range(table.shape[1]):
+            first = max(0, n - p * page)                                      # slots past the length
+            k_pages[table[b, p], first:] = float("nan")
+            v_pages[table[b, p], first:] = float("inf")
+        table[b, used:] = -1
+    ref = reference(q, k, v, lens)
+    for splits in (None, 1, 3):
+        _assert_close(decode_attention(q, k_pages, v_pages, lens, num_splits=splits, block_table=table),
+                      ref, torch.float16)
+
+
+def test_paged_layouts_and_strides(poison):
+    """A head-major pool (num_pages, Hkv, page, D) passed transposed, and a column-major table."""
+    q, k, v = _inputs(2, 4, 2, 90, 64, torch.bfloat16)
+    lens = torch.tensor([90, 41], dtype=torch.int32)
+    k_pages, v_pages, table = decode.paged_cache(k, v, 32, seed=3)
+    k_hnd = k_pages.transpose(1, 2).contiguous().transpose(1, 2)               # (num_pages, page, Hkv, D) view
+    table_t = table.t().contiguous().t()
+    assert not k_hnd.is_contiguous() and table_t.stride() == (1, 2)
+    ref = reference(q, k, v, lens)
+    for splits in (None, 2):
+        _assert_close(decode_attention(q, k_hnd, v_pages, lens, num_splits=splits, block_table=table_t),
+                      ref, torch.bfloat16)
+
+
+def test_paged_repeat_calls_check_host_tables_every_time(fresh_plans):
+    q, k, v = _inputs(2, 4, 2, 40, 32, torch.float16)
+    k_pages, v_pages, table = decode.paged_cache(k, v, 16, seed=1)
+    lens = torch.tensor([40, 17], dtype=torch.int32)
+    first = decode_attention(q, k_pages, v_pages, lens, block_table=table)
+    again = decode_attention(q, k_pages, v_pages, lens, block_table=table)
+    assert len(decode._PLANS) == 1
+    torch.testing.assert_close(again, first, rtol=0, atol=0)
+    bad = table.clone()
+    bad[1, 1] = k_pages.shape[0]                                # a used page outside the pool
+    with pytest.raises(ValueError, match="outside 0..5"):
+        decode_attention(q, k_pages, v_pages, lens, block_table=bad)
+    bad[1, 1], bad[1, 2] = table[1, 1], -1                      # unused by a 17-token sequence: fine
+    torch.testing.assert_close(decode_attention(q, k_pages, v_pages, lens, block_table=bad), first,
+                               rtol=0, atol=0)
+
+
+PAGED_BAD = [
+    (lambda q, kp, vp, t: decode_attention(q, kp, vp, block_table=t.long()), "int32"),
+    (lambda q, kp, vp, t: decode_attention(q, kp, vp, block_table=[[0, 1]]), "int32"),
+    (lambda q, kp, vp, t: decode_attention(q, kp, vp, block_table=t[:1]), r"shape \(2, max_pages\)"),
+    (lambda q, kp, vp, t: decode_attention(q, kp, vp, block_table=t[0]), r"shape \(2, max_pages\)"),
+    (lambda q, kp, vp, t: decode_attention(q, kp[:, :12], vp[:, :12], block_table=t), "power of two in 16..256"),
+    (lambda q, kp, vp, t: decode_attention(q, kp.repeat(1, 32, 1, 1), vp.repeat(1, 32, 1, 1), block_table=t),
+     "power of two"),
+    (lambda q, kp, vp, t: decode_attention(q, kp[:, :8], vp[:, :8], block_table=t), "power of two"),
+    (lambda q, kp, vp, t: decode_attention(q, kp, vp, torch.tensor([3, 33]), block_table=t),
+     r"0..32 \(max_pages \* page_size"),
+    (lambda q, kp, vp, t: decode_attention(q, kp, vp, block_table=t * 10), "outside"),
+    (lambda q, kp, vp, t: decode_attention(q, kp[0], vp[0], block_table=t), r"4 dimensions \(num_pages"),
+    (lambda q, kp, vp, t: decode_attention(q, kp, vp[:, :, :1], block_table=t), "differ in shape"),
+    (lambda q, kp, vp, t: decode_attention(q, kp[..., :16], vp[..., :16], block_table=t), "head_dim"),
+    (lambda q, kp, vp, t: decode_attention(q, kp[:0], vp[:0], block_table=t[:, :0]), "no tokens|no pages"),
+]
+
+
+@pytest.mark.parametrize("call,needle", PAGED_BAD)
+def test_paged_bad_input_raises_value_error(call, needle):
+    q, k, v = _inputs(2, 4, 2, 32, 32, torch.float16)
+    k_pages, v_pages, table = decode.paged_cache(k, v, 16)
+    with pytest.raises(ValueError, match=needle):
+        call(q, k_pages, v_pages, table)

@@ -351,3 +351,101 @@ def test_double_backward_is_refused():
 def test_bad_input_requiring_grad(args, match):
     with pytest.raises(ValueError, match=match):
         softmax(*args)
+
+
+# ---- the plan cache (kernels._plans) ----
+
+@pytest.fixture
+def fresh_plans(monkeypatch):
+    monkeypatch.setattr(sm, "_PLANS", {})
+    return sm
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("make,dim", [
+    (lambda: logits(7, 33, torch.float32), -1),
+    (lambda: torch.randn(3, 5, 129) * 3, -1),
+    (lambda: (torch.randn(9, 70) * 3)[:, 1:66], -1),     # offset start, row stride 70
+    (lambda: torch.randn(6, 11, 4) * 3, 1),              # a middle dim: moved, copied
+], ids=["rows", "3d", "sliced", "middle-dim"])
+def test_plan_cache_repeat_equals_cold_call(fresh_plans, poison, make, dim, dtype):
+    x = make().to(dtype)
+    cold = softmax(x, dim)
+    assert len(sm._PLANS) == 1
+    for _ in range(2):
+        again = softmax(x, dim)
+        torch.testing.assert_close(again, cold, rtol=0, atol=0, equal_nan=True)
+    check(again, x, dim)
+
+
+def test_repeat_call_does_not_revalidate(fresh_plans, monkeypatch):
+    calls = []
+    original = sm.check_tensor
+    monkeypatch.setattr(sm, "check_tensor", lambda *a, **k: calls.append(a[0]) or original(*a, **k))
+    x = logits(5, 40, torch.float16)
+    outs = [softmax(x) for _ in range(3)]
+    assert calls == ["x"]                          # validated once, on the first call
+    for out in outs[1:]:
+        torch.testing.assert_close(out, outs[0], rtol=0, atol=0, equal_nan=True)
+    softmax(x.float())                             # another dtype: validated and planned anew
+    assert calls == ["x", "x"] and len(sm._PLANS) == 2
+
+
+def test_a_plan_is_never_reused_for_another_layout(fresh_plans):
+    base = torch.randn(4, 40) * 3
+    a, b = base[:, 0:32], base[:, 1:33]           # same shape and strides, start 4 bytes apart
+    check(softmax(a), a)
+    check(softmax(b), b)
+    check(softmax(base[:, :32].contiguous()), base[:, :32])   # same shape, another row stride
+    assert len(sm._PLANS) == 3
+    keys = list(sm._PLANS)
+    assert keys[0][-1] != keys[1][-1]              # the data pointer offset is part of the key
+    with pytest.raises(ValueError, match="dtype int32"):
+        softmax(a.to(torch.int32))                # same layout, bad dtype: checked, not served
+    for bad_dim in (True, 1.0):                    # equal (and hash equal) to the planned dim 1
+        softmax(a, 1)
+        with pytest.raises(ValueError, match="dim must be an int"):
+            softmax(a, bad_dim)
+
+
+def test_plan_cache_is_bounded(fresh_plans, monkeypatch):
+    monkeypatch.setattr(kernels._plans, "PLAN_CACHE_SIZE", 4)
+    xs = [torch.randn(3, cols) for cols in range(10, 16)]
+    for x in xs:
+        check(softmax(x), x)
+    assert len(sm._PLANS) == 4
+    assert [k[0][1] for k in sm._PLANS] == [12, 13, 14, 15]     # the oldest dropped first
+    check(softmax(xs[0]), xs[0])                   # a dropped plan is simply made again
+    assert len(sm._PLANS) == 4
+
+
+def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, monkeypatch, replay):
+    """The direct launch a GPU plan keeps gets the first launch's arguments, with a new out and x.
+
+    `Launch` (which needs a GPU) is replaced by one that records its arguments and runs them
+    through the interpreter; the strategies' launchers are wrapped to record the first launch.
+    """
+    launches, replays = [], replay.calls
+    monkeypatch.setattr(sm, "interpreting", lambda: False)
+    monkeypatch.setattr(sm, "Launch", replay.launcher(lambda grid, args: launches[-1][0][grid](*args)))
+    for name in ("rows", "row", "looped"):
+        build = {"rows": sm._rows_args, "row": sm._row_args, "looped": sm._looped_args}[name]
+
+        def recording(x, out, cfg, build=build):
+            kernel, grid, args, options = build(x, out, cfg)
+            launches.append((kernel, args))
+            return kernel, grid, args, options
+        monkeypatch.setitem(STRATEGIES, name, sm.Strategy(name, STRATEGIES[name].max_cols,
+                                                          sm._one_launch(recording)))
+    monkeypatch.setattr(sm, "choose", lambda rows, cols, dtype, sms: {40: "rows", 700: "row"}.get(cols, "looped"))
+    for shape in [(2, 3, 40), (5, 700), (3, 2000)]:
+        x = (torch.randn(*shape) * 3).to(torch.float16)
+        first = softmax(x)
+        n, m = len(replays), len(launches)
+        second = softmax(x)
+        assert len(replays) == n + 1 and len(launches) == m     # replayed, not launched anew
+        kernel, args = launches[-1]
+        replay = replays[-1]
+        assert replay[1] is x and replay[0] is second and replay[2:] == args[2:]
+        torch.testing.assert_close(second, first, rtol=0, atol=0, equal_nan=True)
+        check(second, x)

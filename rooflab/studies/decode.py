@@ -5,6 +5,11 @@ Traffic: the K and V bytes that must be read, 2 * sum(seqlens) * Hkv * D * eleme
 measured read-only ceiling. FLOPs: 4 * Hq * D * sum(seqlens) (q.K and p.V, two per
 multiply-add). With ragged lengths a peer that reads the whole cache under a mask is charged
 for the valid prefix only, so its TB/s is what a user gets, not what its loads move.
+
+`ours_paged` runs decode_attention on a paged copy of the case's cache (kernels.flash_decoding
+.paged_cache: PAGE_SIZE-token pages in a shuffled pool, with a block table), built before
+timing and checked against the same reference as every other row. It reads the same K and V
+bytes, so its traffic is the contiguous case's (the table's int32 entries are not counted).
 """
 from __future__ import annotations
 
@@ -17,6 +22,8 @@ from rooflab.bench import TOLERANCE, Ceiling, Unsupported, error_metrics, is_oom
 STUDY = "decode"
 LENGTH_SEED = 20240607     # ragged lengths: one fixed generator, so every run and impl sees the same
 INPUT_SEED = 0             # q, k_cache, v_cache
+PAGE_SIZE = 64             # ours_paged: tokens a page (one BLOCK_N tile at D = 128)
+PAGE_SEED = 1              # ours_paged: the pool's page order
 
 
 def shapes(grid: list[dict]) -> list[dict]:
@@ -110,6 +117,16 @@ def _ours_nosplit(inputs):
     return lambda: decode_attention_nosplit(q, k, v, lens)
 
 
+def _ours_paged(inputs):
+    """decode_attention over a shuffled paged copy of the cache; lengths always passed (a paged
+    sequence without them is max_pages * PAGE_SIZE tokens long)."""
+    import kernels
+    from kernels.flash_decoding import paged_cache
+    q, lens = inputs["q"], inputs["seqlens"]
+    k_pages, v_pages, table = paged_cache(inputs["k_cache"], inputs["v_cache"], PAGE_SIZE, seed=PAGE_SEED)
+    return lambda: kernels.decode_attention(q, k_pages, v_pages, lens, block_table=table)
+
+
 def _sdpa(backend_name: str, masks: bool):
     """SDPA with one backend forced; GQA via enable_gqa, else KV heads expanded before timing."""
     def factory(inputs):
@@ -161,6 +178,7 @@ def impls() -> dict:
     return {
         "ours": _ours,
         "ours_nosplit": _ours_nosplit,
+        "ours_paged": _ours_paged,
         "sdpa_flash": _sdpa("FLASH_ATTENTION", masks=False),
         "sdpa_cudnn": _sdpa("CUDNN_ATTENTION", masks=True),
         "sdpa_efficient": _sdpa("EFFICIENT_ATTENTION", masks=True),

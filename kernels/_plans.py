@@ -1,0 +1,70 @@
+"""Plan caches: a repeat call of a kernel wrapper costs a dict lookup, an allocation and a launch.
+
+A wrapper's first call with a given layout (shapes, strides, dtypes, devices, the data
+pointers' offsets from 16 bytes and the options) validates its inputs, chooses the strategy and
+launch parameters, and stores them as a plan under that key; later calls with the same key skip
+the validation. The key holds everything a Triton launch specialises on: integer arguments equal
+to 1 or divisible by 16 come from the shapes and strides, pointer alignment from the offsets
+(buffers a wrapper allocates itself are checked at launch), so a plan never serves a tensor that
+would compile differently. The caches hold PLAN_CACHE_SIZE plans each, the oldest dropped first.
+
+On a GPU a plan also holds the compiled kernel (`Launch`), launched through Triton's own
+launcher without `JITFunction.run`'s per-call argument binding and cache-key hashing; in
+Triton's CPU interpreter the plan launches through the plain `kernel[grid](...)` path.
+"""
+from __future__ import annotations
+
+from triton import knobs
+from triton.runtime import driver
+
+PLAN_CACHE_SIZE = 512        # plans kept per wrapper; the oldest is dropped beyond this
+ALIGN = 16                   # bytes: Triton specialises pointer arguments on this alignment
+
+
+def remember(plans: dict, key, plan) -> None:
+    """Store `plan` under `key`, dropping the oldest plan once PLAN_CACHE_SIZE are held."""
+    if len(plans) >= PLAN_CACHE_SIZE:
+        del plans[next(iter(plans))]
+    plans[key] = plan
+
+
+def aligned(*tensors) -> bool:
+    """True when every tensor's data pointer is a multiple of ALIGN bytes."""
+    for t in tensors:
+        if t.data_ptr() % ALIGN:
+            return False
+    return True
+
+
+class Launch:
+    """A compiled kernel and its grid, launched on the current stream the way JITFunction.run does.
+
+    `compiled` is what `kernel[grid](...)` returned on the call that built the plan. `stream()`
+    gives the current stream's handle, or None when the current CUDA device is not the one the
+    kernel was loaded on (the caller then launches through Triton). `__call__(stream, *args)`
+    takes that call's arguments in the kernel's signature order, constexprs included, with
+    tensors of the same dtypes and alignment.
+    """
+    __slots__ = ("compiled", "grid", "device")
+
+    def __init__(self, compiled, grid: tuple[int, ...]):
+        self.compiled = compiled
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.device = driver.active.get_current_device()
+
+    def stream(self) -> int | None:
+        active = driver.active
+        device = active.get_current_device()
+        return active.get_current_stream(device) if device == self.device else None
+
+    def __call__(self, stream: int, *args) -> None:
+        k, grid, runtime = self.compiled, self.grid, knobs.runtime
+        k.run(grid[0], grid[1], grid[2], stream, k.function, k.packed_metadata,
+              k.launch_metadata(grid, stream, *args), runtime.launch_enter_hook,
+              runtime.launch_exit_hook, *args)
+
+
+def current_stream() -> int:
+    """Handle of the stream Triton launches on now (the current device's current stream)."""
+    active = driver.active
+    return active.get_current_stream(active.get_current_device())

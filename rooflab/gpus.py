@@ -13,8 +13,6 @@ import re
 import subprocess
 import sys
 
-import torch
-
 NVIDIA_SMI_FIELDS = (
     "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem", "power.draw", "power.limit",
     "temperature.gpu", "clocks_throttle_reasons.active", "persistence_mode", "compute_mode",
@@ -31,6 +29,8 @@ def slug(device_name: str) -> str:
 
 def cuda_device_name() -> str | None:
     """The name of CUDA device 0, or None when this machine has no usable CUDA GPU."""
+    import torch   # here, not at the top: the Snakefile and the report import this module without torch
+
     try:
         if torch.cuda.is_available() and torch.cuda.device_count() > 0:
             return torch.cuda.get_device_name(0)
@@ -72,6 +72,8 @@ def git_commit() -> str:
 
 def environment(config: dict) -> dict:
     """Everything a reader needs to reproduce or discount a run."""
+    import torch
+
     props = torch.cuda.get_device_properties(0)
     name = torch.cuda.get_device_name(0)
     import triton

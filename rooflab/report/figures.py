@@ -23,11 +23,10 @@ import pandas as pd  # noqa: E402
 
 from rooflab.report import datasheet  # noqa: E402
 from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, LAUNCH_BOUND_BYTES, PLAIN_TIMING,  # noqa: E402
-                                     ceiling_name, comparisons, counts, intensity, is_ours, is_seed, judged,
-                                     moved_bytes, primary_gpu, study_work)
-from rooflab.report.catalog import FIGURES  # noqa: E402
+                                     counts, is_ours, is_seed, primary_gpu)
+from rooflab.report.derive import select  # noqa: E402
+from rooflab.report.catalog import FIGURES, caption  # noqa: E402
 from rooflab.report.load import Aggregate  # noqa: E402
-from rooflab.report.verdicts import judge_all  # noqa: E402
 from rooflab.schema import SHAPE_COLUMNS  # noqa: E402
 
 DTYPE_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
@@ -49,7 +48,17 @@ def color(impl: str, index: int = 0) -> str:
 @dataclass
 class FigureData:
     agg: Aggregate
+    tables: dict              # the derived tables (rooflab.report.derive)
     gpu: str | None           # the GPU the per-study figures show
+
+    def cases(self, study: str) -> pd.DataFrame:
+        """This GPU's rows of a study, each case in the timing that judges it."""
+        frame = self.tables["cases"]
+        return self.agg.study(study).iloc[0:0].pipe(lambda empty: pd.concat(
+            [empty, frame[(frame["study"] == study) & (frame["gpu"] == self.gpu)]], ignore_index=True)[empty.columns])
+
+    def compared(self, study: str, against: str) -> pd.DataFrame:
+        return select(self.tables["comparisons"], study, against, self.gpu)
 
     def rows(self, study: str, timing: str | None = PLAIN_TIMING) -> pd.DataFrame:
         frame = self.agg.study(study)
@@ -201,13 +210,6 @@ def _shade_launch_bound(ax, threshold: float, label: bool = True) -> None:
     ax.set_xlim(low, high)
 
 
-def _with_bytes(frame: pd.DataFrame, study: str) -> pd.DataFrame:
-    frame = frame.copy()
-    frame["bytes"] = [moved_bytes(r) or study_work(study, {c: r[c] for c in SHAPE_COLUMNS[study]}, r["dtype"])[0]
-                      for _, r in frame.iterrows()]
-    return frame
-
-
 # ---------------------------------------------------------------- softmax
 
 def _shade_columns(ax, cols, label: str | None) -> None:
@@ -223,7 +225,8 @@ def softmax_bandwidth(fig, data: FigureData):
     frame = frame[~frame["impl"].str.startswith("ours_")]
     if _ok(frame[frame["timing"] == PLAIN_TIMING]).empty:
         return "no correct softmax rows (events timing)"
-    frame = judged(frame, "softmax")
+    frame = data.cases("softmax")
+    frame = frame[~frame["impl"].str.startswith("ours_")]
     dtypes = [d for d in DTYPE_SHORT if d in set(frame["dtype"])]
     copy, sheet = data.ceiling("copy_tbps"), data.ceiling("datasheet_bandwidth_tbps")
     top = _top(_ok(_largest_rows(frame))["tbps"], copy, sheet)
@@ -268,9 +271,7 @@ def _interval_bars(ax, table: pd.DataFrame, colour: str) -> None:
 
 
 def softmax_speedup(fig, data: FigureData):
-    frame = judged(data.rows("softmax", timing=None), "softmax")
-    peers = comparisons(frame, "softmax", timing=None)
-    seeds = comparisons(frame, "softmax", timing=None, among=is_seed)
+    peers, seeds = data.compared("softmax", "peer"), data.compared("softmax", "seed")
     if peers.empty or peers["vs_best"].notna().sum() == 0:
         return "no softmax shape with a correct row of ours and of a peer"
     ax = fig.subplots()
@@ -306,7 +307,8 @@ def softmax_strategies(fig, data: FigureData):
     frame = frame[frame["impl"].map(is_ours).astype(bool)]
     if _ok(frame[(frame["impl"] != "ours") & (frame["timing"] == PLAIN_TIMING)]).empty:
         return "no correct rows of the forced softmax strategies (impl ours_<strategy>)"
-    frame = judged(frame, "softmax")
+    frame = data.cases("softmax")
+    frame = frame[frame["impl"].map(is_ours).astype(bool)]
     dtypes = [d for d in DTYPE_SHORT if d in set(frame["dtype"])]
     copy = data.ceiling("copy_tbps")
     top = _top(_ok(_largest_rows(frame))["tbps"], copy)
@@ -346,7 +348,7 @@ def launch_bound(fig, data: FigureData):
         for impl in impls:
             g = graphed[graphed["impl"] == impl]
             e = _ok(frame[(frame["timing"] == PLAIN_TIMING) & (frame["impl"] == impl)])
-            both = _with_bytes(e, study).merge(g, on=keys, suffixes=("_e", "_g"))
+            both = e.merge(g, on=keys, suffixes=("_e", "_g"))
             if both.empty:
                 continue
             ax.scatter(both["bytes_e"], both["median_ms_e"] * 1e3, marker="o", s=22, facecolors="none",
@@ -382,13 +384,13 @@ def _common_tokens(labels: list[str]) -> tuple[list[str], str]:
 
 
 def claims(fig, data: FigureData):
-    verdicts = [v for v in judge_all(data.agg.published, data.agg.results, [data.gpu] if data.gpu else None)
-                if v.claimed_frac is not None and v.ours_frac is not None]
+    table = data.tables["verdicts"].dropna(subset=["claimed_frac", "ours_frac"])
+    verdicts = [v for _, v in table.iterrows()]
     if not verdicts:
         return "no published claim has a measurement of ours to set beside it (and a datasheet peak for both GPUs)"
     groups: dict[tuple, list] = {}
     for v in verdicts:
-        groups.setdefault((v.source[:3], v.claim_gpu, v.ours_gpu), []).append(v)
+        groups.setdefault((v["source"][:3], v["claim_gpu"], v["ours_gpu"]), []).append(v)
     counts = [len(g) for g in groups.values()]
     axes = fig.subplots(len(groups), 1, squeeze=False, sharex=True,
                         gridspec_kw={"height_ratios": counts})[:, 0]
@@ -396,11 +398,11 @@ def claims(fig, data: FigureData):
     fig.set_layout_engine("constrained")
     for ax, ((seed, claim_gpu, ours_gpu), vs) in zip(axes, groups.items()):
         ys = range(len(vs))
-        ax.barh([y - 0.2 for y in ys], [v.claimed_frac for v in vs], height=0.38, color="#9ecae1",
+        ax.barh([y - 0.2 for y in ys], [v["claimed_frac"] for v in vs], height=0.38, color="#9ecae1",
                 label="published: the seed's claim, on the seed's GPU")
-        ax.barh([y + 0.2 for y in ys], [v.ours_frac for v in vs], height=0.38, color=color("ours"),
+        ax.barh([y + 0.2 for y in ys], [v["ours_frac"] for v in vs], height=0.38, color=color("ours"),
                 label="measured here: same implementation, shape and dtype, on our GPU")
-        labels, common = _common_tokens([f"{v.impl} {v.shape} {DTYPE_SHORT.get(v.dtype, v.dtype)}" for v in vs])
+        labels, common = _common_tokens([f"{v['impl']} {v['shape']} {DTYPE_SHORT.get(v['dtype'], v['dtype'])}" for v in vs])
         ax.set_yticks(list(ys))
         ax.set_yticklabels(labels, fontsize=7)
         ax.set_ylim(len(vs) - 0.5, -0.5)
@@ -416,17 +418,14 @@ def claims(fig, data: FigureData):
 
 def cross_gpu(fig, data: FigureData):
     records = []
+    ceilings = data.agg.ceilings
     for study in ("softmax", "attention", "decode"):
-        frame = data.agg.study(study)
-        frame = frame[frame["timing"] == PLAIN_TIMING]
-        for gpu, part in frame.groupby("gpu"):
-            table = comparisons(part, study)
-            ours = table["ours_frac"].dropna()
-            best = []
-            for _, row in table.dropna(subset=["best_impl"]).iterrows():
-                ceiling = data.agg.ceiling(gpu).get(ceiling_name(study, row["dtype"]) or "")
-                if ceiling and pd.notna(row["best_metric"]):
-                    best.append(row["best_metric"] / ceiling)
+        for gpu in sorted(set(data.tables["comparisons"]["gpu"])):
+            table = select(data.tables["comparisons"], study, "peer", gpu)
+            ours = table["ours_frac_plain"].dropna()
+            limit = {(g, n): v for g, n, v in zip(ceilings["gpu"], ceilings["name"], ceilings["value"])}
+            best = [r["best_metric"] / limit[(gpu, r["ceiling_name"])] for _, r in table.dropna(subset=["best_metric"]).iterrows()
+                    if r["timing"] == PLAIN_TIMING and limit.get((gpu, r["ceiling_name"]))]
             if len(ours):
                 records.append(dict(study=study, gpu=gpu, who="ours", med=ours.median(), lo=ours.min(), hi=ours.max()))
             if best:
@@ -460,24 +459,6 @@ def cross_gpu(fig, data: FigureData):
 
 # ---------------------------------------------------------------- attention and decode
 
-def _memory_cutoff(data: FigureData, shape: dict, dtype: str, ns: list[int]) -> int | None:
-    """The first N at which eager attention's analytic footprint exceeds the GPU's memory, when the
-    attention study module provides memory_bytes (else None)."""
-    try:
-        from rooflab.studies import attention as module
-        memory_bytes = module.memory_bytes
-    except (ImportError, AttributeError):
-        return None
-    limit = data.memory_bytes
-    if not limit:
-        return None
-    for n in sorted(ns):
-        need = memory_bytes("eager", dict(shape, seqlen_q=n, seqlen_k=n), dtype)
-        if need > limit:
-            return n
-    return None
-
-
 def _first_dtype(frame: pd.DataFrame) -> str:
     return "float16" if "float16" in set(frame["dtype"]) else sorted(set(frame["dtype"]))[0]
 
@@ -503,10 +484,6 @@ def attention_tflops(fig, data: FigureData):
             ax.plot(row["seqlen_q"], 0, marker="v", color=color(row["impl"]), ms=8, ls="none", clip_on=False,
                     label=f"out of memory ({row['impl']})")
         _mark_failed(ax, part, "seqlen_q", set())
-        shape = dict(batch=int(heads[0]), heads_q=int(heads[1]), heads_kv=int(heads[2]), head_dim=int(d), causal=bool(causal))
-        cutoff = _memory_cutoff(data, shape, dtype, sorted(int(n) for n in part["seqlen_q"]))
-        if cutoff:
-            ax.axvline(cutoff, color="gray", ls=":", lw=1, label="eager's scores exceed GPU memory")
         _pow2_axis(ax, sorted(set(int(n) for n in part["seqlen_q"])))
         ax.set_ylim(0, top)
         ax.set_title(f"D={d}, {'causal' if causal else 'non-causal'}", fontsize=9)
@@ -595,7 +572,7 @@ def roofline(fig, data: FigureData):
     for study in ("attention", "decode"):
         frame = _ok(data.rows(study))
         for _, row in frame.iterrows():
-            ai = intensity(row, study)
+            ai = row["flops"] / row["bytes"] if pd.notna(row["flops"]) and row["bytes"] else None
             if ai and pd.notna(row["tflops"]):
                 points.append((study, row["impl"], ai, float(row["tflops"])))
     bw = data.ceiling("read_tbps")
@@ -727,7 +704,7 @@ def plain(text) -> str:
     return str(text).replace("$", r"\$")
 
 
-def render_all(agg: Aggregate, out_dir: str | Path, fresh_slug: str | None = None, names=None,
+def render_all(agg: Aggregate, tables: dict, out_dir: str | Path, fresh_slug: str | None = None, names=None,
                lead: str | None = "auto") -> list[dict]:
     """Write <name>.png and <name>.pdf for every figure (a stated placeholder when data are missing).
 
@@ -736,7 +713,7 @@ def render_all(agg: Aggregate, out_dir: str | Path, fresh_slug: str | None = Non
     and moved into place only once complete, so a failure never leaves a truncated or missing figure."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    data = FigureData(agg, primary_gpu(agg.results, fresh_slug, lead, agg.gpus))
+    data = FigureData(agg, tables, primary_gpu(agg.results, fresh_slug, lead, agg.gpus))
     index = []
     with matplotlib.rc_context(PLAIN_TEXT):
         for name in names or FIGURES:
@@ -746,7 +723,7 @@ def render_all(agg: Aggregate, out_dir: str | Path, fresh_slug: str | None = Non
 
 
 def _render_one(name: str, data: FigureData, out_dir: Path) -> dict:
-    study, category, caption = FIGURES[name]
+    study, category = FIGURES[name]
     fig = plt.figure()
     try:
         try:
@@ -774,7 +751,7 @@ def _render_one(name: str, data: FigureData, out_dir: Path) -> dict:
         width, height = (round(float(x), 2) for x in fig.get_size_inches())
     finally:
         plt.close(fig)
-    return dict(name=name, study=study, category=category, caption=caption, gpu=data.gpu,
+    return dict(name=name, study=study, category=category, caption=caption(name), gpu=data.gpu,
                 drawn=reason is None, reason=reason, png=f"{name}.png", pdf=f"{name}.pdf",
                 width_in=width, height_in=height)
 

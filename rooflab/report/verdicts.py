@@ -162,7 +162,7 @@ def flop_convention(published: pd.DataFrame, results: pd.DataFrame) -> dict[str,
     against ours on the same or a twin GPU, halved-count ratio nearer 1 or nearer 2. Articles without
     such a pair are taken as HALVED."""
     out = {}
-    if published.empty:
+    if published.empty or "causal" not in published:
         return out
     causal = published[(published["study"] == "attention") & (published["status"] == "ok")]
     causal = causal[causal["causal"].map(lambda v: v is True or v == True)]  # noqa: E712
@@ -364,6 +364,8 @@ def _judge_ratio(source, study, fast, slow, claimed, results, order, tol) -> Rat
     rv.ours_high = s_high / f_low * (1 + tol)
     rv.verdict = REPRODUCED if rv.ours_low <= rv.claimed <= rv.ours_high else NOT_REPRODUCED
     rv.note = f"claim on {fast['gpu']}, ratio measured on {gpu}" if gpu != fast["gpu"] else f"measured on {gpu}"
+    if gpu != fast["gpu"] and compute_twins(gpu, fast["gpu"]) and _compute_bound(study, fast["impl"], slow["impl"]):
+        rv.note += f", a compute twin of {fast['gpu']}"
     ours = _matches(results, dict(fast, impl="ours"), study)
     ours = ours[(ours["status"] == "ok") & (ours["gpu"] == gpu)]
     if is_seed(fast["impl"]) and not ours.empty:

@@ -9,22 +9,15 @@ import datetime as _dt
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
+
+from rooflab.datasheet import lookup, slug  # noqa: F401  (slug: the GPU folder name, used through this module)
 
 NVIDIA_SMI_FIELDS = (
     "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem", "power.draw", "power.limit",
     "temperature.gpu", "clocks_throttle_reasons.active", "persistence_mode", "compute_mode",
 )
-
-
-def slug(device_name: str) -> str:
-    """'NVIDIA H200' -> 'nvidia-h200' (lower-case, runs of other characters become one dash)."""
-    text = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
-    if not text:
-        raise ValueError(f"cannot make a slug from device name {device_name!r}")
-    return text
 
 
 def cuda_device_name() -> str | None:
@@ -103,7 +96,6 @@ def environment(config: dict) -> dict:
 
 def datasheet_rows(device_name: str) -> list[tuple[str, float, str, str]]:
     """The vendor's numbers for this device from data/gpus.yaml (empty when it is not listed)."""
-    from rooflab.report.datasheet import lookup
     entry = lookup(device_name)
     if not entry:
         return []

@@ -8,7 +8,8 @@ import math
 
 import pandas as pd
 
-from rooflab.report import datasheet, headline
+from rooflab import datasheet
+from rooflab.report import headline
 from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, LAUNCH_BOUND_BYTES, LOSS, METRIC, PLAIN_TIMING,
                                      TIE, TIE_WITHIN, UNIT, bootstrap_geomean, counts, is_ours, is_peer, is_seed,
                                      primary_gpu, shape_label)

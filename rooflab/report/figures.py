@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from rooflab.report import datasheet  # noqa: E402
+from rooflab import datasheet  # noqa: E402
 from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, LAUNCH_BOUND_BYTES, PLAIN_TIMING,  # noqa: E402
                                      counts, is_ours, is_seed, primary_gpu)
 from rooflab.report.derive import select  # noqa: E402

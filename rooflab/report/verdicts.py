@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from rooflab.report import datasheet
+from rooflab import datasheet
 from rooflab.report.analysis import KERNEL_TIMING, LAUNCH_BOUND_BYTES, PLAIN_TIMING, is_seed, shape_label, versus
 from rooflab.schema import SHAPE_COLUMNS
 

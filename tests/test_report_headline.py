@@ -150,7 +150,7 @@ def test_verification_counts_pass_unsupported_and_failed_apart():
 
 def _drawn(agg, name):
     fig = plt.figure()
-    data = figures.FigureData(agg, GPU)
+    data = figures.FigureData(agg, derive.derive(agg), GPU)
     assert figures.DRAW[name](fig, data) is None
     fig.canvas.draw()
     return fig

@@ -14,7 +14,7 @@ from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, LAUNCH_BOU
                                      TIE, TIE_WITHIN, UNIT, bootstrap_geomean, counts, is_ours, is_peer, is_seed,
                                      primary_gpu, shape_label)
 from rooflab.report.derive import select
-from rooflab.report.fmt import DASH, dt, listing, megabytes, num, pct, ratio, sci
+from rooflab.report.fmt import DASH, dt, label, listing, megabytes, num, pct, ratio, sci
 from rooflab.report.fmt import missing as _missing
 from rooflab.report.load import MEASURED_CEILINGS, Aggregate, _as_bool
 from rooflab.report.markup import Strong, Table
@@ -43,11 +43,11 @@ CLOCK_KEYS = ("clocks.sm", "clocks.max.sm", "clocks.mem", "power.draw", "power.l
               "clocks_throttle_reasons.active", "persistence_mode")
 # The commands of the paper's "How to reproduce" section (README.md says the same at more length).
 REPRODUCE_COMMANDS = (
-    "bash envs/setup.sh                                   # .venv with torch, triton, snakemake and the peers",
-    ".venv/bin/snakemake --cores 1                        # env, ceilings, sweeps, checks, figures, paper",
+    "bash envs/setup.sh                     # .venv: torch, triton, snakemake, the peers",
+    ".venv/bin/snakemake --cores 1          # env, ceilings, sweeps, checks, figures, paper",
     ".venv/bin/snakemake --cores 1 --profile config/profiles/quick   # a shorter grid",
-    ".venv/bin/snakemake --cores 1 reproduce              # this run against the committed results of the GPU",
-    ".venv/bin/snakemake --cores 1 publish                # copy the run into data/results/<gpu>/",
+    ".venv/bin/snakemake --cores 1 reproduce   # this run against the committed one",
+    ".venv/bin/snakemake --cores 1 publish     # copy the run into data/results/<gpu>/",
 )
 KERNEL_MARK = " [kernel]"      # a table row whose values are the kernel's device time (CUPTI)
 DISPATCH_CLOSE = 0.95          # the dispatched softmax counts as matching the fastest forced strategy from here
@@ -257,7 +257,8 @@ def _softmax_extra(frame: pd.DataFrame, cases: pd.DataFrame, ceilings: dict, thr
                    caption="Launch-bound shapes: a plain call timed with CUDA events against the kernel's device "
                            "time from CUPTI, both L2 flushed.",
                    align=["l", "l", "l", "r", "r", "r"]) if launch_rows else None
-    return {"strategies": strategies, "strategy_table": strategy_table, "dispatch_close": close,
+    return {"strategies": strategies, "strategy_names": [f"{s} ({label(s).split(', ', 1)[-1]})" for s in strategies],
+            "strategy_table": strategy_table, "dispatch_close": close,
             "close_pct": pct(1 - DISPATCH_CLOSE), "miss_pct": pct(DISPATCH_MISS),
             "dispatch_compared": compared, "dispatch_misses": [m for _, m in sorted(misses)], "launch_table": launch,
             "launch_us": num(ceilings.get("launch_us")), "launch_graph_us": num(ceilings.get("launch_graph_us"))}
@@ -410,12 +411,12 @@ def claims_view(tables: dict) -> dict:
         by_seed.append([source[:3], str(len(part)), str(int(c.get(REPRODUCED, 0))), str(int(c.get(NOT_REPRODUCED, 0))),
                         str(int(c.get(NOT_COMPARABLE, 0))), listing(sorted(set(part["claim_gpu"])))])
     full = Table(columns=["seed", "kind", "claim", "claimed", "ours [interval]", "claim %", "ours %", "verdict", "note"],
-                 rows=rows, align=["l", "l", "p{3.2cm}", "r", "p{2.2cm}", "r", "r", "l", "p{4.6cm}"],
+                 rows=rows, align=["l", "l", "p{2.8cm}", "r", "p{2.0cm}", "r", "r", "p{1.6cm}", "p{4.2cm}"],
                  caption="Every claim of the seeds against our measurement: published numbers (value), ratios between "
                          "two implementations (ratio) and claims made in words. Claim % and ours %: each as a share of "
                          "its own GPU's datasheet peak.")
     main = Table(columns=["seed", "kind", "claim", "claimed", "ours [interval]", "verdict", "note"], rows=judged_rows,
-                 align=["l", "l", "p{3.0cm}", "r", "p{2.2cm}", "l", "p{5.6cm}"],
+                 align=["l", "l", "p{2.7cm}", "r", "p{2.0cm}", "p{1.6cm}", "p{4.9cm}"],
                  caption="The claims our measurements can judge: numbers published for the same GPU or a compute twin, "
                          "ratios between implementations, and claims made in words, each with its note.")
     summary = Table(columns=["seed", "claims", "reproduced", "not reproduced", "not comparable", "published on"],
@@ -651,6 +652,7 @@ def build(agg: Aggregate, tables: dict, figures: list[dict], verify: pd.DataFram
         lead = report.get("lead_gpu", "auto") if isinstance(report, dict) else "auto"
     gpu = primary_gpu(agg.results, fresh_slug, lead, agg.gpus)
     gpus = gpu_views(agg)
+    gpus_by_slug = {g["slug"]: g for g in gpus}
     studies = {s: study_view(agg, tables, s, gpu) for s in ("softmax", "attention", "decode")}
     studies["e2e"] = e2e_view(agg, tables, gpu)
     figs = {f["name"]: f for f in figures}
@@ -675,5 +677,6 @@ def build(agg: Aggregate, tables: dict, figures: list[dict], verify: pd.DataFram
         "problems": list(agg.problems),
         "figures": figs,
         "figure_base": figure_base,
-        "reproduce_commands": list(REPRODUCE_COMMANDS),
+        "reproduce_commands": ([f"git checkout {gpus_by_slug[gpu]['commit']}   # the commit the results were measured at"]
+                               if gpu and gpus_by_slug.get(gpu, {}).get("commit") else []) + list(REPRODUCE_COMMANDS),
     }

@@ -204,8 +204,8 @@ class Latex:
             return Raw(f"\\emph{{Figure {self.escape(fig['name'])} not drawn: {self.escape(fig['reason'])}.}}")
         tall = fig.get("height_in", 0) > fig.get("width_in", 1)      # a tall figure may take most of a page
         return Raw(
-            "\\begin{figure}[htbp]\n\\centering\n"
-            f"\\includegraphics[width=\\linewidth,height={0.7 if tall else 0.38}\\textheight,keepaspectratio]"
+            "\\begin{figure}\n\\centering\n"
+            f"\\includegraphics[width=\\linewidth,height={0.6 if tall else 0.34}\\textheight,keepaspectratio]"
             f"{{{base}/{fig['pdf']}}}\n"
             f"\\caption{{{self.escape(fig['caption'])}}}\n\\end{{figure}}"
         )

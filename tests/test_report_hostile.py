@@ -237,7 +237,7 @@ def test_the_paper_shows_no_check_seconds():
     assert "seconds" not in view["table"].columns and "seconds" not in view
 
 
-def test_interpreter_checks_are_seeded():
+def test_interpreter_checks_fix_their_random_state():
     from rooflab.verify import run
     cfg = {"softmax": {"dtypes": ["float32"], "impls": ["ours"], "grid": [{"rows": [2], "cols": [7]}]}}
     import torch

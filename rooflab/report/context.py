@@ -317,8 +317,11 @@ def e2e_view(agg: Aggregate, tables: dict, gpu: str | None) -> dict:
     if frame.empty:
         return view
     first = frame.iloc[0]
+    recorded = (agg.envs.get(gpu, {}).get("config") or {}).get("e2e") or {}     # the run's own config (env.json)
     view["config"] = {"width": num(first["width"]), "heads": num(first["heads"]), "dtype": dt(first["dtype"]),
-                      "batch": "1", "prefill": listing(sorted({int(x) for x in frame[frame["phase"] == "prefill"]["seqlen"]})),
+                      "batch": num(recorded.get("batch")), "kv_heads": num(recorded.get("kv_heads")),
+                      "mlp_ratio": num(recorded.get("mlp_ratio")),
+                      "prefill": listing(sorted({int(x) for x in frame[frame["phase"] == "prefill"]["seqlen"]})),
                       "decode": listing(sorted({int(x) for x in frame[frame["phase"] == "decode"]["cache_len"]}))}
     rows = []
     graphs = frame[(frame["part"] == "total") & (frame["timing"] == E2E_GRAPH_TIMING) & (frame["status"] == "ok")]

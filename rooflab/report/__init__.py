@@ -7,7 +7,7 @@ derive      the shared tables, derived once and written under results/aggregate/
             verdicts, Amdahl checks
 verdicts    each published claim against our measurement (called by derive only)
 headline    each study summed up the way the field judges it, from the comparisons
-context     the numbers and tables both paper formats render, from the aggregate and derived tables
+context     the builder over the section views (views/: method, studies, e2e, claims, quality, environment)
 figures/    matplotlib figures per study (softmax, attention, decode, e2e, overview) and one style module
 catalog     the fixed figure list; captions live in workflow/report/<name>.rst
 fmt         numbers and implementation labels as the paper prints them

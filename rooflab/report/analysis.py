@@ -48,17 +48,6 @@ def is_peer(impl: str) -> bool:
     return not is_ours(impl) and not is_seed(impl)
 
 
-def ceiling_name(study: str, dtype: str) -> str | None:
-    """The measured ceiling a study's rows are a fraction of (ceilings.csv name)."""
-    if study == "softmax":
-        return "copy_tbps"
-    if study == "decode":
-        return "read_tbps"
-    if study == "attention":
-        return {"float16": "matmul_fp16_tflops", "bfloat16": "matmul_bf16_tflops"}.get(dtype)
-    return None
-
-
 def shape_label(row, study: str) -> str:
     """'rows=8192 cols=4096', 'B=4 Hq=32 Hkv=32 Nq=4096 Nk=4096 D=128 causal', ..."""
     parts = []

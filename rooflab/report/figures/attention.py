@@ -58,7 +58,7 @@ def tflops(fig, data: FigureData):
     keys = [k for k, n in sweeps.items() if n >= 2]
     in_sweep = main & pd.Series([(d, c) in keys for d, c in zip(frame["head_dim"], frame["causal"])], index=frame.index)
     others = frame[~in_sweep]
-    roof = data.ceiling({"float16": "matmul_fp16_tflops", "bfloat16": "matmul_bf16_tflops"}.get(dtype, ""))
+    _, roof = data.ceiling_of(frame)
     highest = top(ok(frame)["tflops"], roof)
     axes = panels(fig, len(keys) + (not others.empty), sharey=True, width=4.0, height=3.1)
     for ax, (d, causal) in zip(axes, keys):

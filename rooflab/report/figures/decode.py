@@ -28,7 +28,7 @@ def bandwidth(fig, data: FigureData):
         return "no correct decode rows (non-ragged)"
     batches = sorted(set(frame["batch"]))
     kv_heads = sorted(set(frame["heads_kv"]), reverse=True)      # MHA (Hkv = Hq) first, then GQA
-    read = data.ceiling("read_tbps")
+    _, read = data.ceiling_of(frame)
     highest = top(ok(frame)["tbps"], read)
     axes = fig.subplots(len(kv_heads), len(batches), squeeze=False, sharey=True, sharex=True)
     fig.set_size_inches(3.3 * len(batches), 2.8 * len(kv_heads) + 1.0)

@@ -36,6 +36,14 @@ class FigureData:
     def ceiling(self, name: str) -> float | None:
         return self.agg.ceiling(self.gpu).get(name) if self.gpu else None
 
+    def ceiling_of(self, rows: pd.DataFrame) -> tuple[str | None, float | None]:
+        """(name, value) of the measured ceiling the rows say they are judged against (their ceiling_name)."""
+        names = rows["ceiling_name"].dropna()
+        if names.empty:
+            return None, None
+        name = str(names.mode().iloc[0])
+        return name, self.ceiling(name)
+
     @property
     def label(self) -> str:
         env = self.agg.envs.get(self.gpu, {})

@@ -24,13 +24,13 @@ def roofline(fig, data: FigureData):
     if points.empty:
         return "no attention or decode rows with a FLOP rate and their FLOP and byte counts"
     dtypes = [d for d in ("float16", "bfloat16") if d in set(points["dtype"])]
-    bw = data.ceiling("read_tbps")
+    _, bw = data.ceiling_of(points[points["study"] == "decode"])       # the bandwidth decode rows are judged on
     lo, hi = points["intensity"].min() / 4, points["intensity"].max() * 4
     xs = [lo * (hi / lo) ** (k / 200) for k in range(201)]
     axes = panels(fig, len(dtypes), sharey=True, width=5.0, height=4.0)
     impls = sorted(set(points["impl"]), key=lambda i: (i != "ours", i))
     for ax, dtype in zip(axes, dtypes):
-        peak = data.ceiling(f"matmul_{DTYPE_SHORT[dtype]}_tflops")
+        _, peak = data.ceiling_of(points[(points["study"] == "attention") & (points["dtype"] == dtype)])
         if bw and peak:
             ax.plot(xs, [min(peak, bw * x) for x in xs], color="black", lw=1.2, label="measured roof of the panel's dtype")
             ax.text(xs[-1], peak * 1.08, f"{DTYPE_SHORT[dtype]} matmul {peak:.3g} TFLOP/s", ha="right", fontsize=7)

@@ -37,7 +37,7 @@ def bandwidth(fig, data: FigureData):
     if not sizes:
         return f"no correct softmax row of ours in {DTYPE_SHORT.get(dtype, dtype)}"
     frame = frame.assign(level=np.round(np.log2(frame["bytes"].astype(float))))
-    copy = data.ceiling("copy_tbps")
+    _, copy = data.ceiling_of(frame)
     axes = panels(fig, len(sizes), sharey=True, width=4.4, height=3.4)
     for ax, size in zip(axes, sizes):
         part = frame[frame["level"] == size]
@@ -102,7 +102,7 @@ def strategies(fig, data: FigureData):
     if ok(frame[(frame["impl"] != "ours") & (frame["timing"] == PLAIN_TIMING)]).empty:
         return "no correct rows of the forced softmax strategies (impl ours_<strategy>)"
     dtypes = [d for d in DTYPE_SHORT if d in set(frame["dtype"])]
-    copy = data.ceiling("copy_tbps")
+    _, copy = data.ceiling_of(frame)
     highest = top(ok(largest_rows(frame))["tbps"], copy)
     axes = panels(fig, len(dtypes), sharey=True)
     for ax, dtype in zip(axes, dtypes):

@@ -71,6 +71,9 @@ def claims_view(tables: dict) -> dict:
             "ratio_compared": int(((verdicts["kind"] == "ratio") & verdicts["ours"].notna()).sum()),
             "conventions": sorted({f"seed {s[:3]}: {c}" for s, c in zip(verdicts["source"], verdicts["convention"]) if c}),
             "sources": sorted(set(verdicts["source"])),
+            "reproduced": [f"seed {v['source'][:3]}, " + (_claim_cells(v)[0] if v["kind"] in ("value", "ratio")
+                                                          else f"“{v['claim']}”")
+                           for _, v in verdicts.iterrows() if v["verdict"] == REPRODUCED],
             "above": [{"impl": v["impl"], "shape": v["shape"], "dtype": dt(v["dtype"]), "claim_gpu": v["claim_gpu"],
                        "claimed_frac": pct(v["claimed_frac"]), "ours_gpu": v["ours_gpu"], "ours_frac": pct(v["ours_frac"])}
                       for _, v in above.iterrows() if v["claimed_frac"] > v["ours_frac"]]}

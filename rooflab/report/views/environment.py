@@ -13,9 +13,9 @@ from rooflab.report.markup import Table
 CEILING_LABELS = {
     "copy_tbps": "copy (read + write)", "read_tbps": "read only", "write_tbps": "write only",
     "matmul_fp16_tflops": "fp16 matmul", "matmul_bf16_tflops": "bf16 matmul", "launch_us": "kernel launch",
-    "launch_graph_us": "launch in a CUDA graph", "datasheet_bandwidth_tbps": "datasheet bandwidth",
-    "datasheet_fp16_tflops": "datasheet fp16 tensor", "datasheet_bf16_tflops": "datasheet bf16 tensor",
-    "datasheet_fp32_tflops": "datasheet fp32", "datasheet_memory_gb": "datasheet memory",
+    "launch_graph_us": "launch in a CUDA graph", "datasheet_bandwidth_tbps": "datasheet peak: bandwidth",
+    "datasheet_fp16_tflops": "datasheet peak: fp16 tensor", "datasheet_bf16_tflops": "datasheet peak: bf16 tensor",
+    "datasheet_fp32_tflops": "datasheet peak: fp32", "datasheet_memory_gb": "datasheet memory",
 }
 ENV_KEYS = ("gpu", "slug", "compute_capability", "sm_count", "memory_gib", "l2_mib", "driver", "cuda", "torch",
             "triton", "python", "platform", "git_commit", "time")
@@ -33,7 +33,8 @@ def _ceiling_table(agg: Aggregate) -> Table:
     names = list(MEASURED_CEILINGS) + sorted({n for g in gpus for n in agg.ceiling(g)} - set(MEASURED_CEILINGS))
     units = dict(zip(agg.ceilings["name"], agg.ceilings["unit"]))
     rows = [[CEILING_LABELS.get(n, n), str(units.get(n, ""))] + [num(agg.ceiling(g).get(n)) for g in gpus] for n in names]
-    return Table(columns=["ceiling", "unit"] + gpus, rows=rows, caption="Ceilings measured on each GPU, with its datasheet values.")
+    return Table(columns=["ceiling or peak", "unit"] + gpus, rows=rows,
+                 caption="The ceilings measured on each GPU (calibrate rule), then its datasheet peaks (data/gpus.yaml).")
 
 
 def _spread(frame: pd.DataFrame) -> dict | None:

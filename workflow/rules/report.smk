@@ -30,6 +30,7 @@ rule aggregate:
         published=sorted(str(p) for p in Path("data/published").glob("*.csv")),
         claims="data/published/claims.yaml",
         gpus="data/gpus.yaml",
+        schemas=["workflow/schemas/results.schema.yaml", "workflow/schemas/env.schema.yaml"],
         code=_code("aggregate"),
     output:
         **AGGREGATE,

@@ -9,11 +9,10 @@ import datetime as _dt
 import json
 import os
 import platform
-import re
 import subprocess
 import sys
 
-import torch
+from rooflab.datasheet import lookup, slug  # noqa: F401  (slug: the GPU folder name, used through this module)
 
 NVIDIA_SMI_FIELDS = (
     "clocks.sm", "clocks.mem", "clocks.max.sm", "clocks.max.mem", "power.draw", "power.limit",
@@ -21,16 +20,10 @@ NVIDIA_SMI_FIELDS = (
 )
 
 
-def slug(device_name: str) -> str:
-    """'NVIDIA H200' -> 'nvidia-h200' (lower-case, runs of other characters become one dash)."""
-    text = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
-    if not text:
-        raise ValueError(f"cannot make a slug from device name {device_name!r}")
-    return text
-
-
 def cuda_device_name() -> str | None:
     """The name of CUDA device 0, or None when this machine has no usable CUDA GPU."""
+    import torch   # here, not at the top: the Snakefile and the report import this module without torch
+
     try:
         if torch.cuda.is_available() and torch.cuda.device_count() > 0:
             return torch.cuda.get_device_name(0)
@@ -72,6 +65,8 @@ def git_commit() -> str:
 
 def environment(config: dict) -> dict:
     """Everything a reader needs to reproduce or discount a run."""
+    import torch
+
     props = torch.cuda.get_device_properties(0)
     name = torch.cuda.get_device_name(0)
     import triton
@@ -101,7 +96,6 @@ def environment(config: dict) -> dict:
 
 def datasheet_rows(device_name: str) -> list[tuple[str, float, str, str]]:
     """The vendor's numbers for this device from data/gpus.yaml (empty when it is not listed)."""
-    from rooflab.report.datasheet import lookup
     entry = lookup(device_name)
     if not entry:
         return []

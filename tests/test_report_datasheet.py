@@ -1,7 +1,7 @@
 """data/gpus.yaml: the GPUs the project compares, matched by the device names torch reports."""
 import pytest
 
-from rooflab.report import datasheet
+from rooflab import datasheet
 
 REQUIRED = ("nvidia-h100-sxm", "nvidia-h200", "nvidia-a100-sxm4-80gb", "nvidia-l4", "nvidia-rtx-3050",
             "nvidia-rtx-4090", "amd-instinct-mi300x")

@@ -6,8 +6,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from rooflab.report import context, figures, headline, load
-from rooflab.report.analysis import comparisons, geomean, is_peer, is_seed, judged
+from rooflab.report import context, derive, figures, headline, load
+from rooflab.report.analysis import geomean, is_peer, is_seed, judged
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GPU = "fixture-gpu"
@@ -16,6 +16,11 @@ GPU = "fixture-gpu"
 @pytest.fixture(scope="module")
 def agg():
     return load.collect([FIXTURES / "results" / GPU])
+
+
+@pytest.fixture(scope="module")
+def cmp(agg):
+    return derive.derive(agg)["comparisons"]
 
 
 def _row(frame, impl, timing="events", **shape):
@@ -44,32 +49,32 @@ def test_peers_are_neither_ours_nor_the_seeds_designs():
     assert is_seed("seed_attention") and not is_seed("torch")
 
 
-def test_best_peer_excludes_the_seeds_which_are_compared_apart(agg):
+def test_best_peer_excludes_the_seeds_which_are_compared_apart(agg, cmp):
     softmax = agg.study("softmax")
     shape = dict(dtype="float16", rows=4096, cols=2048)      # seed_rowwise is the fastest after ours here
-    peers = comparisons(softmax, "softmax").set_index(["dtype", "rows", "cols"]).loc[tuple(shape.values())]
-    seeds = comparisons(softmax, "softmax", among=is_seed).set_index(["dtype", "rows", "cols"]).loc[tuple(shape.values())]
+    peers = derive.select(cmp, "softmax", "peer").set_index(["dtype", "rows", "cols"]).loc[tuple(shape.values())]
+    seeds = derive.select(cmp, "softmax", "seed").set_index(["dtype", "rows", "cols"]).loc[tuple(shape.values())]
     assert peers["best_impl"] == "torch"
     assert peers["vs_best"] == pytest.approx(_ms(softmax, "torch", **shape) / _ms(softmax, "ours", **shape))
     assert seeds["best_impl"] == "seed_rowwise"
     assert seeds["vs_best"] == pytest.approx(_ms(softmax, "seed_rowwise", **shape) / _ms(softmax, "ours", **shape))
 
 
-def test_judged_keeps_kernel_time_only_where_the_case_has_it(agg):
+def test_judged_keeps_kernel_time_only_where_the_case_has_it(agg, cmp):
     softmax = judged(agg.study("softmax"), "softmax")
     small = softmax[(softmax["rows"] == 256) & (softmax["cols"] == 128)]
     large = softmax[(softmax["rows"] == 4096) & (softmax["cols"] == 2048)]
     assert set(small["timing"]) == {"cupti"} and set(large["timing"]) == {"events"}
-    table = comparisons(softmax, "softmax", timing=None).set_index(["rows", "cols"])
+    table = derive.select(cmp, "softmax", "peer").query("dtype == 'float16'").set_index(["rows", "cols"])
     assert table.loc[(256, 128), "timing"] == "cupti"
     raw = agg.study("softmax")
     assert table.loc[(256, 128), "vs_best"] == pytest.approx(
         _ms(raw, "torch", "cupti", rows=256, cols=128) / _ms(raw, "ours", "cupti", rows=256, cols=128))
 
 
-def test_softmax_headline_splits_bandwidth_and_launch_bound_regions(agg):
+def test_softmax_headline_splits_bandwidth_and_launch_bound_regions(agg, cmp):
     raw = agg.study("softmax")
-    h = headline.softmax(raw, 8e6, agg.ceiling(GPU))
+    h = headline.softmax(cmp, raw, 8e6, agg.ceiling(GPU))
     fp16 = next(t for t in h["dtypes"] if t["dtype"] == "fp16")
     # fp16 shapes of at least 8 MB: 4096x2048, 8192x4096, 1024x131072 (liger refuses the last)
     best = {(4096, 2048): "torch", (8192, 4096): "liger", (1024, 131072): "torch"}
@@ -96,9 +101,9 @@ def test_softmax_headline_splits_bandwidth_and_launch_bound_regions(agg):
     assert h["vs_seeds"]["n"] == 4 and h["vs_seeds"]["worst"]["peer"] == "seed_rowwise"
 
 
-def test_attention_headline_against_flash_and_cudnn_one_at_a_time(agg):
+def test_attention_headline_against_flash_and_cudnn_one_at_a_time(agg, cmp):
     raw = agg.study("attention")
-    h = headline.attention(raw)
+    h = headline.attention(cmp, raw)
     (group,) = h["groups"]                                    # fp16 causal at D=128, N >= 4096
     assert (group["dtype"], group["mask"], group["n"]) == ("fp16", "causal", 2)
     flash = [_ms(raw, "sdpa_flash", seqlen_q=n, head_dim=128) / _ms(raw, "ours", seqlen_q=n, head_dim=128)
@@ -114,9 +119,9 @@ def test_attention_headline_against_flash_and_cudnn_one_at_a_time(agg):
     assert h["vs_seeds"]["n"] == 3
 
 
-def test_decode_headline(agg):
+def test_decode_headline(agg, cmp):
     raw = agg.study("decode")
-    h = headline.decode(raw, agg.ceiling(GPU))
+    h = headline.decode(cmp, raw, agg.ceiling(GPU))
     ratios = {(b, n): _ms(raw, "sdpa_cudnn", batch=b, cache_len=n) / _ms(raw, "ours", batch=b, cache_len=n)
               for b in (1, 8) for n in (4096, 32768)}
     worst = min(ratios, key=ratios.get)
@@ -145,7 +150,7 @@ def test_verification_counts_pass_unsupported_and_failed_apart():
 
 def _drawn(agg, name):
     fig = plt.figure()
-    data = figures.FigureData(agg, GPU)
+    data = figures.FigureData(agg, derive.derive(agg), GPU)
     assert figures.DRAW[name](fig, data) is None
     fig.canvas.draw()
     return fig

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 import hostile
-from rooflab.report import analysis, context, figures, load, render
+from rooflab.report import analysis, context, derive, figures, load, render
 from rooflab.report.catalog import FIGURES
 from rooflab.schema import SchemaError, _validator, columns, read_results, validate_frame
 
@@ -21,9 +21,9 @@ LIMIT = 40_000     # bytes of CSV a folder may hold in these tests (the fixture'
 
 
 def _render(agg, out: Path, lead="auto"):
-    index = figures.render_all(agg, out / "figures", lead=lead)
+    index = figures.render_all(agg, derive.derive(agg), out / "figures", lead=lead)
     verify = pd.read_csv(FIXTURES / "verify" / "interpreter.csv")
-    ctx = context.build(agg, index, verify, None, "../figures", lead=lead)
+    ctx = context.build(agg, derive.derive(agg), index, verify, None, "../figures", lead=lead)
     return index, ctx, render.render(ctx, "markdown"), render.render(ctx, "latex")
 
 
@@ -108,7 +108,7 @@ def test_a_figure_that_fails_to_draw_or_save_leaves_the_others(tmp_path, monkeyp
             raise ValueError("disk full")
         return real_savefig(self, path, *args, **kwargs)
     monkeypatch.setattr(figures.plt.Figure, "savefig", savefig)
-    index = {e["name"]: e for e in figures.render_all(agg, out)}
+    index = {e["name"]: e for e in figures.render_all(agg, derive.derive(agg), out)}
     assert "drawing failed: RuntimeError: drawing broke" in index["launch_bound"]["reason"]
     assert (out / "launch_bound.png").stat().st_size > 0     # a placeholder saying why
     assert "saving failed: ValueError: disk full" in index["roofline"]["reason"]
@@ -237,7 +237,7 @@ def test_the_paper_shows_no_check_seconds():
     assert "seconds" not in view["table"].columns and "seconds" not in view
 
 
-def test_interpreter_checks_are_seeded():
+def test_interpreter_checks_fix_their_random_state():
     from rooflab.verify import run
     cfg = {"softmax": {"dtypes": ["float32"], "impls": ["ours"], "grid": [{"rows": [2], "cols": [7]}]}}
     import torch

@@ -45,7 +45,7 @@ def test_dialects_escape_their_arguments_and_return_raw():
 
 def test_template_text_has_no_unescaped_specials():
     """Literal text of the shared templates must print the same in LaTeX and Markdown."""
-    for name in ("abstract.j2", "body.j2", "study.j2", "headline.j2"):
+    for name in ("abstract.j2", "main.j2", "appendix.j2", "appendix_study.j2", "headline.j2"):
         text = (TEMPLATES / name).read_text()
         literal = re.sub(r"<<.*?>>|<%.*?%>|<#.*?#>", "", text, flags=re.S)
         bad = sorted(set(literal) & set("_%&#$\\{}~^<>|*`[]"))

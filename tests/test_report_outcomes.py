@@ -1,9 +1,11 @@
-"""Win / tie / loss: a comparison is a tie when the two rows' 95% confidence intervals overlap or
-their medians are within 2% of each other; otherwise a win (ours faster) or a loss."""
+"""Win / tie / loss in the derived comparisons table (rooflab.report.derive), on hand-computed cases: a
+comparison is a tie when the two rows' 95% confidence intervals overlap or their medians are within 2% of
+each other; otherwise a win (ours faster) or a loss."""
 import pandas as pd
 import pytest
 
-from rooflab.report.analysis import LOSS, TIE, TIE_WITHIN, WIN, comparisons, counts, outcome, versus
+from rooflab.report import derive
+from rooflab.report.analysis import LOSS, TIE, TIE_WITHIN, WIN, counts, outcome, versus
 from rooflab.schema import columns, validate_frame
 
 
@@ -17,6 +19,11 @@ def row(impl, ms, low, high, rows=8192):
 
 def frame(*rows):
     return validate_frame(pd.DataFrame(list(rows), columns=list(columns("softmax"))), "test rows")
+
+
+def comparisons(rows, study):
+    """The derived lines of ours against the fastest peer."""
+    return derive.select(derive.comparisons(rows, study), study, "peer")
 
 
 def test_overlapping_intervals_are_a_tie_even_10_percent_apart():

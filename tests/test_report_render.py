@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rooflab.report import context, figures, load, render
-from rooflab.report.analysis import comparisons, geomean, judged
-from rooflab.report.catalog import FIGURES
+from rooflab.report import context, derive, figures, load, render
+from rooflab.report.analysis import geomean
+from rooflab.report.catalog import FIGURES, caption
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -20,14 +20,15 @@ DIRS = [FIXTURES / "results" / n for n in ("fixture-gpu", "fixture-gpu-partial",
 def rendered(tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
     agg = load.collect(DIRS, None, ROOT / "data" / "published")
-    index = figures.render_all(agg, out / "figures", names=None)
+    tables = derive.derive(agg)
+    index = figures.render_all(agg, tables, out / "figures", names=None)
     verify = pd.read_csv(FIXTURES / "verify" / "interpreter.csv")
-    ctx = context.build(agg, index, verify, None, "../figures")
+    ctx = context.build(agg, tables, index, verify, None, "../figures")
     (out / "paper").mkdir()
     md, tex = render.render(ctx, "markdown"), render.render(ctx, "latex")
     (out / "paper" / "paper.md").write_text(md)
     (out / "paper" / "paper.tex").write_text(tex)
-    return dict(out=out, agg=agg, index=index, ctx=ctx, md=md, tex=tex)
+    return dict(out=out, agg=agg, tables=tables, index=index, ctx=ctx, md=md, tex=tex)
 
 
 def test_every_figure_is_drawn_from_the_fixture(rendered):
@@ -41,24 +42,47 @@ def test_every_figure_is_drawn_from_the_fixture(rendered):
 
 def test_figures_without_data_are_placeholders_that_say_why(tmp_path):
     empty = load.collect([], None, None)
-    index = figures.render_all(empty, tmp_path)
+    index = figures.render_all(empty, derive.derive(empty), tmp_path)
     assert not any(e["drawn"] for e in index)
     assert all(e["reason"] and not e["reason"].startswith("drawing failed") for e in index)
     assert all((tmp_path / f"{n}.png").exists() and (tmp_path / f"{n}.pdf").exists() for n in FIGURES)
 
 
+MAIN = ("Introduction", "Method", "Results", "The seeds' claims", "Threats to validity", "How to reproduce")
+APPENDICES = ("Per-shape results", "Softmax strategies, the launch-bound region and split-KV decode", "Every claim",
+              "Across GPUs", "Reproduction", "Interpreter verification", "Ceilings and environment")
+
+
 def test_both_formats_have_every_section(rendered):
-    for title in ("Method", "Softmax", "Attention (prefill)", "Decode attention", "End-to-end decoder block",
-                  "Claims against our measurements", "Across GPUs", "Interpreter verification",
-                  "Limitations and threats to validity", "Appendix: environment"):
-        assert f"## {title}" in rendered["md"]
+    for title in MAIN:
+        assert f"\n## {title}\n" in rendered["md"]
         assert f"\\section{{{title}}}" in rendered["tex"]
+    for letter, title in zip("ABCDEFG", APPENDICES):
+        assert f"\n## Appendix {letter}: {title}\n" in rendered["md"]
+        assert f"\\section{{{title}}}" in rendered["tex"]
+    assert rendered["tex"].index("\\appendix") < rendered["tex"].index("\\section{Per-shape results}")
+    for title in ("Softmax", "Attention (prefill)", "Decode attention", "End to end", "Roofline"):
+        assert f"### {title}" in rendered["md"].split("## Appendix A")[0]
     assert "\\begin{abstract}" in rendered["tex"] and "## Abstract" in rendered["md"]
+
+
+def main_text(md: str) -> str:
+    return md.split("\n## Appendix A:", 1)[0]
+
+
+def test_the_committed_paper_keeps_its_main_text_short_and_its_abstract_under_250_words():
+    agg = load.collect(sorted((ROOT / "data" / "results").iterdir()), None, ROOT / "data" / "published")
+    index = [dict(name=n, caption=caption(n), png=f"{n}.png", pdf=f"{n}.pdf", drawn=True, reason=None,
+                  width_in=6, height_in=4) for n in FIGURES]
+    md = render.render(context.build(agg, derive.derive(agg), index, None), "markdown")
+    assert len(main_text(md).splitlines()) <= len(md.splitlines()) / 3
+    abstract = md.split("## Abstract", 1)[1].split("\n## Introduction", 1)[0]
+    assert len(abstract.split()) < 250
 
 
 def test_numbers_come_from_the_data(rendered):
     frame = rendered["agg"].study("softmax").query("gpu == 'fixture-gpu'")
-    table = comparisons(judged(frame, "softmax"), "softmax", timing=None)
+    table = derive.select(rendered["tables"]["comparisons"], "softmax", "peer", "fixture-gpu")
     expected = f"{geomean(table['vs_best']):.2f}x"
     assert f"our kernel is {expected} the fastest peer on geometric mean over {table['vs_best'].notna().sum()} shapes" \
         in rendered["md"]
@@ -69,19 +93,18 @@ def test_numbers_come_from_the_data(rendered):
 
 
 def test_abstract_states_the_fields_acceptance_numbers(rendered):
-    abstract = rendered["md"].split("## Abstract", 1)[1].split("## Method", 1)[0]
-    assert ("Softmax. At shapes that move at least 8 MB, on kernel time (CUPTI) where it was measured and plain-call "
-            "time elsewhere, against the best of liger and torch, our kernel") in abstract
-    assert "in fp16 has 2 wins, 1 tie and 0 losses over 3 shapes" in abstract
-    assert "Below 8 MB a plain call times the host" in abstract
-    assert "Against the seeds' designs (seed\\_rowwise)" in abstract
-    assert "over FlashAttention-2 (`sdpa_flash`) and over cuDNN (`sdpa_cudnn`)" in abstract
-    assert "Against cuDNN over the 4 shapes where it ran" in abstract
-    assert "replayed as one CUDA graph at L=4096" in abstract
-    assert "5 of 7 kernel checks pass, 1 lies outside a strategy's documented limit (unsupported) and 1 fails" in abstract
-    # the same summary opens the study's own section
-    softmax = rendered["md"].split("\n## Softmax", 1)[1]
+    abstract = rendered["md"].split("## Abstract", 1)[1].split("## Introduction", 1)[0]
+    peers = derive.select(rendered["tables"]["comparisons"], "softmax", "peer", "fixture-gpu")
+    c = peers["vs_best_outcome"].value_counts()
+    assert (f"Softmax: over {len(peers)} shapes our kernel's geometric-mean speedup over the fastest peer is "
+            f"{geomean(peers['vs_best']):.2f}x") in abstract
+    assert f"({c.get('win', 0)} wins" in abstract
+    assert "Against cuDNN alone, decode is" in abstract
+    assert "5 of 7 kernel checks pass and 1 fail" in abstract
+    # the field's summary opens the study's results section
+    softmax = rendered["md"].split("\n### Softmax", 1)[1]
     assert "plain-call time elsewhere, against the best of liger and torch, our kernel" in softmax
+    assert "in fp16 has 2 wins, 1 tie and 0 losses over 3 shapes" in softmax
 
 
 def test_markdown_and_latex_show_the_same_numbers(rendered):
@@ -108,8 +131,8 @@ def test_markdown_links_png_latex_includes_pdf(rendered):
 def test_empty_results_say_no_rows(tmp_path):
     agg = load.collect([], None, ROOT / "data" / "published")
     index = [dict(e, drawn=False, reason="no rows") for e in
-             [dict(name=n, caption=c, png=f"{n}.png", pdf=f"{n}.pdf") for n, (_, _, c) in FIGURES.items()]]
-    ctx = context.build(agg, index, None)
+             [dict(name=n, caption=caption(n), png=f"{n}.png", pdf=f"{n}.pdf") for n in FIGURES]]
+    ctx = context.build(agg, derive.derive(agg), index, None)
     md = render.render(ctx, "markdown")
     for study in ("softmax", "attention", "decode"):
         assert f"No rows: no GPU has {study} results yet." in md
@@ -127,15 +150,15 @@ def test_latex_builds_a_pdf(rendered):
 
 
 def test_method_says_what_the_harness_does(rendered):
-    timing = rendered["md"].split("### Timing", 1)[1].split("### Correctness", 1)[0]
+    method = rendered["md"].split("\n## Method", 1)[1].split("\n## Results", 1)[0]
     ok = rendered["agg"].results.query("gpu == 'fixture-gpu' and status == 'ok'")
-    assert f"Each row pools at least {ok['reps'].min():.0f} timed calls from at least {ok['trials'].min():.0f} " \
-           "independent trials" in timing
-    for words in ("fresh shuffled order", "95% confidence interval of that median from order statistics",
-                  "flushed by a 256 MiB write", "CUDA events queued right after the flush",
-                  "from CUPTI (through `torch.profiler`)", "less than 64 MB or run in under 500 us",
-                  "brought out of idle", "clocks and throttle reasons are read around every case"):
-        assert words in timing, words
+    assert f"Each row is the median of at least {ok['reps'].min():.0f} timed calls from at least " \
+           f"{ok['trials'].min():.0f} trials" in method
+    for words in ("same shuffled trials", "95% confidence interval of the median from order statistics",
+                  "flushed by a 256 MiB write", "timed with CUDA events", "device time from CUPTI",
+                  "less than 64 MB or run in under 500 us", "bootstrap interval", "FLOP convention",
+                  "counts causal FLOPs in full"):
+        assert words in method, words
     for gone in ("p20", "p80", "warm L2", "do_bench_cudagraph", "within spread"):
         assert gone not in rendered["md"] and gone not in rendered["tex"], gone
 
@@ -143,17 +166,17 @@ def test_method_says_what_the_harness_does(rendered):
 def test_method_without_rows_states_the_harness_floor(tmp_path):
     agg = load.collect([], None, None)
     md = _paper([])
-    assert "Each row pools at least 20 timed calls from at least 3 independent trials" in md
+    assert "Each row is the median of at least 20 timed calls from at least 3 trials" in md
 
 
 def test_reproduction_section_counts_per_study(rendered):
-    section = rendered["md"].split("\n## Reproduction\n", 1)[1].split("\n## ", 1)[0]
-    assert "compared case by case (implementation, shape, dtype and timing) with the committed ones (`reproduction.csv`, 9 lines)" in section
+    section = rendered["md"].split("\n## Appendix E: Reproduction\n", 1)[1].split("\n## ", 1)[0]
+    assert "compared case by case with the committed ones (`reproduction.csv`, 9 lines)" in section
     assert ("Softmax: 4 cases compared, 3 of them at least 20 us, of which 33% (1) reproduced; 1 faster and 1 slower "
-            "in the fresh run over all lengths, 1 new and 0 missing; the ratio (fresh over committed) farthest from 1 "
+            "in the fresh run, 1 new and 0 missing; the ratio farthest from 1 "
             "is 1.12x (torch 4096x2048 fp16, events).") in section
     assert ("Decode: 2 cases compared, 2 of them at least 20 us, of which 100% (2) reproduced; 0 faster and 0 slower "
-            "in the fresh run over all lengths, 0 new and 1 missing") in section
+            "in the fresh run, 0 new and 1 missing") in section
     assert "| softmax | 4 | 3 | 33% (1 of 3) | 1 | 1 | 1 | 0 | 1.12x (torch 4096x2048 fp16, events) |" in section
     assert "![reproduction](../figures/reproduction.png)" in section
     assert "\\section{Reproduction}" in rendered["tex"] and "{../figures/reproduction.pdf}" in rendered["tex"]
@@ -171,9 +194,9 @@ def test_threats_to_validity_list_the_open_flags(rendered):
 
 def _paper(folders):
     agg = load.collect(folders, None, None)
-    index = [dict(name=n, caption=c, png=f"{n}.png", pdf=f"{n}.pdf", drawn=False, reason="not drawn here")
-             for n, (_, _, c) in FIGURES.items()]
-    return render.render(context.build(agg, index, None), "markdown")
+    index = [dict(name=n, caption=caption(n), png=f"{n}.png", pdf=f"{n}.pdf", drawn=False, reason="not drawn here")
+             for n in FIGURES]
+    return render.render(context.build(agg, derive.derive(agg), index, None), "markdown")
 
 
 def test_without_quality_records_the_sections_say_so():
@@ -198,7 +221,7 @@ def test_a_record_without_open_flags_names_the_gates(tmp_path):
 
 def test_reproduction_figure_says_what_is_missing(tmp_path):
     agg = load.collect([FIXTURES / "results" / "fixture-gpu-partial"])
-    (entry,) = figures.render_all(agg, tmp_path, names=["reproduction"])
+    (entry,) = figures.render_all(agg, derive.derive(agg), tmp_path, names=["reproduction"])
     assert not entry["drawn"] and entry["reason"].startswith("no reproduction.csv for fixture-gpu-partial")
 
 

@@ -55,3 +55,17 @@ def test_ratio_between_fused_kernels_is_judged_on_the_twin():
     assert (r.faster, r.slower) == ("sdpa_flash", "seed_attention")
     assert r.verdict == NOT_REPRODUCED and r.ours == pytest.approx(320.0 / 145.0)
     assert "compute twin" in r.note
+
+
+def test_an_article_counting_causal_flops_in_full_is_halved_before_it_is_judged():
+    from rooflab.report.verdicts import FULL, HALVED, flop_convention, verdict_table
+    published = pd.DataFrame([claim("sdpa_flash", 650.0), claim("seed_attention", 290.0)])   # FA2 published at 2x ours
+    ours = measured(row("nvidia-h200", "sdpa_flash", 320.0), row("nvidia-h200", "seed_attention", 145.0))
+    assert flop_convention(published, ours) == {"003_x.txt": FULL}
+    table = verdict_table(published, ours, claims=[]).query("kind == 'value'").set_index("impl")
+    # halved: 145 within [145 x 0.98 / 1.02 x 0.95, 145 x 1.02 / 0.98 x 1.05], 325 within the same for 320
+    assert table.loc["seed_attention", "verdict"] == REPRODUCED and table.loc["sdpa_flash", "verdict"] == REPRODUCED
+    assert "counts causal FLOPs in full: 145 halved" in table.loc["seed_attention", "note"]
+    assert (table["note"].str.len() > 0).all()
+    # the same number read in our convention is twice what we measure: not reproduced
+    assert judge(claim("seed_attention", 290.0), ours, convention=HALVED).verdict == NOT_REPRODUCED

@@ -119,14 +119,39 @@ def test_ratio_claims_same_gpu():
     assert r.verdict == NOT_REPRODUCED and r.ours == pytest.approx(1.2)
 
 
-def test_ratio_claims_other_gpu_not_comparable():
-    published = pd.DataFrame([claim(median_ms=0.048), claim(impl="torch", median_ms=0.1334)])
+def test_a_ratio_from_another_gpu_is_judged_as_a_ratio():
+    published = pd.DataFrame([claim(median_ms=0.048), claim(impl="torch", median_ms=0.1334)])   # 2.78x
     measured = results(row(gpu="nvidia-h200", ms=0.045), row(gpu="nvidia-h200", impl="torch", ms=0.109))
-    (r,) = ratio_claims(published, measured)
-    assert r.verdict == NOT_COMPARABLE and r.ours_gpu == "nvidia-h200" and r.ours == pytest.approx(0.109 / 0.045)
+    (r,) = ratio_claims(published, measured)                     # 2.42x [2.28, 2.57] once widened by 5 %
+    assert r.verdict == NOT_REPRODUCED and r.ours_gpu == "nvidia-h200" and r.ours == pytest.approx(0.109 / 0.045)
+    assert "nvidia-h100-sxm" in r.note and "nvidia-h200" in r.note
+    near = results(row(gpu="nvidia-h200", ms=0.045), row(gpu="nvidia-h200", impl="torch", ms=0.045 * 2.7))
+    assert ratio_claims(published, near)[0].verdict == REPRODUCED
 
 
 def test_other_gpu_time_claim_reports_our_throughput_with_its_unit():
     v = judge(claim(impl="torch", median_ms=0.1334), results(row(gpu="nvidia-h200", impl="torch", ms=0.109)))
     assert v.verdict == NOT_COMPARABLE and v.metric == "median_ms"
     assert v.ours_metric == "tbps" and v.ours == pytest.approx(NBYTES / 0.109e-3 / 1e12)
+
+
+def _blocks(measured, low, high):
+    """One derived Amdahl line (rooflab.report.derive.amdahl): softmax 20% of the eager block, 2x faster."""
+    return pd.DataFrame([dict(gpu="nvidia-h200", dtype="bfloat16", phase="prefill", seqlen=2048, cache_len=0,
+                              width=4096, heads=32, swapped="softmax", share=0.2, part_speedup=2.0, bound=1.25,
+                              predicted=1 / (0.8 + 0.1), measured=measured, measured_low=low, measured_high=high,
+                              outcome="win", graph_measured=None)])
+
+
+AMDAHL = dict(kind="amdahl", source="000_x.txt", section="Amdahl", claim="21% share, 1.074x", gpu="nvidia-rtx-3050",
+              phase="prefill", seqlen=2048, share=0.21, part_speedup=1.49, measured=1.074, bound=1.266)
+
+
+def test_a_worded_amdahl_claim_holds_when_our_block_meets_our_own_prediction():
+    from rooflab.report.verdicts import verdict_table
+    empty = pd.DataFrame(columns=list(columns("softmax")) + ["source", "section", "claim"])
+    held = verdict_table(empty, results(row()), amdahl=_blocks(1.10, 1.08, 1.12), claims=[AMDAHL]).iloc[0]
+    assert held["kind"] == "amdahl" and held["verdict"] == REPRODUCED      # predicted 1.111 inside [1.026, 1.176]
+    assert "Amdahl predicts 1.111x" in held["note"]
+    missed = verdict_table(empty, results(row()), amdahl=_blocks(1.30, 1.29, 1.31), claims=[AMDAHL]).iloc[0]
+    assert missed["verdict"] == NOT_REPRODUCED                              # above its own prediction and bound

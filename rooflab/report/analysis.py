@@ -1,8 +1,8 @@
 """Selections shared by the figures and the paper, so both show the same numbers.
 
 Speedups are ratios of median times of rows measured in the same run on the same GPU,
-shape and dtype (`events` timing unless asked otherwise); an `incorrect` row never
-yields a speedup. Each speedup carries an interval from the 95% confidence intervals of
+shape and dtype, each case in the timing that judges it (`judged`); an `incorrect` row never
+yields a speedup. The comparisons themselves are derived once (rooflab.report.derive). Each speedup carries an interval from the 95% confidence intervals of
 both medians and an outcome for ours: a `tie` when the two intervals overlap or the
 medians are within TIE_WITHIN of each other, else a `win` (ours faster) or a `loss`. The best peer of a case is its fastest correct implementation that is
 neither ours nor a seed's design (torch, torch.compile, Liger, the SDPA backends, eager);
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from rooflab.schema import SHAPE_COLUMNS
@@ -45,17 +46,6 @@ def is_seed(impl: str) -> bool:
 def is_peer(impl: str) -> bool:
     """An implementation of the field that ours is judged against: neither ours nor a seed's design."""
     return not is_ours(impl) and not is_seed(impl)
-
-
-def ceiling_name(study: str, dtype: str) -> str | None:
-    """The measured ceiling a study's rows are a fraction of (ceilings.csv name)."""
-    if study == "softmax":
-        return "copy_tbps"
-    if study == "decode":
-        return "read_tbps"
-    if study == "attention":
-        return {"float16": "matmul_fp16_tflops", "bfloat16": "matmul_bf16_tflops"}.get(dtype)
-    return None
 
 
 def shape_label(row, study: str) -> str:
@@ -100,39 +90,6 @@ def primary_gpu(results: pd.DataFrame, fresh_slug: str | None = None, lead: str 
     return present[0]
 
 
-def moved_bytes(row) -> float | None:
-    """Bytes a row moved: its own `bytes` column, else recovered from its tbps x time (the study's count)."""
-    if pd.notna(row.get("bytes")):
-        return float(row["bytes"])
-    if pd.notna(row.get("tbps")) and pd.notna(row.get("median_ms")):
-        return float(row["tbps"]) * 1e12 * float(row["median_ms"]) * 1e-3
-    return None
-
-
-def study_work(study: str, shape: dict, dtype: str) -> tuple[float | None, float | None]:
-    """(bytes, FLOPs) from the study module's own count, or (None, None) where it is not importable."""
-    try:
-        from rooflab import studies
-        return studies.load(study).work(shape, dtype)
-    except Exception:  # a study module still being written, or one without this count
-        return None, None
-
-
-def intensity(row, study: str) -> float | None:
-    """FLOP per byte of a row: tflops / tbps when the row has both, else from the study's own counts."""
-    if pd.notna(row.get("tflops")) and pd.notna(row.get("tbps")) and row["tbps"] > 0:
-        return float(row["tflops"]) / float(row["tbps"])
-    shape = {c: _plain(row[c]) for c in SHAPE_COLUMNS[study]}
-    nbytes, flops = study_work(study, shape, row["dtype"])
-    return flops / nbytes if nbytes and flops else None
-
-
-def _plain(value):
-    if hasattr(value, "item"):
-        return value.item()
-    return value
-
-
 # Bytes below which a softmax call is launch-bound: the softmax summary and figures split their
 # shapes there (plain calls against kernel time below it; the peers' contest above it).
 LAUNCH_BOUND_BYTES = 8e6
@@ -149,62 +106,6 @@ def judged(frame: pd.DataFrame, study: str) -> pd.DataFrame:
     key = frame[keys].astype(str).agg("|".join, axis=1)
     kernel = key.isin(set(key[frame["timing"] == KERNEL_TIMING]))
     return frame[(kernel & (frame["timing"] == KERNEL_TIMING)) | (~kernel & (frame["timing"] == PLAIN_TIMING))]
-
-
-def comparisons(frame: pd.DataFrame, study: str, ours: str = "ours", timing: str | None = PLAIN_TIMING,
-                among=is_peer) -> pd.DataFrame:
-    """One row per (gpu, dtype, shape) where `ours` has a row: ours against the baseline and the
-    fastest correct implementation that `among(impl)` admits (by default the peers, see is_peer;
-    `among=is_seed` compares with the seeds' designs, `among=lambda i: i == "sdpa_flash"` with one).
-
-    timing=None keeps every timing (use it on the output of `judged`, which leaves one per case).
-
-    Columns: gpu, dtype, <shape>, shape, timing, ours_status, ours_ms, ours_metric, ours_frac, bytes,
-    baseline_ms, vs_baseline, vs_baseline_low, vs_baseline_high, vs_baseline_outcome, best_impl, best_ms,
-    best_metric, vs_best, vs_best_low, vs_best_high, vs_best_outcome.
-    vs_* = peer time / our time (above 1: ours faster); low/high: the ratio's interval from the 95%
-    confidence intervals of both medians (see versus); outcome: win, tie or loss for ours.
-    bytes: what the shape moves, from our row or else the study's own count.
-    """
-    keys = ["gpu", "dtype", *SHAPE_COLUMNS[study]]
-    metric = METRIC[study]
-    if timing is not None:
-        frame = frame[frame["timing"] == timing]
-    records = []
-    for key, group in frame.groupby(keys, sort=True, dropna=False):
-        mine = group[group["impl"] == ours]
-        if mine.empty:
-            continue
-        mine = mine.iloc[0]
-        rec = dict(zip(keys, key))
-        rec["shape"] = shape_label(mine, study)
-        rec["timing"] = mine["timing"]
-        ok = mine["status"] == "ok" and pd.notna(mine["median_ms"])
-        rec.update(ours_status=mine["status"], ours_ms=mine["median_ms"] if ok else None,
-                   ours_metric=mine[metric] if (ok and metric) else None,
-                   ours_frac=mine["frac_ceiling"] if ok else None, bytes=moved_bytes(mine) or _shape_bytes(mine, study))
-        correct = group[(group["status"] == "ok") & group["median_ms"].notna()]
-        peers = correct[correct["impl"].map(lambda i: not is_ours(i) and bool(among(i))).astype(bool)]
-        base = correct[correct["impl"] == BASELINE.get(study, "")]
-        rec["baseline_ms"] = base["median_ms"].iloc[0] if not base.empty else None
-        if ok and not base.empty:
-            rec.update(zip(("vs_baseline", "vs_baseline_low", "vs_baseline_high", "vs_baseline_outcome"),
-                           versus(mine, base.iloc[0])))
-        if not peers.empty:
-            best = peers.loc[peers["median_ms"].idxmin()]
-            rec.update(best_impl=best["impl"], best_ms=best["median_ms"],
-                       best_metric=best[metric] if metric else None)
-            if ok:
-                rec.update(zip(("vs_best", "vs_best_low", "vs_best_high", "vs_best_outcome"), versus(mine, best)))
-        records.append(rec)
-    cols = keys + ["shape", "timing", "ours_status", "ours_ms", "ours_metric", "ours_frac", "bytes", "baseline_ms",
-                   "vs_baseline", "vs_baseline_low", "vs_baseline_high", "vs_baseline_outcome",
-                   "best_impl", "best_ms", "best_metric", "vs_best", "vs_best_low", "vs_best_high", "vs_best_outcome"]
-    return pd.DataFrame.from_records(records, columns=cols)
-
-
-def _shape_bytes(row, study: str) -> float | None:
-    return study_work(study, {c: _plain(row[c]) for c in SHAPE_COLUMNS[study]}, row["dtype"])[0]
 
 
 def interval(row) -> tuple[float, float]:
@@ -244,3 +145,18 @@ def geomean(values) -> float | None:
     if not values:
         return None
     return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+BOOTSTRAP_DRAWS = 2000
+RESAMPLING_KEY = 20240601   # fixed, so the same data give the same interval (and the same paper) every time
+
+
+def bootstrap_geomean(values, level: float = 0.95) -> tuple[float | None, float | None, float | None]:
+    """(geometric mean, low, high): the interval from resampling the shapes with replacement."""
+    logs = np.log([float(v) for v in values if v is not None and pd.notna(v) and v > 0])
+    if not len(logs):
+        return None, None, None
+    draws = np.random.default_rng(RESAMPLING_KEY).choice(logs, size=(BOOTSTRAP_DRAWS, len(logs))).mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    return float(np.exp(logs.mean())), float(np.exp(np.percentile(draws, tail))), \
+        float(np.exp(np.percentile(draws, 100 - tail)))

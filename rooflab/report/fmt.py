@@ -7,6 +7,22 @@ import pandas as pd
 
 DASH = "–"
 DTYPE_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
+# Display labels of implementation names (the names themselves stay as config, studies and CSVs spell them):
+# our softmax strategies forced one at a time read as what each program does.
+IMPL_LABELS = {
+    "ours_rows": "ours, rows: several rows a program", "ours_row": "ours, row: one row a program",
+    "ours_looped": "ours, looped: one row a program in tiles", "ours_split": "ours, split: row segments",
+    "ours_nosplit": "ours without split-KV", "torch_compile": "torch.compile", "sdpa_flash": "FlashAttention-2",
+    "sdpa_cudnn": "cuDNN", "sdpa_efficient": "memory-efficient SDPA", "eager": "eager PyTorch",
+    "seed_rowwise": "seed design: fused row-wise", "seed_multipass": "seed design: multi-pass",
+    "seed_attention": "seed design: fused attention", "ours_softmax": "eager + our softmax",
+    "ours_attention": "our attention", "sdpa": "SDPA",
+}
+
+
+def label(impl: str) -> str:
+    """An implementation's display label (its name where it has none)."""
+    return IMPL_LABELS.get(impl, impl)
 
 
 def missing(value) -> bool:

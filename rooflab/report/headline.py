@@ -11,14 +11,16 @@ Decode    against cuDNN wherever it ran, at the anchors' B=1 L=4096 shape, and, 
           cache read is large (>= 256 MB), against the measured read-only ceiling.
 E2E       the launch-bound decode step replayed as a CUDA graph.
 The seeds' designs (seed_*) are always summed up separately from the peers.
-Every function takes one GPU's rows of one study and returns plain text, formatted here.
+Every function takes one GPU's comparisons (rooflab.report.derive) and rows of one study and returns
+plain text, formatted here; geometric means carry a bootstrap interval over the shapes.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, comparisons, geomean, is_peer,
-                                     counts, is_seed, judged, shape_label, versus)
+from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, bootstrap_geomean, counts,
+                                     is_peer, is_seed)
+from rooflab.report.derive import select
 from rooflab.report.fmt import DASH, DTYPE_SHORT, dt, listing, megabytes, num, pct, ratio, span
 
 LARGE_SOFTMAX_BYTES = 128e6     # large enough that every peer streams at its sustained rate
@@ -58,16 +60,15 @@ def outcome_text(c: dict) -> str:
 
 
 def tally(table: pd.DataFrame) -> dict | None:
-    """Shapes compared, wins / ties / losses of ours (analysis.outcome), geometric mean, the interval of
-    the geometric mean (geometric means of the ratios' low and high ends) and the worst and best shapes
-    of a comparisons table."""
+    """Shapes compared, wins / ties / losses of ours (analysis.outcome), geometric mean with its bootstrap
+    interval over the shapes, and the worst and best shapes of a selection of the comparisons table."""
     part = table.dropna(subset=["vs_best"])
     if part.empty:
         return None
     c = counts(part["vs_best_outcome"])
+    gm, low, high = bootstrap_geomean(part["vs_best"])
     return {"n": len(part), "wins": c["win"], "ties": c["tie"], "losses": c["loss"], "outcomes": outcome_text(c),
-            "gm": ratio(geomean(part["vs_best"])),
-            "gm_interval": ratio_interval(geomean(part["vs_best_low"]), geomean(part["vs_best_high"])),
+            "gm": ratio(gm), "gm_interval": ratio_interval(low, high),
             "worst": _at(part, "vs_best"), "best": _at(part, "vs_best", lowest=False)}
 
 
@@ -77,45 +78,37 @@ def _names(frame: pd.DataFrame, keep) -> str:
 
 # ---------------------------------------------------------------- softmax
 
-def softmax(frame: pd.DataFrame, threshold: float, ceilings: dict) -> dict | None:
-    events = comparisons(frame, "softmax")
-    if events["vs_best"].notna().sum() == 0:
+def softmax(cmp: pd.DataFrame, frame: pd.DataFrame, threshold: float, ceilings: dict) -> dict | None:
+    peers = select(cmp, "softmax", "peer")
+    if peers["vs_best"].notna().sum() == 0:
         return None
-    kernel_first = comparisons(judged(frame, "softmax"), "softmax", timing=None)   # kernel time where measured
-    big = kernel_first[kernel_first["bytes"] >= threshold]
+    big = peers[peers["bytes"] >= threshold]
     out = {"threshold": megabytes(threshold), "large": megabytes(LARGE_SOFTMAX_BYTES),
            "peers": _names(frame, is_peer), "seeds": _names(frame, is_seed),
            "dtypes": [dict(tally(big[big["dtype"] == d]), dtype=dt(d)) for d in _dtypes(big)
                       if tally(big[big["dtype"] == d])], "large_frac": None, "launch": None}
-    large = events[(events["bytes"] >= LARGE_SOFTMAX_BYTES)].dropna(subset=["ours_frac"])
+    large = peers[peers["bytes"] >= LARGE_SOFTMAX_BYTES].drop(columns="ours_frac").rename(
+        columns={"ours_frac_plain": "ours_frac"}).dropna(subset=["ours_frac"])
     if not large.empty:
         out["large_frac"] = {"n": len(large), "low": _at(large, "ours_frac"), "high": _at(large, "ours_frac", lowest=False),
                              "ceiling": num(ceilings.get("copy_tbps"))}
-    kernel = comparisons(frame, "softmax", timing=KERNEL_TIMING)
-    kernel = kernel[kernel["bytes"] < threshold]
+    kernel = peers[(peers["bytes"] < threshold) & (peers["timing"] == KERNEL_TIMING)]
     if tally(kernel):
-        small = frame[frame["status"] == "ok"]
-        keys = ["dtype", "rows", "cols"]
-        device = small[small["timing"] == KERNEL_TIMING][keys + ["impl", "median_ms"]]
-        plain = small[small["timing"] == PLAIN_TIMING].merge(device, on=keys + ["impl"], suffixes=("", "_kernel"))
-        plain = plain[plain["impl"].map(lambda i: i == "ours" or is_peer(i)).astype(bool)]
-        plain = plain[plain["bytes"].fillna(plain["median_ms"] * plain["tbps"] * 1e9) < threshold]
-        out["launch"] = dict(tally(kernel), plain_us=num(plain["median_ms"].median() * 1e3),
-                             kernel_us=num(plain["median_ms_kernel"].median() * 1e3),
+        small = frame[(frame["status"] == "ok") & (frame["bytes"] < threshold)]
+        small = small[small["impl"].map(lambda i: i == "ours" or is_peer(i)).astype(bool)]
+        keys = ["dtype", "rows", "cols", "impl"]
+        both = small[small["timing"] == PLAIN_TIMING].merge(small[small["timing"] == KERNEL_TIMING][keys + ["median_ms"]],
+                                                             on=keys, suffixes=("", "_kernel"))
+        out["launch"] = dict(tally(kernel), plain_us=num(both["median_ms"].median() * 1e3),
+                             kernel_us=num(both["median_ms_kernel"].median() * 1e3),
                              launch_us=num(ceilings.get("launch_us")))
-    seeds = comparisons(judged(frame, "softmax"), "softmax", timing=None, among=is_seed)
-    seeds_big = tally(seeds[seeds["bytes"] >= threshold])
-    seeds_kernel = comparisons(frame, "softmax", timing=KERNEL_TIMING, among=is_seed)
-    out["vs_seeds"] = seeds_big
-    out["vs_seeds_kernel"] = tally(seeds_kernel[seeds_kernel["bytes"] < threshold])
+    seeds = select(cmp, "softmax", "seed")
+    out["vs_seeds"] = tally(seeds[seeds["bytes"] >= threshold])
+    out["vs_seeds_kernel"] = tally(seeds[(seeds["bytes"] < threshold) & (seeds["timing"] == KERNEL_TIMING)])
     return out
 
 
 # ---------------------------------------------------------------- attention
-
-def _only(name: str):
-    return lambda impl: impl == name
-
 
 def _range(table: pd.DataFrame) -> str | None:
     values = table["vs_best"].dropna()
@@ -130,9 +123,8 @@ def _outcomes(table: pd.DataFrame) -> str | None:
     return outcome_text(counts(part["vs_best_outcome"])) if not part.empty else None
 
 
-def attention(frame: pd.DataFrame) -> dict | None:
-    flash = comparisons(frame, "attention", among=_only("sdpa_flash"))
-    cudnn = comparisons(frame, "attention", among=_only("sdpa_cudnn"))
+def attention(cmp: pd.DataFrame, frame: pd.DataFrame) -> dict | None:
+    flash, cudnn = select(cmp, "attention", "sdpa_flash"), select(cmp, "attention", "sdpa_cudnn")
     if flash["vs_best"].notna().sum() == 0 and cudnn["vs_best"].notna().sum() == 0:
         return None
 
@@ -157,16 +149,14 @@ def attention(frame: pd.DataFrame) -> dict | None:
     if not d64.empty:
         out["d64"] = {"n": len(d64), "flash": _range(d64), "outcomes": _outcomes(d64), "worst": _at(d64, "vs_best"),
                       "lengths": span(num(d64["seqlen_q"].min()), num(d64["seqlen_q"].max()))}
-    out["vs_seeds"] = tally(comparisons(frame, "attention", among=is_seed))
+    out["vs_seeds"] = tally(select(cmp, "attention", "seed"))
     return out
 
 
 # ---------------------------------------------------------------- decode
 
-def decode(frame: pd.DataFrame, ceilings: dict) -> dict | None:
-    table = judged(frame, "decode")
-    cudnn = comparisons(table, "decode", timing=None, among=_only("sdpa_cudnn"))
-    flash = comparisons(table, "decode", timing=None, among=_only("sdpa_flash"))
+def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | None:
+    cudnn, flash = select(cmp, "decode", "sdpa_cudnn"), select(cmp, "decode", "sdpa_flash")
     out = {"vs_cudnn": tally(cudnn), "anchor": [], "large": None, "split": None}
     if out["vs_cudnn"] is None:
         return None
@@ -188,26 +178,17 @@ def decode(frame: pd.DataFrame, ceilings: dict) -> dict | None:
                        "flash": num(f["best_metric"]) if f is not None else "",
                        "vs_flash": ratio(f["vs_best"]) if f is not None else ""})
     out["anchor"] = anchor
-    events = comparisons(frame, "decode")
-    large = events[events["bytes"] >= LARGE_DECODE_BYTES].dropna(subset=["ours_frac"])
+    peers = select(cmp, "decode", "peer")
+    large = peers[peers["bytes"] >= LARGE_DECODE_BYTES].drop(columns="ours_frac").rename(
+        columns={"ours_frac_plain": "ours_frac"}).dropna(subset=["ours_frac"])
     if not large.empty:
         out["large"] = {"bytes": megabytes(LARGE_DECODE_BYTES), "n": len(large), "low": _at(large, "ours_frac"),
                         "median": pct(large["ours_frac"].median()), "ceiling": num(ceilings.get("read_tbps"))}
-    ok = frame[(frame["timing"] == PLAIN_TIMING) & (frame["status"] == "ok")]
-    keys = ["batch", "heads_q", "heads_kv", "cache_len", "head_dim", "ragged", "dtype"]
-    split = ok[ok["impl"] == "ours"].merge(ok[ok["impl"] == "ours_nosplit"], on=keys, suffixes=("", "_ns"))
-    if not split.empty:
-        gains = split["median_ms_ns"] / split["median_ms"]
-        unsplit = split[[c + "_ns" for c in ("median_ms", "ci_low_ms", "ci_high_ms")]]
-        versus_unsplit = [versus(mine, other.rename(lambda c: c[:-3]))
-                          for (_, mine), (_, other) in zip(split.iterrows(), unsplit.iterrows())]
-        out["split"] = {"n": len(split), "gm": ratio(geomean(gains)),
-                        "gm_interval": ratio_interval(geomean([v[1] for v in versus_unsplit]),
-                                                      geomean([v[2] for v in versus_unsplit])),
-                        "outcomes": outcome_text(counts([v[3] for v in versus_unsplit])),
-                        "low": ratio(gains.min()), "low_shape": shape_label(split.loc[gains.idxmin()], "decode"),
-                        "high": ratio(gains.max()), "high_shape": shape_label(split.loc[gains.idxmax()], "decode")}
-    out["vs_seeds"] = tally(comparisons(frame, "decode", among=is_seed))
+    split = tally(select(cmp, "decode", "ours_nosplit"))
+    if split:
+        out["split"] = dict(split, low=split["worst"]["ratio"], low_shape=split["worst"]["shape"],
+                            high=split["best"]["ratio"], high_shape=split["best"]["shape"])
+    out["vs_seeds"] = tally(select(cmp, "decode", "seed"))
     return out
 
 

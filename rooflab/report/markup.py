@@ -16,6 +16,10 @@ class Raw(str):
     """Already in the output dialect: printed as is."""
 
 
+class Strong(str):
+    """A table cell printed in bold (the best value of its column)."""
+
+
 LATEX_SPECIALS = {
     "\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "_": r"\_", "%": r"\%", "&": r"\&",
     "#": r"\#", "$": r"\$", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}",
@@ -100,9 +104,21 @@ class Markdown:
             lines += [f"*{self.escape(table.caption)}*", ""]
         lines.append("| " + " | ".join(self.escape(c) for c in table.columns) + " |")
         lines.append("|" + "|".join(align.get(a, ":---") for a in table.alignment()) + "|")
-        lines += ["| " + " | ".join(self.escape(c) for c in row) + " |" for row in table.rows]
+        lines += ["| " + " | ".join(self._cell(c) for c in row) + " |" for row in table.rows]
         lines += [""] + [self.escape(note) for note in table.notes] if table.notes else []
         return Raw("\n".join(lines))
+
+    def _cell(self, text) -> str:
+        return f"**{self.escape(text)}**" if isinstance(text, Strong) else self.escape(text)
+
+    def code_block(self, lines) -> Raw:
+        return Raw("```\n" + "\n".join(str(line) for line in lines) + "\n```")
+
+    def appendix(self) -> Raw:
+        return Raw("")
+
+    def appendix_section(self, letter: str, title) -> Raw:
+        return self.section(f"Appendix {letter}: {title}")
 
     def figure(self, fig: dict, base: str) -> Raw:
         if not fig["drawn"]:
@@ -148,6 +164,8 @@ class Latex:
     def _cell(self, text) -> str:
         """A table cell; a ratio with its interval and outcome ('1.11x [1.09, 1.12] win') is stacked on
         two lines, so that wide tables fit the page."""
+        if isinstance(text, Strong):
+            return f"\\textbf{{{self.escape(text)}}}"
         match = RATIO_CELL.match(str(text))
         if not match:
             return self.escape(text)
@@ -171,13 +189,23 @@ class Latex:
             f"{rows}\n\\bottomrule\n\\end{{longtable}}}}{notes}"
         )
 
+    def code_block(self, lines) -> Raw:
+        body = "\n".join(str(line).replace("\\end{verbatim}", "") for line in lines)
+        return Raw("{\\small\n\\begin{verbatim}\n" + body + "\n\\end{verbatim}\n}")
+
+    def appendix(self) -> Raw:
+        return Raw("\\clearpage\n\\appendix")
+
+    def appendix_section(self, letter: str, title) -> Raw:
+        return self.section(title)
+
     def figure(self, fig: dict, base: str) -> Raw:
         if not fig["drawn"]:
             return Raw(f"\\emph{{Figure {self.escape(fig['name'])} not drawn: {self.escape(fig['reason'])}.}}")
         tall = fig.get("height_in", 0) > fig.get("width_in", 1)      # a tall figure may take most of a page
         return Raw(
-            "\\begin{figure}[htbp]\n\\centering\n"
-            f"\\includegraphics[width=\\linewidth,height={0.7 if tall else 0.38}\\textheight,keepaspectratio]"
+            "\\begin{figure}\n\\centering\n"
+            f"\\includegraphics[width=\\linewidth,height={0.6 if tall else 0.34}\\textheight,keepaspectratio]"
             f"{{{base}/{fig['pdf']}}}\n"
             f"\\caption{{{self.escape(fig['caption'])}}}\n\\end{{figure}}"
         )

@@ -1,7 +1,7 @@
 """Render paper/templates/*.j2 into paper.md and paper.tex (and paper.pdf through latexmk).
 
-Both formats render the same context (rooflab.report.context.build) through the same body
-template; only the dialect differs. Template delimiters are << >> for values, <% %> for
+Both formats render the same context (rooflab.report.context.build) through the same templates
+(abstract, main text, appendices); only the dialect differs. Template delimiters are << >> for values, <% %> for
 statements and <# #> for comments, so LaTeX braces and Markdown never collide with Jinja.
 """
 from __future__ import annotations

@@ -9,7 +9,12 @@ Verdicts:
   not comparable  no matching row of ours, our row failed, or only other GPUs have one: absolute
                   numbers from different GPUs are not compared; each side is still given as a
                   fraction of its own GPU's datasheet peak
-Relative claims (A is k times faster than B at one shape) are judged the same way on the ratio.
+Relative claims (A is k times faster than B at one shape) are judged the same way on the ratio; a
+ratio is dimensionless, so it is judged on our GPU even where the claim's GPU differs, and the note
+names both. Claims made in words (data/published/claims.yaml: an end-to-end speedup explained by
+Amdahl's law, one implementation slower than another below a row length) are judged on the derived
+Amdahl table and on our rows. Every verdict carries a note; a claim at a launch-bound shape says so,
+and a causal attention number is compared in the FLOP convention its article uses (flop_convention).
 
 One exception to "same GPU": compute twins. Two GPUs with the same dense fp16/bf16 tensor peak
 and SM count (the H100 SXM and the H200 are one Hopper die with different memory) run
@@ -19,12 +24,15 @@ on a measurement from the other, and the verdict's note says so.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import pandas as pd
+import yaml
 
-from rooflab.report import datasheet
-from rooflab.report.analysis import PLAIN_TIMING, shape_label, study_work
+from rooflab import datasheet
+from rooflab.report.analysis import KERNEL_TIMING, LAUNCH_BOUND_BYTES, PLAIN_TIMING, is_seed, shape_label, versus
 from rooflab.schema import SHAPE_COLUMNS
 
 TOLERANCE = 0.05   # interval widening: clocks, drivers and timing code differ between runs
@@ -55,6 +63,7 @@ class Verdict:
     ours_frac: float | None = None     # ours / our GPU's datasheet peak
     verdict: str = NOT_COMPARABLE
     note: str = ""
+    convention: str = ""               # how the claim counts causal attention FLOPs (see flop_convention)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -80,25 +89,37 @@ def _num(value) -> float | None:
     return None if value is None or pd.isna(value) else float(value)
 
 
-def _shape(row, study: str) -> dict:
-    return {c: (row[c].item() if hasattr(row[c], "item") else row[c]) for c in SHAPE_COLUMNS[study]}
-
-
-def _matches(results: pd.DataFrame, claim, study: str) -> pd.DataFrame:
+def _matches(results: pd.DataFrame, claim, study: str, timing: str = PLAIN_TIMING) -> pd.DataFrame:
+    """Our rows of the claim's implementation, shape and dtype (any GPU) in one timing: plain calls, as the
+    articles time them."""
     mask = (results["study"] == study) & (results["impl"] == claim["impl"]) & (results["dtype"] == claim["dtype"])
-    mask &= results["timing"] == PLAIN_TIMING
+    mask &= results["timing"] == timing
     for col in SHAPE_COLUMNS[study]:
         mask &= results[col] == claim[col]
     return results[mask]
 
 
-def throughput(row, study: str) -> tuple[str, float | None, bool]:
-    """(metric, value, derived): the row's tbps / tflops, else computed from its time and the study's count."""
+def _work(row, study: str, results: pd.DataFrame | None) -> tuple[float | None, float | None]:
+    """(bytes, FLOPs) of a row's case: its own columns, else those our rows of the same shape and dtype carry."""
+    nbytes, flops = _num(row.get("bytes")), _num(row.get("flops"))
+    if (nbytes is None or flops is None) and results is not None and not results.empty:
+        mask = (results["study"] == study) & (results["dtype"] == row["dtype"])
+        for col in SHAPE_COLUMNS[study]:
+            mask &= results[col] == row[col]
+        same = results[mask]
+        nbytes = nbytes if nbytes is not None else next(iter(same["bytes"].dropna()), None)
+        flops = flops if flops is not None else next(iter(same["flops"].dropna()), None)
+    return nbytes, flops
+
+
+def throughput(row, study: str, results: pd.DataFrame | None = None) -> tuple[str, float | None, bool]:
+    """(metric, value, derived): the row's tbps / tflops, else computed from its time and the bytes / FLOPs
+    that our rows of the same case carry."""
     for metric in ("tbps", "tflops"):
         if _num(row.get(metric)) is not None:
             return metric, float(row[metric]), False
     ms = _num(row.get("median_ms"))
-    nbytes, flops = study_work(study, _shape(row, study), row["dtype"])
+    nbytes, flops = _work(row, study, results)
     if ms and flops and study == "attention":
         return "tflops", flops / (ms * 1e-3) / 1e12, True
     if ms and nbytes:
@@ -130,8 +151,52 @@ def _spread(row, metric: str, tol: float) -> tuple[float, float, float]:
     return value, value * med / high * (1 - tol), value * med / low * (1 + tol)
 
 
-def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: float = TOLERANCE) -> Verdict:
-    """The verdict on one published row (a pandas Series of data/published/)."""
+# Causal attention FLOPs: ours count the visible half (rooflab's convention, FlashAttention's benchmarks);
+# an article may count the full square. HALVED / FULL name the two; the factor turns a FULL number into ours.
+HALVED, FULL = "halved", "full"
+
+
+def flop_convention(published: pd.DataFrame, results: pd.DataFrame) -> dict[str, str]:
+    """{source: HALVED or FULL} for each article with causal attention numbers, read off the implementations
+    the article and we both measured that are the field's (not its own design): their published TFLOP/s
+    against ours on the same or a twin GPU, halved-count ratio nearer 1 or nearer 2. Articles without
+    such a pair are taken as HALVED."""
+    out = {}
+    if published.empty or "causal" not in published:
+        return out
+    causal = published[(published["study"] == "attention") & (published["status"] == "ok")]
+    causal = causal[causal["causal"].map(lambda v: v is True or v == True)]  # noqa: E712
+    for source, rows in causal.groupby("source", sort=True):
+        ratios = []
+        for _, claim in rows.iterrows():
+            if is_seed(claim["impl"]) or _num(claim.get("tflops")) is None:
+                continue
+            mine = _matches(results, claim, "attention")
+            mine = mine[(mine["status"] == "ok") & mine["gpu"].map(
+                lambda g: g == claim["gpu"] or compute_twins(g, claim["gpu"]))]
+            if not mine.empty and _num(mine.iloc[0]["tflops"]):
+                ratios.append(float(claim["tflops"]) / float(mine.iloc[0]["tflops"]))
+        if ratios:
+            middle = sorted(ratios)[len(ratios) // 2]
+            out[source] = FULL if abs(math.log(middle / 2)) < abs(math.log(middle)) else HALVED
+    return out
+
+
+def _launch_caveat(claim, study: str, results: pd.DataFrame) -> str:
+    """A note for a claim at a shape small enough that a plain call times the launch, not the kernel."""
+    nbytes, _ = _work(claim, study, results)
+    if nbytes is None or nbytes >= LAUNCH_BOUND_BYTES:
+        return ""
+    kernel = _matches(results, claim, study, timing=KERNEL_TIMING)
+    kernel = kernel[kernel["status"] == "ok"]
+    tail = f"; the kernel alone takes {float(kernel.iloc[0]['median_ms']) * 1e3:.3g} us here" if not kernel.empty else ""
+    return f"; launch-bound ({nbytes / 1e6:.3g} MB): a plain call times the launch as much as the kernel{tail}"
+
+
+def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: float = TOLERANCE,
+          convention: str = HALVED) -> Verdict:
+    """The verdict on one published row (a pandas Series of data/published/); `convention` says how its
+    article counts causal attention FLOPs (a FULL count is halved before it is set beside ours)."""
     study = claim["study"]
     status = claim["status"]
     if status == "ok":
@@ -144,7 +209,15 @@ def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: fl
         claim_gpu=claim["gpu"], metric=metric, claimed=_num(claim.get(metric)) if metric != "status" else None,
         claimed_status=status,
     )
-    tput_metric, claimed_tput, derived = throughput(claim, study) if status == "ok" else (None, None, False)
+    causal_full = study == "attention" and bool(claim.get("causal")) and convention == FULL and metric == "tflops"
+    if study == "attention" and bool(claim.get("causal")):
+        verdict.convention = ("causal FLOPs counted in full; halved here to compare" if convention == FULL
+                              else "causal FLOPs halved, as ours")
+    compared = verdict.claimed / 2 if causal_full and verdict.claimed is not None else verdict.claimed
+    caveat = _launch_caveat(claim, study, results)
+    tput_metric, claimed_tput, derived = throughput(claim, study, results) if status == "ok" else (None, None, False)
+    if causal_full and claimed_tput is not None:
+        claimed_tput /= 2
     if tput_metric:   # the fraction the article printed, else ours of its number
         printed = None if derived else _num(claim.get("frac_datasheet"))
         verdict.claimed_frac = printed if printed is not None else \
@@ -160,8 +233,7 @@ def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: fl
         twins = rows[rows["gpu"].map(lambda g: compute_twins(g, claim["gpu"]))]
         if not twins.empty:
             same = twins
-            twin_note = (f"; measured on {twins.iloc[0]['gpu']}, a compute twin of {claim['gpu']} "
-                         "(same tensor peak and SM count), compared directly")
+            twin_note = f"measured on {twins.iloc[0]['gpu']}, a compute twin of {claim['gpu']}"
     if same.empty:
         order = {g: i for i, g in enumerate(prefer or [])}
         rows = rows.assign(_rank=rows["gpu"].map(lambda g: order.get(g, len(order)))).sort_values(["_rank", "gpu"])
@@ -177,7 +249,8 @@ def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: fl
                 verdict.ours_frac = _num(row.get("frac_datasheet"))
         verdict.note = f"measured on {row['gpu']}, claim on {claim['gpu']}: compared as fractions of each datasheet peak"
         if derived:
-            verdict.note += "; the claim's throughput is derived from its time and the study's byte/FLOP count"
+            verdict.note += "; the claim's throughput is derived from its time and the case's byte/FLOP count"
+        verdict.note += caveat
         return verdict
 
     row = same.iloc[0]
@@ -197,17 +270,20 @@ def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: fl
         return verdict
     value, low, high = _spread(row, metric, tol)
     verdict.ours, verdict.ours_low, verdict.ours_high, verdict.ours_metric = value, low, high, metric
-    verdict.ratio = verdict.claimed / value if metric == "median_ms" else value / verdict.claimed
-    verdict.verdict = REPRODUCED if low <= verdict.claimed <= high else NOT_REPRODUCED
+    verdict.ratio = compared / value if metric == "median_ms" else value / compared
+    verdict.verdict = REPRODUCED if low <= compared <= high else NOT_REPRODUCED
     if tput_metric and _num(row.get(tput_metric)) is not None:
         verdict.ours_frac = fraction(row["gpu"], study, row["dtype"], tput_metric, float(row[tput_metric]))
-    verdict.note = f"our interval widened by {tol:.0%}{twin_note}"
+    notes = [twin_note, f"published {verdict.claimed:.4g} counts causal FLOPs in full: {compared:.4g} halved"
+             if causal_full else "", caveat.removeprefix("; ")]
+    verdict.note = "; ".join(n for n in notes if n)
     return verdict
 
 
 def judge_all(published: pd.DataFrame, results: pd.DataFrame, prefer: list[str] | None = None,
               tol: float = TOLERANCE) -> list[Verdict]:
-    return [judge(row, results, prefer, tol) for _, row in published.iterrows()]
+    conventions = flop_convention(published, results)
+    return [judge(row, results, prefer, tol, conventions.get(row["source"], HALVED)) for _, row in published.iterrows()]
 
 
 # ---------------------------------------------------------------- relative claims
@@ -256,7 +332,7 @@ def ratio_claims(published: pd.DataFrame, results: pd.DataFrame, prefer: list[st
             rows = list(group.iterrows())
             for i, (_, a) in enumerate(rows):
                 for _, b in rows[i + 1:]:
-                    if not (a["impl"].startswith("seed_") or b["impl"].startswith("seed_")):
+                    if not (is_seed(a["impl"]) or is_seed(b["impl"])):
                         continue
                     sa, sb = _speed(a, study), _speed(b, study)
                     if not sa or not sb or sa[0] != sb[0]:
@@ -267,6 +343,8 @@ def ratio_claims(published: pd.DataFrame, results: pd.DataFrame, prefer: list[st
 
 
 def _judge_ratio(source, study, fast, slow, claimed, results, order, tol) -> RatioVerdict:
+    """A ratio is dimensionless, so it is judged on our GPU even when the claim's GPU differs (the note says
+    which GPUs); for a seed design, the note also gives our own kernel against the same slower one."""
     rv = RatioVerdict(source=source, study=study, dtype=fast["dtype"], shape=shape_label(fast, study),
                       faster=fast["impl"], slower=slow["impl"], claim_gpu=fast["gpu"], claimed=claimed)
     mine_f, mine_s = _matches(results, fast, study), _matches(results, slow, study)
@@ -284,12 +362,102 @@ def _judge_ratio(source, study, fast, slow, claimed, results, order, tol) -> Rat
     (s_low, s_high), (f_low, f_high) = _interval(s), _interval(f)
     rv.ours_low = s_low / f_high * (1 - tol)
     rv.ours_high = s_high / f_low * (1 + tol)
-    twin = compute_twins(gpu, fast["gpu"]) and _compute_bound(study, fast["impl"], slow["impl"])
-    if gpu == fast["gpu"] or twin:
-        rv.verdict = REPRODUCED if rv.ours_low <= rv.claimed <= rv.ours_high else NOT_REPRODUCED
-        rv.note = f"our interval widened by {tol:.0%}"
-        if gpu != fast["gpu"]:
-            rv.note += f"; measured on {gpu}, a compute twin of {fast['gpu']}"
-    else:
-        rv.note = f"ratio measured on {gpu}, claim on {fast['gpu']}"
+    rv.verdict = REPRODUCED if rv.ours_low <= rv.claimed <= rv.ours_high else NOT_REPRODUCED
+    rv.note = f"claim on {fast['gpu']}, ratio measured on {gpu}" if gpu != fast["gpu"] else f"measured on {gpu}"
+    if gpu != fast["gpu"] and compute_twins(gpu, fast["gpu"]) and _compute_bound(study, fast["impl"], slow["impl"]):
+        rv.note += f", a compute twin of {fast['gpu']}"
+    ours = _matches(results, dict(fast, impl="ours"), study)
+    ours = ours[(ours["status"] == "ok") & (ours["gpu"] == gpu)]
+    if is_seed(fast["impl"]) and not ours.empty:
+        ratio, low, high, result = versus(ours.iloc[0], s)
+        rv.note += f"; ours over {slow['impl']}: {ratio:.2f}x [{low:.2f}, {high:.2f}], a {result}"
+    rv.note += _launch_caveat(fast, study, results)
     return rv
+
+
+# ---------------------------------------------------------------- claims made in words
+
+CLAIMS_PATH = Path(__file__).resolve().parents[2] / "data" / "published" / "claims.yaml"
+
+
+def worded_claims(path: str | Path = CLAIMS_PATH) -> list[dict]:
+    """The claims the seeds make in words (data/published/claims.yaml), each a dict with `kind`."""
+    path = Path(path)
+    return list(yaml.safe_load(path.read_text()) or []) if path.is_file() else []
+
+
+def _amdahl_claim(c: dict, amdahl: pd.DataFrame, tol: float) -> dict:
+    """An article's end-to-end speedup explained by Amdahl's law, against our blocks with our softmax swapped
+    in: reproduced when our block's measured speedup (its interval widened by tol) holds Amdahl's prediction
+    from our own share and part speedup, at the article's phase and length where we measured it."""
+    out = dict(kind="amdahl", study="e2e", impl="ours_softmax", claim_gpu=c["gpu"], metric="speedup",
+               claimed=float(c["measured"]), verdict=NOT_COMPARABLE)
+    if amdahl.empty:
+        return dict(out, note="no end-to-end block with our softmax measured")
+    same = amdahl[(amdahl["phase"] == c.get("phase")) & (amdahl["seqlen"] == c.get("seqlen"))]
+    row = (same if not same.empty else amdahl.sort_values("share", ascending=False)).iloc[0]
+    low, high = row["measured_low"] * (1 - tol), row["measured_high"] * (1 + tol)
+    holds = low <= row["predicted"] <= high and low <= row["bound"]
+    length = f"S={row['seqlen']}" if row["phase"] == "prefill" else f"L={row['cache_len']}"
+    return dict(out, ours_gpu=row["gpu"], ours=row["measured"], ours_low=low, ours_high=high, ours_metric="speedup",
+                shape=f"{row['phase']} {length}", dtype=row["dtype"], verdict=REPRODUCED if holds else NOT_REPRODUCED,
+                note=(f"published: softmax {float(c['share']):.0%} of the block, {float(c['part_speedup']):.2f}x faster, "
+                      f"{float(c['measured']):.3f}x end to end under a {float(c['bound']):.3f}x bound; ours: softmax "
+                      f"{row['share']:.0%} of the eager block, {row['part_speedup']:.2f}x faster, Amdahl predicts "
+                      f"{row['predicted']:.3f}x (bound {row['bound']:.3f}x), measured {row['measured']:.3f}x "
+                      f"[{row['measured_low']:.3f}, {row['measured_high']:.3f}]; the law is judged, not the GPU's number"))
+
+
+def _slower_below_claim(c: dict, results: pd.DataFrame) -> dict:
+    """'A is slower than B at rows of at most N columns': judged per shape on plain calls, as published, with
+    the kernel-time outcome beside it (at these sizes a plain call times the launch)."""
+    study, dtype = c["study"], c["dtype"]
+    out = dict(kind="slower_below", study=study, impl=c["slower"], dtype=dtype, claim_gpu=c["gpu"],
+               metric="shapes", shape=f"cols <= {c['max_cols']}", verdict=NOT_COMPARABLE)
+    rows = results[(results["study"] == study) & (results["dtype"] == dtype) & (results["status"] == "ok")]
+    rows = rows[rows["cols"] <= int(c["max_cols"])]
+    tallies = {}
+    for timing in (PLAIN_TIMING, KERNEL_TIMING):
+        part = rows[rows["timing"] == timing]
+        a = part[part["impl"] == c["slower"]].set_index(["gpu", "rows", "cols"])
+        b = part[part["impl"] == c["faster"]].set_index(["gpu", "rows", "cols"])
+        both = a.index.intersection(b.index)
+        outcomes = [versus(b.loc[k], a.loc[k])[3] for k in both]      # the outcome for `faster`
+        tallies[timing] = (sum(o == "win" for o in outcomes), len(outcomes), both)
+    wins, n, both = tallies[PLAIN_TIMING]
+    if not n:
+        return dict(out, note=f"no shape with correct rows of {c['slower']} and {c['faster']} at these lengths")
+    k_wins, k_n, _ = tallies[KERNEL_TIMING]
+    return dict(out, ours_gpu=both[0][0], ours=wins, claimed=n, ours_metric="shapes",
+                verdict=REPRODUCED if wins * 2 > n else NOT_REPRODUCED,
+                note=(f"{c['faster']} faster (a win outside both intervals) at {wins} of {n} shapes in plain calls"
+                      + (f", at {k_wins} of {k_n} on kernel time" if k_n else "")
+                      + "; launch-bound sizes: a plain call times the host as much as the kernel"))
+
+
+WORDED = {"amdahl": _amdahl_claim, "slower_below": _slower_below_claim}
+
+
+# ---------------------------------------------------------------- the one table of verdicts
+
+VERDICT_COLUMNS = ("kind", "source", "section", "claim", "study", "impl", "versus", "dtype", "shape", "claim_gpu",
+                   "metric", "claimed", "claimed_status", "ours_gpu", "ours", "ours_metric", "ours_low", "ours_high",
+                   "ours_status", "ratio", "claimed_frac", "ours_frac", "convention", "verdict", "note")
+
+
+def verdict_table(published: pd.DataFrame, results: pd.DataFrame, prefer: list[str] | None = None,
+                  amdahl: pd.DataFrame | None = None, claims: list[dict] | None = None,
+                  tol: float = TOLERANCE) -> pd.DataFrame:
+    """Every claim's verdict in one table: `value` (a published number), `ratio` (one implementation k times
+    faster than another), and the worded kinds of data/published/claims.yaml."""
+    records = [dict(v.as_dict(), kind="value") for v in judge_all(published, results, prefer, tol)]
+    for r in ratio_claims(published, results, prefer, tol):
+        records.append(dict(kind="ratio", source=r.source, study=r.study, impl=r.faster, versus=r.slower,
+                            dtype=r.dtype, shape=r.shape, claim_gpu=r.claim_gpu, metric="speedup", claimed=r.claimed,
+                            ours_gpu=r.ours_gpu, ours=r.ours, ours_metric="speedup" if r.ours_gpu else None,
+                            ours_low=r.ours_low, ours_high=r.ours_high, verdict=r.verdict, note=r.note))
+    amdahl = amdahl if amdahl is not None else pd.DataFrame()
+    for c in worded_claims() if claims is None else claims:
+        judged = WORDED[c["kind"]](c, amdahl, tol) if c["kind"] == "amdahl" else WORDED[c["kind"]](c, results)
+        records.append(dict(judged, source=c["source"], section=c["section"], claim=c["claim"]))
+    return pd.DataFrame.from_records(records, columns=list(VERDICT_COLUMNS))

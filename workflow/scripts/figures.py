@@ -1,4 +1,5 @@
-"""Rule figures: the aggregate -> figures/<name>.png and .pdf for every catalogued figure, and index.json.
+"""Rule figures: the aggregate and its derived tables -> figures/<name>.png and .pdf for every catalogued
+figure, and index.json.
 
 A figure that fails is a placeholder saying why (rooflab.report.figures.render_all), so one bad input never
 fails the job: Snakemake deletes the outputs of a failed job, and these are committed files. Should the
@@ -8,7 +9,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from rooflab.report import figures, load
+from rooflab.report import derive, figures, load
 from rooflab.workflow import log_to
 
 log_to(snakemake.log[0])
@@ -16,7 +17,8 @@ try:
     agg = load.read(*(snakemake.input[k] for k in ("results", "published", "ceilings", "envs", "problems")),
                     qa_csv=snakemake.input.qa, reproduction_csv=snakemake.input.reproduction,
                     records_json=snakemake.input.records)
-    index = figures.render_all(agg, Path(snakemake.output.index).parent, snakemake.params.fresh_slug,
+    tables = derive.read({name: snakemake.input[name] for name in derive.TABLES})
+    index = figures.render_all(agg, tables, Path(snakemake.output.index).parent, snakemake.params.fresh_slug,
                                lead=snakemake.params.lead_gpu)
 except Exception:
     traceback.print_exc()

@@ -1,18 +1,28 @@
 """Vendor datasheet numbers per GPU, from data/gpus.yaml.
 
-`lookup(device_name)` matches the name torch or nvidia-smi reports (e.g. "NVIDIA H200");
-`for_slug(slug)` finds the entry of a results folder or a published table.
+`slug(device_name)` names a GPU's results folder; `lookup(device_name)` matches the name torch or
+nvidia-smi reports (e.g. "NVIDIA H200"); `for_slug(slug)` finds the entry of a results folder or a
+published table. Shared by the measuring code (rooflab.gpus) and the report; imports neither.
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 
 import yaml
 
-PATH = Path(__file__).resolve().parents[2] / "data" / "gpus.yaml"
+PATH = Path(__file__).resolve().parents[1] / "data" / "gpus.yaml"
 NUMBERS = ("bandwidth_tbps", "fp16_tflops", "bf16_tflops", "fp32_tflops", "memory_gb", "sm_count")
 REQUIRED = ("label", "names", "source") + NUMBERS
+
+
+def slug(device_name: str) -> str:
+    """'NVIDIA H200' -> 'nvidia-h200' (lower-case, runs of other characters become one dash)."""
+    text = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")
+    if not text:
+        raise ValueError(f"cannot make a slug from device name {device_name!r}")
+    return text
 
 
 def _check(slug: str, entry) -> dict:
@@ -49,14 +59,13 @@ def lookup(device_name: str, path: str | Path = PATH) -> dict | None:
     return None
 
 
-def for_slug(slug: str, path: str | Path = PATH) -> dict | None:
+def for_slug(name: str, path: str | Path = PATH) -> dict | None:
     """The entry keyed by this slug, or whose device names slug to it (see rooflab.gpus.slug)."""
     entries = load(path)
-    if slug in entries:
-        return entries[slug]
-    from rooflab.gpus import slug as make_slug
+    if name in entries:
+        return entries[name]
     for entry in entries.values():
-        if any(make_slug(name) == slug for name in entry["names"]):
+        if any(slug(device) == name for device in entry["names"]):
             return entry
     return None
 

@@ -1,0 +1,118 @@
+"""The run's quality record (qa.csv), its reproduction record (reproduction.csv) and the interpreter checks."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from rooflab.report.fmt import DASH, dt, num, pct, ratio, sci
+from rooflab.report.fmt import missing as _missing
+from rooflab.report.load import Aggregate, _as_bool
+from rooflab.report.markup import Table
+
+
+def verify_view(frame: pd.DataFrame | None) -> dict:
+    if frame is None or frame.empty:
+        return {"rows": 0}
+    counts = frame["status"].value_counts()
+    # No seconds: how long a check took differs from run to run, and the paper is the same for the same data.
+    table = Table(columns=["study", "impl", "shape", "dtype", "rel. error", "tolerance", "status"],
+                  rows=[[r["study"], r["impl"], r["shape"], dt(r["dtype"]), sci(r["rel_err"]), sci(r["tolerance"]),
+                         r["status"]] for _, r in frame.iterrows()],
+                  align=["l", "l", "p{5.2cm}", "l", "r", "r", "l"],
+                  caption="Every kernel variant in Triton's CPU interpreter against the float64 reference.")
+    bad = frame[frame["status"] != "ok"]
+    failed = frame[~frame["status"].isin(["ok", "unsupported"])]
+    return {"rows": len(frame), "counts": {str(k): int(v) for k, v in counts.items()}, "ok": int(counts.get("ok", 0)),
+            "unsupported": int(counts.get("unsupported", 0)), "failed": len(failed),
+            "failed_names": sorted({f"{r['study']} {r['impl']} {dt(r['dtype'])}" for _, r in failed.iterrows()}),
+            "studies": sorted(set(frame["study"])), "table": table,
+            "failures": [{"study": r["study"], "impl": r["impl"], "shape": r["shape"], "dtype": dt(r["dtype"]),
+                          "status": r["status"], "message": r.get("message") if not _missing(r.get("message")) else ""}
+                         for _, r in bad.iterrows()]}
+
+
+# The quality gates of rooflab/qa.py (qa.csv's `gate`), as the paper names them.
+QA_GATES = {
+    "ours_vs_strategy": "the dispatched kernel against the same strategy forced (the same code, so medians far "
+                        "apart with disjoint intervals mean a noisy run)",
+    "dtype_twin": "float16 against bfloat16 for one implementation and shape of a memory-bound study (the same "
+                  "bytes move)",
+    "above_ceiling": "a row faster than its measured ceiling",
+    "few_samples": "a median behind too few timed calls or trials",
+    "amdahl": "an end-to-end block sped up more than Amdahl's law allows for the part swapped",
+}
+REPRODUCTION_MIN_MS = 0.020    # the reproduction summary counts cases whose committed time is at least this
+REPRODUCTION_TOLERANCE = 0.05  # medians this close reproduce (the reproduce rule's tolerance)
+
+
+def _flag(value) -> bool:
+    try:
+        return not _missing(value) and _as_bool(value)
+    except ValueError:
+        return False
+
+
+def qa_view(agg: Aggregate, gpu: str | None) -> dict:
+    """The quality record of the paper's GPU: every open flag of its qa.csv, or that it has none."""
+    view = {"gpu": gpu, "present": agg.has_record(gpu, "qa.csv"),
+            "gates": [f"{name}, {text}" for name, text in QA_GATES.items()], "open": [], "lines": 0, "closed": 0}
+    if not view["present"]:
+        return view
+    lines = agg.qa[agg.qa["gpu"] == gpu]
+    is_open = lines["open"].map(_flag).astype(bool)
+    view.update(lines=len(lines), closed=int((~is_open).sum()))
+    for _, r in lines[is_open].iterrows():
+        shape = "" if _missing(r["shape"]) else str(r["shape"])
+        view["open"].append(
+            f"{r['study']}, {r['gate']}: {shape}, {dt(str(r['dtype']))}, {r['impl']}: {num(r['value'])} against a "
+            f"limit of {num(r['limit'])}; {'re-measured once and still flagged' if _flag(r['remeasured']) else 'not re-measured'}"
+            + (f" ({r['detail']})" if not _missing(r["detail"]) else ""))
+    return view
+
+
+def _worst_ratio(part: pd.DataFrame, min_ms: float) -> str:
+    """The fresh / committed ratio farthest from 1 among the compared cases of at least min_ms, with its case."""
+    both = part[part["verdict"].isin(("reproduced", "faster", "slower"))]
+    both = both[pd.to_numeric(both["committed_ms"], errors="coerce") >= min_ms]
+    ratios = pd.to_numeric(both["fresh_ms"], errors="coerce") / pd.to_numeric(both["committed_ms"], errors="coerce")
+    ratios = ratios[ratios > 0]
+    if ratios.empty:
+        return DASH
+    r = both.loc[ratios.map(lambda x: abs(math.log(x))).idxmax()]
+    return f"{ratio(ratios[r.name])} ({r['impl']} {r['shape']} {dt(str(r['dtype']))}, {r['timing']})"
+
+
+def reproduction_view(agg: Aggregate, gpu: str | None) -> dict:
+    """This GPU's fresh run against its committed one, per study (rooflab.reproduce.summary)."""
+    from rooflab import reproduce
+
+    view = {"gpu": gpu, "present": agg.has_record(gpu, "reproduction.csv"), "min_us": num(REPRODUCTION_MIN_MS * 1e3),
+            "rows": 0, "table": None, "studies": []}
+    if not view["present"]:
+        return view
+    frame = agg.reproduction[agg.reproduction["gpu"] == gpu].drop(columns=["gpu"])
+    summary = reproduce.summary(frame, min_ms=REPRODUCTION_MIN_MS)
+    rows = []
+    for _, r in summary.iterrows():
+        entry = {"study": r["study"], "compared": int(r["compared"]), "large": int(r["compared_at_least_min"]),
+                 "reproduced": int(r["reproduced_at_least_min"]), "share": pct(r["share_reproduced"]),
+                 "faster": int(r["faster"]), "slower": int(r["slower"]), "new": int(r["new"]),
+                 "missing": int(r["missing"]), "worst": _worst_ratio(frame[(frame["study"] == r["study"])
+                                                                           & frame["kernel_time"].astype(bool)],
+                                                                     REPRODUCTION_MIN_MS),
+                 "calls": int(r["calls_at_least_min"]), "calls_share": pct(r["calls_share_reproduced"])}
+        view["studies"].append(entry)
+        rows.append([entry["study"], str(entry["compared"]), str(entry["large"]),
+                     f"{entry['share']} ({entry['reproduced']} of {entry['large']})", str(entry["faster"]),
+                     str(entry["slower"]), str(entry["new"]), str(entry["missing"]), entry["worst"]])
+    view["rows"] = len(frame)
+    view["table"] = Table(
+        columns=["study", "compared", f"at least {view['min_us']} us", "reproduced", "faster", "slower", "new",
+                 "missing", "worst fresh / committed"], rows=rows,
+        align=["l", "r", "r", "r", "r", "r", "r", "r", "p{4.4cm}"],
+        caption=f"A fresh run on {gpu} against the committed results, per study: cases (implementation, shape, "
+                f"dtype and timing) measured in both runs, those whose committed median is at least {view['min_us']} us, "
+                "the share of those reproduced, the cases measured faster or slower (all lengths), new and missing "
+                "cases, and the ratio farthest from 1 among the longer ones.")
+    return view

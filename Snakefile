@@ -17,14 +17,15 @@ sys.path.insert(0, workflow.basedir)
 from rooflab import config_checks  # noqa: E402
 
 config_checks.check(config)   # rules across keys the schema cannot state (heads_q vs heads_kv, impl names)
-from rooflab.workflow import detect_gpu, gpu_slots, importable_from, preflight, result_dirs  # noqa: E402
+from rooflab.gpuslots import check_run as check_gpu_slots  # noqa: E402
+from rooflab.workflow import detect_gpu, importable_from, preflight, result_dirs  # noqa: E402
 
 importable_from(workflow.basedir)
 
 DEVICE, SLUG = detect_gpu(config["device"])       # (None, None) on a machine without a CUDA GPU
 # A local run on a host with GPUs: up to K GPU jobs at once (--resources gpu=K; default every GPU),
 # each on its own GPU and share of the cores (rooflab/gpuslots.py); checked here, before any job.
-GPU_SLOTS = gpu_slots(workflow.global_resources.get("gpu"), workflow.local_exec) if SLUG else None
+GPU_SLOTS = check_gpu_slots(workflow.global_resources.get("gpu"), workflow.local_exec) if SLUG else None
 PROFILE = config["profile"]
 SWEEPS = [s for s in ("softmax", "attention", "decode") if s in config["studies"]] if SLUG else []
 FRESH = f"results/{SLUG}" if SLUG else None

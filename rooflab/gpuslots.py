@@ -73,6 +73,19 @@ def slot_count(k, gpus: list[str]) -> int:
     return k
 
 
+def check_run(resource, local: bool) -> int | None:
+    """Parse time (the Snakefile): the GPU slots of a local measuring run, checked against this
+    host's GPUs and passed on to the jobs ($ROOFLAB_GPU_SLOTS); None under a cluster executor.
+    `resource` is Snakemake's global `gpu` resource (--resources gpu=K), None when not given.
+    SystemExit with one line when K is not a count this host can honour."""
+    if not local:
+        return None
+    try:
+        return configure_run(getattr(resource, "value", resource), host_gpus())
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+
+
 def cores_for(index: int, k: int, cpus) -> list[int]:
     """Slot `index`'s share of `cpus` when k slots split them: contiguous, as even as possible;
     with fewer cores than slots, slots share them round-robin."""

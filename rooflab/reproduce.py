@@ -160,6 +160,22 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, tolerance: float = 0.0
     return pd.DataFrame(lines, columns=list(COLUMNS))
 
 
+def run_identity(env: dict) -> dict:
+    """What names a run in a reproduction record: its commit, GPU (UUID), time and profile,
+    from the run's env.json (absent fields are None)."""
+    config = env.get("config") if isinstance(env.get("config"), dict) else {}
+    return {"git_commit": env.get("git_commit"), "gpu": env.get("gpu"), "gpu_uuid": env.get("gpu_uuid"),
+            "time": env.get("time"), "profile": config.get("profile")}
+
+
+def provenance(committed_env: dict, fresh_env: dict, tolerance: float, min_ms: float) -> dict:
+    """The sidecar of reproduction.csv: which two runs it compares and by which rule."""
+    committed, fresh = run_identity(committed_env), run_identity(fresh_env)
+    return {"committed": committed, "fresh": fresh, "tolerance": tolerance, "min_ms": min_ms,
+            "same_gpu": bool(committed["gpu_uuid"]) and committed["gpu_uuid"] == fresh["gpu_uuid"],
+            "same_commit": bool(committed["git_commit"]) and committed["git_commit"] == fresh["git_commit"]}
+
+
 def summary(frame: pd.DataFrame, min_ms: float = 0.020) -> pd.DataFrame:
     """Per study, on kernel-time lines: how many pairs were compared, how many of those at least `min_ms`
     (committed) reproduced and their share; faster / slower count every compared pair, new / missing every

@@ -31,20 +31,6 @@ def gpu_names() -> list[str]:
     return gpu_query("name")
 
 
-def gpu_slots(resource, local: bool) -> int | None:
-    """Parse time: the GPU slots of a local measuring run (rooflab.gpuslots), checked against this
-    host's GPUs and passed on to the jobs; None under a cluster executor. `resource` is Snakemake's
-    global `gpu` resource (--resources gpu=K), None when not given. SystemExit with one line when
-    K is not a count this host can honour."""
-    if not local:
-        return None
-    from rooflab import gpuslots
-    try:
-        return gpuslots.configure_run(getattr(resource, "value", resource), gpuslots.host_gpus())
-    except ValueError as err:
-        raise SystemExit(str(err)) from None
-
-
 def detect_gpu(device: str = "auto") -> tuple[str | None, str | None]:
     """(device name, slug) of GPU 0 as nvidia-smi reports it, or (None, None) without one.
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rooflab import gpuslots, workflow
+from rooflab import gpuslots
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -106,9 +106,9 @@ def test_the_snakefile_check_says_one_line(monkeypatch):
     monkeypatch.setattr(gpuslots, "host_gpus", lambda: ["GPU-a", "GPU-b"])
     monkeypatch.delenv(gpuslots.SLOTS_VAR, raising=False)
     with pytest.raises(SystemExit, match=r"^--resources gpu=4 but this host has 2 GPUs"):
-        workflow.gpu_slots(4, local=True)
-    assert workflow.gpu_slots(None, local=True) == 2 and os.environ[gpuslots.SLOTS_VAR] == "2"
-    assert workflow.gpu_slots(4, local=False) is None        # a cluster places GPU jobs itself
+        gpuslots.check_run(4, local=True)
+    assert gpuslots.check_run(None, local=True) == 2 and os.environ[gpuslots.SLOTS_VAR] == "2"
+    assert gpuslots.check_run(4, local=False) is None        # a cluster places GPU jobs itself
 
 
 @pytest.mark.parametrize("k, cpus, expected", [

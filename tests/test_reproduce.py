@@ -170,3 +170,23 @@ def test_draw_runs_on_an_agg_figure(pair):
                                      pd.DataFrame(columns=["study", "status", "median_ms"])), ax)
     assert ax.texts and "no case" in ax.texts[0].get_text()
     plt.close(fig)
+
+
+def test_provenance_names_both_runs_and_whether_gpu_and_commit_match():
+    from rooflab.reproduce import provenance
+    a = {"git_commit": "aaa", "gpu": "NVIDIA H200", "gpu_uuid": "GPU-1", "time": "t1", "config": {"profile": "full"}}
+    b = {"git_commit": "bbb", "gpu": "NVIDIA H200", "gpu_uuid": "GPU-2", "time": "t2", "config": {"profile": "quick"}}
+    p = provenance(a, b, 0.05, 0.02)
+    assert p["committed"] == {"git_commit": "aaa", "gpu": "NVIDIA H200", "gpu_uuid": "GPU-1", "time": "t1",
+                              "profile": "full"}
+    assert p["fresh"]["profile"] == "quick" and (p["same_gpu"], p["same_commit"]) == (False, False)
+    same = provenance(a, dict(a, time="t3"), 0.05, 0.02)
+    assert (same["same_gpu"], same["same_commit"]) == (True, True)
+    assert provenance({}, {}, 0.05, 0.02)["same_gpu"] is False      # unknown GPUs are not "the same"
+
+
+def test_reproduction_view_labels_the_runs():
+    from rooflab.report.views.quality import _run_label
+    run = {"git_commit": "3706b353684a", "profile": "full", "gpu_uuid": "GPU-4673", "time": "2026-11-30T10:24:08+00:00"}
+    assert _run_label(run) == "commit 3706b35, full profile, GPU GPU-4673, 2026-11-30 10:24 UTC"
+    assert _run_label({}) != ""

@@ -251,6 +251,12 @@ def read_folder(path: str | Path) -> tuple[Folder | None, list[str]]:
     except LoadError as exc:
         return None, [f"skipped folder {path}: {_reason(exc, path)}"]
     studies, problems = {}, []
+    sidecar = path / "reproduction.json"     # which two runs reproduction.csv compares (rooflab.reproduce.provenance)
+    if sidecar.is_file():
+        try:
+            env = dict(env, reproduction=json.loads(sidecar.read_text()))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            problems.append(f"skipped file {sidecar}: not readable JSON ({exc})")
     for study in STUDIES:
         csv = path / f"{study}.csv"
         if not csv.exists():

@@ -12,8 +12,10 @@ rule reproduce:
     input:
         fresh=[f for f in FRESH_OUTPUTS if f.endswith(".csv") and not f.endswith("ceilings.csv")],
         committed=sorted(str(p) for p in Path(COMMITTED).glob("*.csv") if p.name != "ceilings.csv"),
+        env=f"{FRESH}/env.json",
     output:
         csv=f"{FRESH}/reproduction.csv",
+        json=f"{FRESH}/reproduction.json",   # which two runs (commit, GPU UUID, time, profile) it compares
         png=f"{FRESH}/reproduction.png",
         pdf=f"{FRESH}/reproduction.pdf",
     params:

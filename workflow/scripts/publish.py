@@ -20,8 +20,9 @@ if open_flags:
 fresh, target = qa_csv.parent, Path(snakemake.params.target)
 target.mkdir(parents=True, exist_ok=True)
 copies = [(Path(p), target / Path(p).name) for p in snakemake.input]
-if (fresh / "reproduction.csv").exists():
-    copies.append((fresh / "reproduction.csv", target / "reproduction.csv"))
+for name in ("reproduction.csv", "reproduction.json"):
+    if (fresh / name).exists():
+        copies.append((fresh / name, target / name))
 copies += [(p, target / p.relative_to(fresh)) for p in sorted(fresh.glob("*/*.env.json"))]
 copies += [(p, target / p.relative_to(fresh)) for p in sorted(fresh.glob("benchmarks/*.tsv"))]  # job wall clocks
 for source, dest in dict(copies).items():

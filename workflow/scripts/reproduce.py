@@ -1,4 +1,5 @@
 """Rule reproduce: fresh study CSVs against the committed ones -> reproduction.csv/.png/.pdf."""
+import json
 import sys
 from pathlib import Path
 
@@ -29,6 +30,9 @@ fresh = pd.concat([read_results(p) for p in fresh_paths], ignore_index=True)
 committed = pd.concat([read_results(p) for p in committed_paths], ignore_index=True)
 table = reproduce.compare(committed, fresh, tolerance=snakemake.params.tolerance)
 table.to_csv(snakemake.output.csv, index=False)
+envs = [json.loads(Path(p).read_text()) for p in (committed_dir / "env.json", snakemake.input.env)]
+Path(snakemake.output.json).write_text(json.dumps(
+    reproduce.provenance(*envs, snakemake.params.tolerance, snakemake.params.min_ms), indent=2) + "\n")
 
 fig, ax = plt.subplots(figsize=(5.5, 5.0), layout="constrained")
 reproduce.draw(table, ax, tolerance=snakemake.params.tolerance)

@@ -83,14 +83,32 @@ def _worst_ratio(part: pd.DataFrame, min_ms: float) -> str:
     return f"{ratio(ratios[r.name])} ({r['impl']} {r['shape']} {dt(str(r['dtype']))}, {r['timing']})"
 
 
+def _run_label(run: dict) -> str:
+    """`commit 3706b35, full profile, GPU-4673...d12e, 2026-11-30 10:24 UTC` from a run identity."""
+    parts = []
+    if run.get("git_commit"):
+        parts.append(f"commit {str(run['git_commit'])[:7]}")
+    if run.get("profile"):
+        parts.append(f"{run['profile']} profile")
+    if run.get("gpu_uuid"):
+        parts.append(f"GPU {run['gpu_uuid']}")
+    if run.get("time"):
+        parts.append(str(run["time"]).replace("T", " ")[:16] + " UTC")
+    return ", ".join(parts) or DASH
+
+
 def reproduction_view(agg: Aggregate, gpu: str | None) -> dict:
     """This GPU's fresh run against its committed one, per study (rooflab.reproduce.summary)."""
     from rooflab import reproduce
 
     view = {"gpu": gpu, "present": agg.has_record(gpu, "reproduction.csv"), "min_us": num(REPRODUCTION_MIN_MS * 1e3),
-            "rows": 0, "table": None, "studies": []}
+            "rows": 0, "table": None, "studies": [], "runs": None}
     if not view["present"]:
         return view
+    sidecar = (agg.envs.get(gpu) or {}).get("reproduction")
+    if isinstance(sidecar, dict) and all(isinstance(sidecar.get(k), dict) for k in ("committed", "fresh")):
+        view["runs"] = {"committed": _run_label(sidecar["committed"]), "fresh": _run_label(sidecar["fresh"]),
+                        "same_gpu": bool(sidecar.get("same_gpu")), "same_commit": bool(sidecar.get("same_commit"))}
     frame = agg.reproduction[agg.reproduction["gpu"] == gpu].drop(columns=["gpu"])
     summary = reproduce.summary(frame, min_ms=REPRODUCTION_MIN_MS)
     rows = []

@@ -171,7 +171,11 @@ def test_method_without_rows_states_the_harness_floor(tmp_path):
 
 def test_reproduction_section_counts_per_study(rendered):
     section = rendered["md"].split("\n## Appendix E: Reproduction\n", 1)[1].split("\n## ", 1)[0]
-    assert "compared case by case with the committed ones (`reproduction.csv`, 9 lines)" in section
+    assert "a committed one and a fresh one, were compared case by case (`reproduction.csv`, 9 lines)" in section
+    assert ("Committed run: commit 1111111, full profile, GPU GPU-aaaa, 2026-01-02 03:04 UTC; fresh run: commit "
+            "1111111, quick profile, GPU GPU-bbbb, 2026-01-03 03:04 UTC (two physical GPUs of the same model). "
+            "A case is reproduced") in section                 # reproduction.json names both runs
+    assert "different commits" not in section
     assert ("Softmax: 4 cases compared, 3 of them at least 20 us, of which 33% (1) reproduced; 1 faster and 1 slower "
             "in the fresh run, 1 new and 0 missing; the ratio farthest from 1 "
             "is 1.12x (torch 4096x2048 fp16, events).") in section

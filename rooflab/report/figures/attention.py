@@ -18,10 +18,10 @@ def _order(impl: str) -> tuple:
 
 
 def _short(case) -> str:
-    """'Hkv=8 of 32\nN=8192 D=128\ncausal': what sets a shape apart, on three short lines."""
+    """'Hkv=8 of 32\nN=8192\nD=128\ncausal': what sets a shape apart, on short lines that fit a bar group."""
     heads = f"Hkv={case['heads_kv']} of {case['heads_q']}"
-    length = f"N={case['seqlen_q']}" if case["seqlen_q"] == case["seqlen_k"] else f"Nq={case['seqlen_q']} Nk={case['seqlen_k']}"
-    return f"{heads}\n{length} D={case['head_dim']}\n{'causal' if case['causal'] else 'non-causal'}"
+    length = f"N={case['seqlen_q']}" if case["seqlen_q"] == case["seqlen_k"] else f"Nq={case['seqlen_q']}\nNk={case['seqlen_k']}"
+    return f"{heads}\n{length}\nD={case['head_dim']}\n{'causal' if case['causal'] else 'non-causal'}"
 
 
 def _others(ax, frame: pd.DataFrame, highest: float) -> None:

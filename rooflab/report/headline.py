@@ -87,8 +87,8 @@ def softmax(cmp: pd.DataFrame, frame: pd.DataFrame, threshold: float, ceilings: 
            "peers": _names(frame, is_peer), "seeds": _names(frame, is_seed),
            "dtypes": [dict(tally(big[big["dtype"] == d]), dtype=dt(d)) for d in _dtypes(big)
                       if tally(big[big["dtype"] == d])], "large_frac": None, "launch": None}
-    large = peers[peers["bytes"] >= LARGE_SOFTMAX_BYTES].drop(columns="ours_frac").rename(
-        columns={"ours_frac_plain": "ours_frac"}).dropna(subset=["ours_frac"])
+    # judged like the comparisons above: the kernel's own time where CUPTI measured it, else the plain call
+    large = peers[peers["bytes"] >= LARGE_SOFTMAX_BYTES].dropna(subset=["ours_frac"])
     if not large.empty:
         out["large_frac"] = {"n": len(large), "low": _at(large, "ours_frac"), "high": _at(large, "ours_frac", lowest=False),
                              "ceiling": num(ceilings.get("copy_tbps"))}
@@ -179,8 +179,7 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
                        "vs_flash": ratio(f["vs_best"]) if f is not None else ""})
     out["anchor"] = anchor
     peers = select(cmp, "decode", "peer")
-    large = peers[peers["bytes"] >= LARGE_DECODE_BYTES].drop(columns="ours_frac").rename(
-        columns={"ours_frac_plain": "ours_frac"}).dropna(subset=["ours_frac"])
+    large = peers[peers["bytes"] >= LARGE_DECODE_BYTES].dropna(subset=["ours_frac"])   # kernel time where measured
     if not large.empty:
         out["large"] = {"bytes": megabytes(LARGE_DECODE_BYTES), "n": len(large), "low": _at(large, "ours_frac"),
                         "median": pct(large["ours_frac"].median()), "ceiling": num(ceilings.get("read_tbps"))}

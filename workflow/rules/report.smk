@@ -17,10 +17,8 @@ DERIVED = {k: f"results/aggregate/{k}.csv" for k in _DERIVED}
 LEAD_GPU = (config.get("report") or {}).get("lead_gpu", "auto")   # the GPU the paper leads with
 COMMITTED_FILES = sorted(str(p) for d in RESULT_DIRS if Path(d).name != FRESH_SLUG
                          for p in Path(d).glob("*") if p.suffix in (".csv", ".json"))
-
-
-def _code(script):
-    return deps.modules(workflow.basedir, f"workflow/scripts/{script}.py")
+CODE = {script: deps.modules(workflow.basedir, f"workflow/scripts/{script}.py")   # every module a script imports
+        for script in ("aggregate", "figures", "paper")}
 
 
 rule aggregate:
@@ -31,7 +29,7 @@ rule aggregate:
         claims="data/published/claims.yaml",
         gpus="data/gpus.yaml",
         schemas=["workflow/schemas/results.schema.yaml", "workflow/schemas/env.schema.yaml"],
-        code=_code("aggregate"),
+        code=CODE["aggregate"],
     output:
         **AGGREGATE,
         **DERIVED,
@@ -53,7 +51,7 @@ rule figures:
         **DERIVED,
         gpus="data/gpus.yaml",
         captions=[caption_file(n) for n in FIGURES],
-        code=_code("figures"),
+        code=CODE["figures"],
     output:
         index="figures/index.json",
         png=[report(f"figures/{n}.png", caption=f"../report/{n}.rst", category=_CATALOG[n][1]) for n in FIGURES],
@@ -78,7 +76,7 @@ rule paper:
         figures=rules.figures.output.pdf,
         verify=VERIFY_CSV,
         templates=sorted(str(p) for p in Path("paper/templates").glob("*.j2")),
-        code=_code("paper"),
+        code=CODE["paper"],
     output:
         md="paper/paper.md",
         tex="paper/paper.tex",

@@ -178,11 +178,23 @@ def test_provenance_names_both_runs_and_whether_gpu_and_commit_match():
     b = {"git_commit": "bbb", "gpu": "NVIDIA H200", "gpu_uuid": "GPU-2", "time": "t2", "config": {"profile": "quick"}}
     p = provenance(a, b, 0.05, 0.02)
     assert p["committed"] == {"git_commit": "aaa", "gpu": "NVIDIA H200", "gpu_uuid": "GPU-1", "time": "t1",
-                              "profile": "full"}
+                              "profile": "full", "measuring_code": None}
     assert p["fresh"]["profile"] == "quick" and (p["same_gpu"], p["same_commit"]) == (False, False)
     same = provenance(a, dict(a, time="t3"), 0.05, 0.02)
     assert (same["same_gpu"], same["same_commit"]) == (True, True)
     assert provenance({}, {}, 0.05, 0.02)["same_gpu"] is False      # unknown GPUs are not "the same"
+    assert p["same_measuring_code"] is None                            # no code_id: unknown
+    ids = {"aaa": "c1", "bbb": "c1"}
+    assert provenance(a, b, 0.05, 0.02, code_id=ids.get)["same_measuring_code"] is True
+    ids["bbb"] = "c2"
+    assert provenance(a, b, 0.05, 0.02, code_id=ids.get)["same_measuring_code"] is False
+
+
+def test_measuring_code_id_names_the_measuring_files_of_a_commit():
+    from rooflab.reproduce import measuring_code_id
+    head = measuring_code_id("HEAD")
+    assert head is not None and head == measuring_code_id("HEAD")
+    assert measuring_code_id("no-such-commit") is None and measuring_code_id(None) is None
 
 
 def test_reproduction_view_labels_the_runs():

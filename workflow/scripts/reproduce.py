@@ -32,7 +32,8 @@ table = reproduce.compare(committed, fresh, tolerance=snakemake.params.tolerance
 table.to_csv(snakemake.output.csv, index=False)
 envs = [json.loads(Path(p).read_text()) for p in (committed_dir / "env.json", snakemake.input.env)]
 Path(snakemake.output.json).write_text(json.dumps(
-    reproduce.provenance(*envs, snakemake.params.tolerance, snakemake.params.min_ms), indent=2) + "\n")
+    reproduce.provenance(*envs, snakemake.params.tolerance, snakemake.params.min_ms,
+                         code_id=reproduce.measuring_code_id), indent=2) + "\n")
 
 fig, ax = plt.subplots(figsize=(5.5, 5.0), layout="constrained")
 reproduce.draw(table, ax, tolerance=snakemake.params.tolerance)

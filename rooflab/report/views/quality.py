@@ -108,7 +108,8 @@ def reproduction_view(agg: Aggregate, gpu: str | None) -> dict:
     sidecar = (agg.envs.get(gpu) or {}).get("reproduction")
     if isinstance(sidecar, dict) and all(isinstance(sidecar.get(k), dict) for k in ("committed", "fresh")):
         view["runs"] = {"committed": _run_label(sidecar["committed"]), "fresh": _run_label(sidecar["fresh"]),
-                        "same_gpu": bool(sidecar.get("same_gpu")), "same_commit": bool(sidecar.get("same_commit"))}
+                        "same_gpu": bool(sidecar.get("same_gpu")), "same_commit": bool(sidecar.get("same_commit")),
+                        "same_code": sidecar.get("same_measuring_code")}
     frame = agg.reproduction[agg.reproduction["gpu"] == gpu].drop(columns=["gpu"])
     summary = reproduce.summary(frame, min_ms=REPRODUCTION_MIN_MS)
     rows = []

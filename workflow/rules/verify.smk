@@ -15,6 +15,6 @@ rule verify:
     log:
         "logs/verify.log",
     conda:
-        "../../envs/report.yaml"
+        "../../envs/verify.yaml"
     script:
         "../scripts/verify.py"

@@ -160,47 +160,22 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, tolerance: float = 0.0
     return pd.DataFrame(lines, columns=list(COLUMNS))
 
 
-# What computes the numbers: kernels, harness, studies, the measuring rules and their scripts, and
-# the configuration (grids, budgets). Two runs whose commits hold the same objects at these paths
-# measured with the same code, whatever else changed between the commits.
-MEASURING_CODE = ("kernels", "rooflab/bench.py", "rooflab/timing.py", "rooflab/e2e.py", "rooflab/studies",
-                  "rooflab/gpustate.py", "rooflab/ceilings.py", "rooflab/qa.py", "workflow/scripts/sweep.py",
-                  "workflow/scripts/merge_sweep.py", "workflow/scripts/e2e.py", "workflow/scripts/calibrate.py",
-                  "workflow/rules/sweeps.smk", "workflow/rules/e2e.smk", "workflow/rules/calibrate.smk",
-                  "config/config.yaml")
-
-
-def measuring_code_id(commit: str | None, repo: str = ".") -> str | None:
-    """A short hash of the git objects at MEASURING_CODE in `commit`; None without git, the commit
-    or one of the paths."""
-    import hashlib
-    import subprocess
-    if not commit:
-        return None
-    try:
-        out = subprocess.run(["git", "-C", str(repo), "rev-parse", *(f"{commit}:{p}" for p in MEASURING_CODE)],
-                             capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return hashlib.sha1(out.stdout.encode()).hexdigest()[:12]
-
-
 def run_identity(env: dict) -> dict:
-    """What names a run in a reproduction record: its commit, GPU (UUID), time and profile,
-    from the run's env.json (absent fields are None)."""
+    """What names a run in a reproduction record: its commit, GPU (UUID), time, profile and measuring
+    code (rooflab.measuring_code), from the run's env.json (absent fields are None)."""
     config = env.get("config") if isinstance(env.get("config"), dict) else {}
     return {"git_commit": env.get("git_commit"), "gpu": env.get("gpu"), "gpu_uuid": env.get("gpu_uuid"),
-            "time": env.get("time"), "profile": config.get("profile")}
+            "time": env.get("time"), "profile": config.get("profile"), "measuring_code": env.get("measuring_code")}
 
 
 def provenance(committed_env: dict, fresh_env: dict, tolerance: float, min_ms: float, code_id=None) -> dict:
-    """The sidecar of reproduction.csv: which two runs it compares and by which rule. `code_id(commit)`
-    names a commit's measuring code (measuring_code_id); None leaves it unknown."""
+    """The sidecar of reproduction.csv: which two runs it compares and by which rule. A run whose
+    env.json has no `measuring_code` gets `code_id(its commit)` (rooflab.measuring_code.from_commit),
+    when given; otherwise it stays unknown."""
     committed, fresh = run_identity(committed_env), run_identity(fresh_env)
     for run in (committed, fresh):
-        run["measuring_code"] = code_id(run["git_commit"]) if code_id else None
+        if not run["measuring_code"] and code_id:
+            run["measuring_code"] = code_id(run["git_commit"])
     return {"committed": committed, "fresh": fresh, "tolerance": tolerance, "min_ms": min_ms,
             "same_gpu": bool(committed["gpu_uuid"]) and committed["gpu_uuid"] == fresh["gpu_uuid"],
             "same_commit": bool(committed["git_commit"]) and committed["git_commit"] == fresh["git_commit"],

@@ -183,22 +183,42 @@ def test_provenance_names_both_runs_and_whether_gpu_and_commit_match():
     same = provenance(a, dict(a, time="t3"), 0.05, 0.02)
     assert (same["same_gpu"], same["same_commit"]) == (True, True)
     assert provenance({}, {}, 0.05, 0.02)["same_gpu"] is False      # unknown GPUs are not "the same"
-    assert p["same_measuring_code"] is None                            # no code_id: unknown
+    assert p["same_measuring_code"] is None                            # no id recorded, no code_id: unknown
     ids = {"aaa": "c1", "bbb": "c1"}
     assert provenance(a, b, 0.05, 0.02, code_id=ids.get)["same_measuring_code"] is True
     ids["bbb"] = "c2"
     assert provenance(a, b, 0.05, 0.02, code_id=ids.get)["same_measuring_code"] is False
+    recorded = provenance(a, dict(b, measuring_code="c1"), 0.05, 0.02, code_id=ids.get)   # env.json's id wins
+    assert recorded["fresh"]["measuring_code"] == "c1" and recorded["same_measuring_code"] is True
 
 
-def test_measuring_code_id_names_the_measuring_files_of_a_commit():
-    from rooflab.reproduce import measuring_code_id
-    head = measuring_code_id("HEAD")
-    assert head is not None and head == measuring_code_id("HEAD")
-    assert measuring_code_id("no-such-commit") is None and measuring_code_id(None) is None
+def test_measuring_code_is_the_same_from_a_tree_and_from_its_commit(tmp_path):
+    import subprocess
 
-
-def test_reproduction_view_labels_the_runs():
-    from rooflab.report.views.quality import _run_label
-    run = {"git_commit": "3706b353684a", "profile": "full", "gpu_uuid": "GPU-4673", "time": "2026-11-30T10:24:08+00:00"}
-    assert _run_label(run) == "commit 3706b35, full profile, GPU GPU-4673, 2026-11-30 10:24 UTC"
-    assert _run_label({}) != ""
+    from rooflab import measuring_code
+    for name in measuring_code.MEASURING_CODE:
+        path = tmp_path / name
+        if path.suffix:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"# {name}\n")
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            (path / "a.py").write_text(f"# {name}\n")
+    (tmp_path / "kernels" / "__pycache__").mkdir()
+    (tmp_path / "kernels" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0")   # not code
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "one"], check=True)
+    first = measuring_code.from_tree(tmp_path)
+    assert first is not None and first == measuring_code.from_commit("HEAD", tmp_path)
+    (tmp_path / "kernels" / "a.py").write_text("# changed\n")
+    assert measuring_code.from_tree(tmp_path) != first
+    (tmp_path / "README.md").write_text("not measuring code\n")
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "two"], check=True)
+    assert measuring_code.from_commit("HEAD", tmp_path) == measuring_code.from_tree(tmp_path) != first
+    assert measuring_code.from_commit("HEAD~1", tmp_path) == first
+    assert measuring_code.from_commit("no-such-commit", tmp_path) is None and measuring_code.from_commit(None) is None
+    (tmp_path / "config" / "config.yaml").unlink()
+    assert measuring_code.from_tree(tmp_path) is None                  # a missing path: unknown

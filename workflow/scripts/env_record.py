@@ -1,6 +1,8 @@
 """Rule env_before: versions, GPU properties and clock state before any measurement."""
 import sys
+from pathlib import Path
 
+from rooflab import measuring_code
 from rooflab.gpus import clock_state, cuda_device_name, environment, write_json
 from rooflab.gpuslots import claim_for_job
 from rooflab.workflow import log_to, no_gpu_message
@@ -16,5 +18,6 @@ expected = snakemake.config["device"]
 if expected != "auto" and expected != record["gpu"]:
     raise RuntimeError(f"config device {expected!r} but this node has {record['gpu']!r}")
 record["clocks_before"] = clock_state()
+record["measuring_code"] = measuring_code.from_tree(Path(snakemake.scriptdir).parents[1])   # which code measures (rooflab.measuring_code)
 write_json(snakemake.output.json, record)
 print(f"recorded {record['gpu']} ({record['slug']}), driver {record['driver']}, torch {record['torch']}")

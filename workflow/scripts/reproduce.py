@@ -9,7 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from rooflab import reproduce  # noqa: E402
+from rooflab import measuring_code, reproduce  # noqa: E402
 from rooflab.schema import read_results  # noqa: E402
 from rooflab.workflow import log_to  # noqa: E402
 
@@ -33,7 +33,7 @@ table.to_csv(snakemake.output.csv, index=False)
 envs = [json.loads(Path(p).read_text()) for p in (committed_dir / "env.json", snakemake.input.env)]
 Path(snakemake.output.json).write_text(json.dumps(
     reproduce.provenance(*envs, snakemake.params.tolerance, snakemake.params.min_ms,
-                         code_id=reproduce.measuring_code_id), indent=2) + "\n")
+                         code_id=measuring_code.from_commit), indent=2) + "\n")
 
 fig, ax = plt.subplots(figsize=(5.5, 5.0), layout="constrained")
 reproduce.draw(table, ax, tolerance=snakemake.params.tolerance)

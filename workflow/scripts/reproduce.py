@@ -1,4 +1,5 @@
-"""Rule reproduce: fresh study CSVs against the committed ones -> reproduction.csv/.png/.pdf."""
+"""Rule reproduce: fresh study CSVs against the committed ones -> reproduction.csv/.png/.pdf, and reproduction.json
+naming the two runs (rooflab.reproduce.provenance)."""
 import json
 import sys
 from pathlib import Path
@@ -10,6 +11,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from rooflab import measuring_code, reproduce  # noqa: E402
+from rooflab.gpus import write_json  # noqa: E402
 from rooflab.schema import read_results  # noqa: E402
 from rooflab.workflow import log_to  # noqa: E402
 
@@ -31,9 +33,8 @@ committed = pd.concat([read_results(p) for p in committed_paths], ignore_index=T
 table = reproduce.compare(committed, fresh, tolerance=snakemake.params.tolerance)
 table.to_csv(snakemake.output.csv, index=False)
 envs = [json.loads(Path(p).read_text()) for p in (committed_dir / "env.json", snakemake.input.env)]
-Path(snakemake.output.json).write_text(json.dumps(
-    reproduce.provenance(*envs, snakemake.params.tolerance, snakemake.params.min_ms,
-                         code_id=measuring_code.from_commit), indent=2) + "\n")
+write_json(snakemake.output.json, reproduce.provenance(*envs, snakemake.params.tolerance, snakemake.params.min_ms,
+                                                      code_id=measuring_code.from_commit))
 
 fig, ax = plt.subplots(figsize=(5.5, 5.0), layout="constrained")
 reproduce.draw(table, ax, tolerance=snakemake.params.tolerance)

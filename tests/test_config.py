@@ -95,8 +95,8 @@ def test_shipped_config_passes_the_cross_field_checks(config):
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda c: c["attention"]["grid"]["full"][1].update(heads_q=[30]),
-     "attention.grid.full[1]: heads_q 30 is not a multiple of heads_kv 8"),
+    (lambda c: c["attention"]["grid"]["full"][2].update(heads_q=[30]),
+     "attention.grid.full[2]: heads_q 30 is not a multiple of heads_kv 8"),
     (lambda c: c["attention"]["grid"]["quick"][0].update(heads_q=[32, 48], heads_kv=[32]),
      "attention.grid.quick[0]: heads_q 48 is not a multiple of heads_kv 32"),
     (lambda c: c["decode"]["grid"]["full"][0].update(heads_kv=[32, 8, 3]),

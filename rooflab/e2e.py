@@ -10,7 +10,12 @@ grouped KV heads, a GELU MLP of `mlp_ratio * width`. Four configurations (the `i
 
 Each part (norms, projections, attention, softmax, mlp, other = residual adds and what falls
 between parts) is bracketed by CUDA events on the stream, so the parts partition the block's
-GPU time without synchronising inside it; `total` runs from the first event to the last.
+GPU time without synchronising inside it; `total` runs from the first event to the last
+(timing `events`). Where the host launches a part more slowly than the GPU runs what precedes
+it, the gap lands in that part: the decode step is host-bound throughout, and a short prefill
+block is in part (its norms and a wrapper's launch). So every block is also captured once as a
+CUDA graph and replayed (timing `cudagraph`, part `total`): the GPU's own time for the block,
+which is what the reproduction check and a comparison of kernels read.
 The reference for every configuration is the same block in float32 through SDPA.
 """
 from __future__ import annotations
@@ -194,7 +199,7 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
 
     Every configuration is checked against the float32 reference and warmed up first; then
     `trials` rounds time them in a fresh shuffled order each, ceil(reps / trials) forward passes
-    per configuration and round (and as many CUDA-graph replays of a decode step), so drift hits
+    per configuration and round (and as many CUDA-graph replays of the block), so drift hits
     all alike; each configuration's calls in a round follow sustain_ms of its own calls (see
     `_sustain`). A row pools every round's samples: median and its 95 % interval.
     """
@@ -225,7 +230,7 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
         status = "ok" if rel <= tol else "incorrect"
         base.update(max_abs_err=max_abs, rel_err=rel, status=status,
                     message=None if status == "ok" else f"rel_err {rel:.3g} > tolerance {tol:g}")
-        graph = _capture(block, x, config, cache) if phase == "decode" else None
+        graph = _capture(block, x, config, cache)
         ready[config] = (base, graph)
     per_trial = math.ceil(reps / trials)
     parts = {config: [] for config in ready}
@@ -253,7 +258,7 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
                 continue
             yield dict(base, part=part, timing="events", **_timing(summarize(values, trials)),
                        flops=work if part == "total" else None)
-        if isinstance(graph, str):             # the step could not be captured: the row says so
+        if isinstance(graph, str):             # the block could not be captured: the row says so
             yield dict(base, part="total", timing="cudagraph", status="error", message=graph)
         elif graph is not None:
             yield dict(base, part="total", timing="cudagraph", flops=work,
@@ -267,10 +272,13 @@ def _timing(t) -> dict:
 
 
 def _capture(block: DecoderBlock, x, config: str, cache):
-    """The decode step captured once as a CUDA graph (timing `cudagraph`), or why it could not be.
+    """The block's forward captured once as a CUDA graph (timing `cudagraph`), or why it could not be.
 
-    Eager timing of a decode step measures the host launching ~30 kernels as much as the GPU;
-    graph replay leaves the GPU's own time, which is what a serving engine with graphs sees.
+    Eager timing of a decode step measures the host launching ~30 kernels as much as the GPU, and
+    of a short prefill block partly so; graph replay leaves the GPU's own time, which is what a
+    serving engine with graphs sees. The graph keeps its memory pool (a prefill block's scores
+    under eager attention among it) until the case ends; a capture that fails, out of memory
+    included, becomes the row's error and the events rows stand.
     """
     try:
         stream = torch.cuda.Stream()

@@ -2,13 +2,14 @@
 
 Rows are matched on (study, impl, dtype, timing, the study's shape columns); only `ok` rows
 count on either side. A pair reproduces when the two 95% intervals of the median overlap or
-the medians differ by at most `tolerance`. Kernel time: `cupti` rows are compared where both
-runs have them, beside the `events` rows (each timing its own line); a `cupti` row on one side
-only is left out, since the case's `events` row already says whether it is new or missing.
+the medians differ by at most `tolerance`. Kernel time (KERNEL_TIMINGS: `cupti` device time in the
+sweeps, `cudagraph` replay of the e2e decode step, which has no host launches in it) is compared
+where both runs have it, beside the `events` rows (each timing its own line); a kernel-time row on
+one side only is left out, since the case's `events` row already says whether it is new or missing.
 The e2e study compares its block totals (part == "total") only.
 
-`kernel_time` marks the line that speaks for the kernel: the `cupti` line where the case has one,
-else its `events` line. `summary` judges reproduction on those lines; the plain-call lines of
+`kernel_time` marks the line that speaks for the kernel: the kernel-time line where the case has
+one, else its `events` line. `summary` judges reproduction on those lines; the plain-call lines of
 cases that also have kernel time (host time included, which moves with the host) are counted
 apart, as `calls_*`. Pure pandas/numpy/matplotlib.
 """
@@ -21,6 +22,7 @@ import pandas as pd
 
 from rooflab.schema import SHAPE_COLUMNS
 
+KERNEL_TIMINGS = ("cupti", "cudagraph")   # timings without host time in them
 VERDICTS = ("reproduced", "faster", "slower", "new", "missing")
 KEYS = ("study", "impl", "dtype", "timing")
 # Every shape column of every study, each once, in schema order.
@@ -129,12 +131,13 @@ def verdict(committed_ms, fresh_ms, committed_low, committed_high, fresh_low, fr
 def compare(committed: pd.DataFrame, fresh: pd.DataFrame, tolerance: float = 0.05) -> pd.DataFrame:
     """One line per matched or unmatched case-timing; columns COLUMNS (see the module docstring)."""
     old, new = _keyed(committed), _keyed(fresh)
-    kernel_cases = {k[:3] + k[4:] for k in old if k[3] == "cupti"} & {k[:3] + k[4:] for k in new if k[3] == "cupti"}
+    kernel_cases = ({k[:3] + k[4:] for k in old if k[3] in KERNEL_TIMINGS}
+                    & {k[:3] + k[4:] for k in new if k[3] in KERNEL_TIMINGS})
     lines = []
     for key in list(old) + [k for k in new if k not in old]:
         a, b = old.get(key), new.get(key)
         study, impl, dtype, timing, _ = key
-        if timing == "cupti" and key[:3] + key[4:] not in kernel_cases:
+        if timing in KERNEL_TIMINGS and key[:3] + key[4:] not in kernel_cases:
             continue  # kernel time on one side only: the events line speaks for the case
         row = a if a is not None else b
         line = {"study": study, "impl": impl, "dtype": dtype, "timing": timing,
@@ -148,7 +151,7 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, tolerance: float = 0.0
                     committed_high=number(a["ci_high_ms"]) if a is not None else float("nan"),
                     fresh_low=number(b["ci_low_ms"]) if b is not None else float("nan"),
                     fresh_high=number(b["ci_high_ms"]) if b is not None else float("nan"))
-        line["kernel_time"] = timing == "cupti" or key[:3] + key[4:] not in kernel_cases
+        line["kernel_time"] = timing in KERNEL_TIMINGS or key[:3] + key[4:] not in kernel_cases
         if a is None:
             line["verdict"] = "new"
         elif b is None:

@@ -222,3 +222,22 @@ def test_measuring_code_is_the_same_from_a_tree_and_from_its_commit(tmp_path):
     assert measuring_code.from_commit("no-such-commit", tmp_path) is None and measuring_code.from_commit(None) is None
     (tmp_path / "config" / "config.yaml").unlink()
     assert measuring_code.from_tree(tmp_path) is None                  # a missing path: unknown
+
+
+def test_e2e_graph_replay_is_the_kernel_time_of_its_case():
+    """A decode step timed both ways: its CUDA-graph replay speaks for the kernels, the host-paced
+    events line is a plain call counted apart; a prefill block with events only keeps its events line."""
+    decode = {"phase": "decode", "seqlen": 1, "cache_len": 8192}
+    committed = frame(row(study="e2e", impl="sdpa", ms=0.83, half=0.04, **decode),
+                      row(study="e2e", impl="sdpa", timing="cudagraph", ms=0.139, half=0.001, **decode),
+                      row(study="e2e", impl="sdpa", ms=1.43, half=0.02))
+    fresh = frame(row(study="e2e", impl="sdpa", ms=0.54, half=0.04, **decode),
+                  row(study="e2e", impl="sdpa", timing="cudagraph", ms=0.140, half=0.001, **decode),
+                  row(study="e2e", impl="sdpa", ms=1.44, half=0.02))
+    out = reproduce.compare(committed, fresh)
+    kernel = {(r.timing, r.phase): (bool(r.kernel_time), r.verdict) for r in out.itertuples()}
+    assert kernel == {("events", "decode"): (False, "faster"), ("cudagraph", "decode"): (True, "reproduced"),
+                      ("events", "prefill"): (True, "reproduced")}
+    line = reproduce.summary(out).set_index("study").loc["e2e"]
+    assert (line["compared_at_least_min"], line["reproduced_at_least_min"], line["share_reproduced"]) == (2, 2, 1.0)
+    assert (line["calls_at_least_min"], line["calls_share_reproduced"]) == (1, 0.0)

@@ -448,11 +448,24 @@ def _one_launch(arguments):
 _COUNTERS: dict = {}
 
 
+def _capturing() -> bool:
+    """True while the current CUDA stream is being captured into a CUDA graph."""
+    return torch.cuda.is_current_stream_capturing()
+
+
 def _counters(device: torch.device, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-row arrive/depart counters of the fused split, one zeroed buffer per device and stream.
 
-    The kernel leaves them zero, so they are allocated (and zeroed) once, not on every call.
+    The kernel leaves them zero (the last program to leave a row resets both, `_depart`), so they
+    are allocated (and zeroed) once, not on every call; launches on one stream run one after
+    another, launches on two streams never share counters. Inside a CUDA graph capture a call
+    gets counters of its own instead, allocated in the graph's pool and zeroed by a memset the
+    graph replays: a graph shares them with no other launch, and no stream's cached buffer is
+    left to be zeroed by a replay.
     """
+    if _capturing():
+        buf = torch.zeros((2, cdiv(rows, 64) * 64), dtype=torch.int32, device=device)
+        return buf[0], buf[1]
     key = (device, torch.cuda.current_stream(device).stream_id)
     buf = _COUNTERS.get(key)
     if buf is None or buf.shape[1] < rows:
@@ -461,21 +474,33 @@ def _counters(device: torch.device, rows: int) -> tuple[torch.Tensor, torch.Tens
     return buf[0], buf[1]
 
 
-def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> None:
+def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | None:
+    """Launcher of `split`: (compiled kernel, grid, arguments) of the fused launch, else None.
+
+    On a GPU the fused (cooperative) launch is tried with one-tile segments, then with segments
+    of several tiles; its arguments are (out, x, then the rest in signature order, constexprs
+    included), as `_one_launch` returns them. They hold the launch's workspace (`parts`, the
+    (2, rows, n_segs) fp32 partials, allocated here) and the current stream's counters
+    (`_counters`), so a plan that keeps them (`_Plan`) may launch them again only on that stream:
+    the kernel writes a row's partials before any program reads them and leaves the counters
+    zero, so launches one after another on a stream can share both. The cooperative launch is a
+    compile option (`launch_cooperative_grid`, in the compiled kernel's metadata), which
+    Triton's launcher applies to every launch of the compiled kernel, the plan's included.
+    Where the driver refuses every cooperative grid, and in the interpreter (which runs programs
+    one after another), the phases are two launches and the result is None: no plan launches
+    them directly.
+    """
     rows, cols = x.shape
     tiles = cdiv(cols, cfg.block)
     vec = _vec(x, out)
     common = dict(BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, PREFETCH=cfg.prefetch,
                   num_warps=cfg.num_warps)
 
-    def launch(mode, one_tile, seg_tiles, programs, parts, arrive, depart):
-        n_segs = cdiv(tiles, seg_tiles)
-        args = (out, x, parts[0], parts[1], arrive, depart, x.stride(0), out.stride(0),
-                rows, cols, n_segs, seg_tiles)
-        extra = dict(ONE_TILE=one_tile, **common)
-        if mode == _FUSED:
-            extra["launch_cooperative_grid"] = True   # the driver refuses a grid not all resident
-        _split_kernel[(programs,)](*args, MODE=mode.value, **extra)
+    def arguments(mode, one_tile, seg_tiles, parts, arrive, depart):
+        """The kernel's arguments in signature order, constexprs included."""
+        return (out, x, parts[0], parts[1], arrive, depart, x.stride(0), out.stride(0),
+                rows, cols, cdiv(tiles, seg_tiles), seg_tiles,
+                cfg.block, vec, PARTIALS_BLOCK, mode.value, one_tile, cfg.prefetch)
 
     if not interpreting():
         arrive, depart = _counters(x.device, rows)
@@ -495,10 +520,13 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> None:
             if n_segs > capacity:
                 continue
             parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)  # max, sum
-            try:   # rounds of rows_per_round rows, every segment of a round resident at once
-                launch(_FUSED, one_tile, seg_tiles, min(capacity // n_segs, rows) * n_segs,
-                       parts, arrive, depart)
-                return
+            # Rounds of rows_per_round rows, every segment of a round resident at once.
+            grid = (min(capacity // n_segs, rows) * n_segs,)
+            args = arguments(_FUSED, one_tile, seg_tiles, parts, arrive, depart)
+            try:
+                compiled = _split_kernel[grid](*args, launch_cooperative_grid=True,
+                                               num_warps=cfg.num_warps)
+                return compiled, grid, args
             except RuntimeError as exc:   # the driver refused the cooperative grid
                 if "cooperative" not in str(exc):
                     raise
@@ -508,7 +536,9 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> None:
     parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)        # max, sum
     unused = torch.empty(1, dtype=torch.int32, device=x.device)                         # counters
     for mode in (_PARTIALS, _FINISH):
-        launch(mode, seg_tiles == 1, seg_tiles, rows * n_segs, parts, unused, unused)
+        _split_kernel[(rows * n_segs,)](*arguments(mode, seg_tiles == 1, seg_tiles, parts, unused, unused),
+                                        num_warps=cfg.num_warps)
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -521,6 +551,7 @@ class Strategy:
     name: str
     max_cols: int | None          # longest row the kernel handles (None: any)
     launch: Callable[[torch.Tensor, torch.Tensor, Config], tuple | None]   # (compiled, grid, args)
+    stream_bound: bool = False    # the launch's arguments hold buffers of the stream it ran on
 
     def supports(self, cols: int) -> bool:
         return cols >= 1 and (self.max_cols is None or cols <= self.max_cols)
@@ -550,7 +581,7 @@ STRATEGIES: dict[str, Strategy] = {
     "rows": Strategy("rows", 4096, _one_launch(_rows_args)),
     "row": Strategy("row", 65536, _one_launch(_row_args)),
     "looped": Strategy("looped", None, _one_launch(_looped_args)),
-    "split": Strategy("split", None, _launch_split),
+    "split": Strategy("split", None, _launch_split, stream_bound=True),
 }
 
 
@@ -575,14 +606,43 @@ class _Plan:
     """A checked call: the strategy's launcher and parameters, and on a GPU the compiled launch.
 
     `direct` (a GPU tensor softmaxed along a dimension it is contiguous in, viewed as (rows, cols)
-    without a copy) plans get `fast` after their first launch: (Launch, the launch's arguments
-    after out and x), replayed with a fresh output of x's shape.
-    """
-    __slots__ = ("launch", "cfg", "moved_dim", "rows", "cols", "fast")
+    without a copy) plans get `fast` after their first launch that returned (compiled, grid,
+    args): (Launch, the launch's arguments after out and x), replayed with a fresh output of x's
+    shape on the current stream (`fast_stream`).
 
-    def __init__(self, launch, cfg, moved_dim, rows, cols):
+    A `stream_bound` plan (split: its arguments hold the first launch's partials workspace and
+    that stream's arrive/depart counters, kept for the plan's lifetime) records that stream's
+    handle in `stream` and replays only there, where stream order keeps its launches apart;
+    on another stream or device, and while a CUDA graph is being captured, calls take the normal
+    path (fresh workspace, that stream's or that graph's own counters). Such a plan gets no
+    `fast` from a launch inside a capture (its buffers would belong to the graph's pool, the
+    counters zeroed only by a replay) nor from a launch on a device other than x's.
+    """
+    __slots__ = ("launch", "cfg", "moved_dim", "rows", "cols", "stream_bound", "fast", "stream")
+
+    def __init__(self, launch, cfg, moved_dim, rows, cols, stream_bound=False):
         self.launch, self.cfg, self.moved_dim, self.rows, self.cols = launch, cfg, moved_dim, rows, cols
+        self.stream_bound = stream_bound
         self.fast = None
+        self.stream = None      # stream_bound: handle of the stream `fast` may launch on
+
+    def keep(self, launched: tuple, device: torch.device) -> None:
+        """Keep a first launch's (compiled, grid, args) as `fast` (on a GPU, direct plans only)."""
+        compiled, grid, args = launched
+        launch = Launch(compiled, grid)
+        if self.stream_bound:
+            stream = launch.stream()
+            if stream is None or launch.device != device.index or _capturing():
+                return
+            self.stream = stream
+        self.fast = (launch, args[2:])
+
+    def fast_stream(self) -> int | None:
+        """The current stream's handle when `fast` may launch on it now, else None."""
+        stream = self.fast[0].stream()
+        if self.stream_bound and (stream is None or stream != self.stream or _capturing()):
+            return None
+        return stream
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -596,8 +656,14 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     offset (mod 16 bytes) validates x, chooses the strategy and launch parameters and keeps them
     (kernels._plans: at most PLAN_CACHE_SIZE plans, the oldest dropped first). A repeat call does
     one dict lookup, allocates the output and, on a GPU, launches the compiled kernel directly
-    (rows, row and looped on a tensor viewed as (rows, cols) without a copy); other repeat calls
-    skip the checks and launch through Triton as the first did.
+    (on a tensor viewed as (rows, cols) without a copy: rows, row, looped, and split's fused
+    cooperative launch, which reuses the plan's workspace and counters and so launches directly
+    only on the stream of the plan's first launch and outside CUDA graph captures); other repeat
+    calls skip the checks and launch through Triton as the first did (split: with a fresh
+    workspace, the current stream's counters, and two launches where the fused one is refused).
+    Measured on an H200 host (median host time of a repeat call): split shapes (8x2048 bf16,
+    16x262144 fp16, 64x65537 bf16, 4x1048576 fp16, 1x4194304 fp32) 15-23 us with the direct
+    launch, against ~120 us through Triton before (torch.softmax 7-9 us); 4096x2048 fp16 (row) 22 us.
 
     Autograd: when x requires grad and grad mode is on, the call goes through `_Softmax`, whose
     forward is this same Triton kernel and whose backward, dx = y * (dy - sum(dy * y, dim)), is
@@ -611,9 +677,9 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     except (AttributeError, TypeError, RuntimeError):   # not a tensor, unhashable dim, no storage
         key, plan = None, None
     if plan is not None and plan.fast is not None:
-        launch, rest = plan.fast
-        stream = launch.stream()
+        stream = plan.fast_stream()
         if stream is not None:
+            launch, rest = plan.fast
             out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
             if out.data_ptr() % ALIGN == 0:
                 launch(stream, out, x, *rest)
@@ -637,8 +703,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     launched = plan.launch(x2d, out, plan.cfg)
     if (launched is not None and direct and plan.fast is None and key is not None
             and not interpreting() and aligned(out)):
-        compiled, grid, args = launched
-        plan.fast = (Launch(compiled, grid), args[2:])
+        plan.keep(launched, x.device)
     out = out.view(xt.shape)
     return out.movedim(-1, moved_dim) if moved_dim is not None else out
 
@@ -684,4 +749,6 @@ def _plan(x, dim) -> _Plan:
     rows = x.numel() // cols
     name = choose(rows, cols, x.dtype, num_sms(x.device))
     cfg = config(name, cols, x.dtype, rows, num_sms(x.device))
-    return _Plan(STRATEGIES[name].launch, cfg, (dim if dim != x.dim() - 1 else None), rows, cols)
+    strategy = STRATEGIES[name]
+    return _Plan(strategy.launch, cfg, (dim if dim != x.dim() - 1 else None), rows, cols,
+                 strategy.stream_bound)

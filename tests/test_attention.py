@@ -332,3 +332,166 @@ def test_study_reference_shares_the_conventions():
     inputs = {"q": q, "k": k, "v": v, "causal": True, "shape": shape,
               "ref_batches": [0], "ref_heads": [0, 1], "ref_rows": list(range(40))}
     torch.testing.assert_close(study.reference(inputs), attn.reference(q, k, v, True), equal_nan=True)
+
+
+# ---- the plan cache (kernels._plans)
+
+@pytest.fixture
+def fresh_plans(monkeypatch):
+    monkeypatch.setattr(attn, "_PLANS", {})
+
+
+@pytest.fixture
+def counted_checks(monkeypatch):
+    """Calls of attn._check, which a repeat call with a planned layout skips."""
+    calls = []
+    original = attn._check
+    monkeypatch.setattr(attn, "_check", lambda *a: calls.append(1) or original(*a))
+    return calls
+
+
+def _offset(shape, dtype, elements):
+    """A tensor of `shape` starting `elements` elements into a fresh buffer."""
+    n = math.prod(shape)
+    return torch.randn(n + elements).to(dtype)[elements:].view(shape)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_repeat_call_reuses_the_plan(fresh_plans, counted_checks, poison, dtype, causal):
+    q, k, v = _inputs(1, 4, 2, 33, 40, 64, dtype)
+    outs = [attention(q, k, v, causal=causal) for _ in range(3)]
+    assert len(counted_checks) == 1 and len(attn._PLANS) == 1
+    (plan,) = attn._PLANS.values()
+    assert plan.fast is None                       # the interpreter launches through Triton
+    for out in outs[1:]:
+        torch.testing.assert_close(out, outs[0], rtol=0, atol=0)
+    assert _rel(outs[-1], attn.reference(q, k, v, causal)) < TOL[dtype]
+    q2, k2, v2 = _inputs(1, 4, 2, 33, 40, 64, dtype)   # same layout, other values: same plan
+    assert _rel(attention(q2, k2, v2, causal=causal), attn.reference(q2, k2, v2, causal)) < TOL[dtype]
+    assert len(counted_checks) == 1 and len(attn._PLANS) == 1
+
+
+def test_a_plan_is_never_reused_for_another_layout(fresh_plans, counted_checks, poison):
+    """Other strides, dtype, causal, sm_scale (value or type) or pointer offset: a plan of its
+    own, each still matching the reference; a 16-byte offset is the same layout."""
+    shape_q, shape_kv = (1, 4, 33, 64), (1, 2, 40, 64)
+    q, k, v = _inputs(1, 4, 2, 33, 40, 64, torch.float16)
+    k_t = k.transpose(1, 2).contiguous().transpose(1, 2)            # (B, Nk, Hkv, D) storage
+    variants = [
+        ("base", (q, k, v), True, None),
+        ("strides", (q, k_t, v), True, None),
+        ("dtype", (q.bfloat16(), k.bfloat16(), v.bfloat16()), True, None),
+        ("causal", (q, k, v), False, None),
+        ("scale", (q, k, v), True, 0.3),
+        ("scale type", (q, k, v), True, 1),
+        ("scale float", (q, k, v), True, 1.0),
+        ("offset", (_offset(shape_q, torch.float16, 1), k, v), True, None),      # 2 bytes off
+        ("v offset", (q, k, _offset(shape_kv, torch.float16, 3)), True, None),
+    ]
+    for n, (name, (q_, k_, v_), causal, scale) in enumerate(variants, start=1):
+        for _ in range(2):                                          # planned, then replayed
+            out = attention(q_, k_, v_, causal=causal, sm_scale=scale)
+            assert _rel(out, attn.reference(q_, k_, v_, causal, scale)) < TOL[q_.dtype], name
+        assert len(attn._PLANS) == n and len(counted_checks) == n, name
+    plans = list(attn._PLANS.values())
+    assert plans[0].meta["USE_TMA"] and plans[1].meta["USE_TMA"]     # k_t's rows are still 16-byte aligned
+    assert not plans[7].meta["USE_TMA"] and not plans[8].meta["USE_TMA"]   # offsets: the pointer path
+    assert plans[3].meta["CAUSAL"] is False and plans[4].rest != plans[0].rest
+    aligned_view = _offset(shape_q, torch.float16, 8)               # 16 bytes off: the base layout
+    out = attention(aligned_view, k, v, causal=True)
+    assert len(attn._PLANS) == len(variants) and len(counted_checks) == len(variants)
+    assert _rel(out, attn.reference(aligned_view, k, v, True)) < TOL[torch.float16]
+
+
+def test_bad_inputs_on_a_repeat_call_still_raise(fresh_plans):
+    q, k, v = _inputs(1, 4, 2, 8, 8, 64, torch.float16)
+    attention(q, k, v, causal=True)
+    attention(q, k, v, causal=True)
+    assert len(attn._PLANS) == 1
+    for which in ("q", "k", "v"):                                   # requires_grad is not in the key
+        args = dict(q=q, k=k, v=v)
+        args[which] = args[which].clone().requires_grad_()
+        with pytest.raises(ValueError, match=f"has no backward.*{which} requires grad"):
+            attention(**args, causal=True)
+        with torch.no_grad():                                       # grad mode off: runs
+            out = attention(**args, causal=True)
+        assert _rel(out, attn.reference(q, k, v, True)) < TOL[torch.float16]
+    with pytest.raises(ValueError, match="causal"):
+        attention(q, k, v, causal=1)                                # == True, hashes as True
+    with pytest.raises(ValueError, match="sm_scale"):
+        attention(q, k, v, causal=True, sm_scale=-1.0)
+    with pytest.raises(ValueError, match="sm_scale"):
+        attention(q, k, v, causal=True, sm_scale=[1.0])            # unhashable: no key
+    with pytest.raises(ValueError, match="dtype float32"):
+        attention(q.float(), k.float(), v.float(), causal=True)
+    with pytest.raises(ValueError, match="torch.Tensor"):
+        attention(q, k.tolist(), v, causal=True)
+    assert len(attn._PLANS) == 1                                    # the grad-off calls reused it; bad ones kept none
+
+
+def test_empty_and_keyless_repeat_calls(fresh_plans):
+    for _ in range(2):
+        q, k, v = _inputs(1, 2, 2, 0, 5, 64, torch.float16)
+        assert attention(q, k, v).shape == (1, 2, 0, 64)
+        q, k, v = _inputs(1, 2, 2, 3, 0, 64, torch.float16)
+        assert torch.equal(attention(q, k, v, causal=True), torch.zeros(1, 2, 3, 64, dtype=torch.float16))
+
+
+def test_an_explicit_config_bypasses_the_plans(fresh_plans, counted_checks):
+    q, k, v = _inputs(1, 2, 1, 20, 45, 32, torch.float16)
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 16, "WARP_SPEC": False, "num_warps": 4, "num_stages": 1}
+    for _ in range(2):
+        out = attn._forward(q, k, v, True, None, config=cfg)
+        assert _rel(out, attn.reference(q, k, v, True)) < TOL[torch.float16]
+    assert len(counted_checks) == 2 and not attn._PLANS
+
+
+TUNED = {"BLOCK_M": 16, "BLOCK_N": 16, "WARP_SPEC": False, "num_warps": 4, "num_stages": 1}
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("layout", ["descriptor", "pointer"])
+def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, monkeypatch, replay, layout, causal):
+    """The direct launch a GPU plan keeps gets the first launch's arguments with the call's
+    q, k, v and a fresh output, and the grid and constexprs of the config that launch used.
+
+    The autotuner (which times configs on a GPU) is replaced by a launch of TUNED, and `Launch`
+    (which needs a GPU) by one that records its arguments and runs them through the interpreter.
+    """
+    launches, allocators, replays = [], [], replay.calls
+    monkeypatch.setattr(attn, "interpreting", lambda: False)
+    monkeypatch.setattr(attn, "_use_tma", lambda *ts: all(attn._tma_compatible(t) for t in ts))
+    monkeypatch.setattr(attn, "_precompile", lambda grid, args, meta: None)
+    monkeypatch.setattr(attn.triton, "set_allocator", allocators.append)
+    monkeypatch.setattr(attn, "Launch", replay.launcher(lambda grid, args: attn._attn_fwd[grid](*args)))
+
+    class Tuned:
+        def __getitem__(self, grid):
+            def run(*args, **meta):
+                cfg = dict(TUNED, EVEN_K=args[23] % TUNED["BLOCK_N"] == 0)      # args[23]: N_K
+                launches.append(args)
+                attn._attn_fwd[grid](*args, **meta, **cfg)
+                return "compiled"
+            return run
+    monkeypatch.setattr(attn, "_attn_fwd_tuned", Tuned())
+
+    q, k, v = _strided(layout)                                      # (2, 4, 37, 64), Nk = 45
+    use_tma = layout == "descriptor"
+    first = attention(q, k, v, causal=causal)
+    assert len(launches) == 1 and not replays
+    (plan,) = attn._PLANS.values()
+    launch, rest = plan.fast
+    assert launch.grid == (3, 8)                                    # cdiv(37, TUNED's BLOCK_M), B * Hq
+    assert rest == (*launches[0][4:], 64, 64, causal, use_tma, 16, 16, False, False)
+    second = attention(q, k, v, causal=causal)
+    (args,) = replays
+    assert len(launches) == 1                                       # replayed, not launched anew
+    assert args[:3] == (q, k, v) and args[3] is second and args[4:] == rest
+    assert len(allocators) == (2 if use_tma else 0)                 # the scratch allocator, every TMA launch
+    torch.testing.assert_close(second, first, rtol=0, atol=0)
+    assert _rel(second, attn.reference(q, k, v, causal)) < TOL[torch.float16]
+    q2 = q.clone().transpose(1, 2).contiguous().transpose(1, 2) if use_tma else q.contiguous()
+    third = attention(q2, k, v, causal=causal)                      # other strides: launched, not replayed
+    assert len(launches) == 2 and len(replays) == 1 and len(attn._PLANS) == 2
+    assert _rel(third, attn.reference(q2, k, v, causal)) < TOL[torch.float16]

@@ -5,6 +5,11 @@ through the dispatch of softmax(); rows hold -inf entries, an all -inf row (NaN,
 and large magnitudes. Tolerances compare the output to the float64 softmax of the same (rounded)
 input: fp32 rtol 1e-5 / atol 1e-6, fp16 rtol 2e-3 / atol 1e-5, bf16 rtol 1.6e-2 / atol 1e-4
 (about two units in the last place of the output's dtype; NaN must match NaN exactly).
+
+The GPU-only launch paths run on CPU tensors with stand-ins: a plan's direct launch (`Launch`)
+and, for split, the fused cooperative launch, which the interpreter cannot run (its programs run
+one after another, so a row's wait never ends): a stand-in runs the fused launch's arguments as
+the partials and finishing phases, on fake streams and counters.
 """
 import importlib
 
@@ -449,3 +454,266 @@ def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, monkeypatch, rep
         assert replay[1] is x and replay[0] is second and replay[2:] == args[2:]
         torch.testing.assert_close(second, first, rtol=0, atol=0, equal_nan=True)
         check(second, x)
+
+
+# ---- split: the fused launch a GPU plan keeps, bound to its stream ----
+
+SPLIT_ARGS = list(sm._split_kernel.arg_names)
+COMPILED = object()                               # what the stand-in's fused launch "compiles"
+
+
+@pytest.mark.parametrize("cfg,rows,cols", [
+    (None, 3, 5000),                                           # the table's setting: one segment
+    (Config(block=64, num_warps=4), 4, 200),                   # one-tile segments
+    (Config(block=64, num_warps=4, seg_tiles=3), 3, 1000),     # segments of three tiles
+])
+def test_split_launcher_in_the_interpreter_is_two_launches(poison, cfg, rows, cols):
+    """In the interpreter the split is its two launches: nothing a plan could launch directly."""
+    x = logits(rows, cols, torch.bfloat16)
+    out = torch.empty(rows, cols, dtype=x.dtype)
+    assert sm._launch_split(x, out, cfg or config("split", cols, x.dtype, rows)) is None
+    check(out, x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape,dim", [((2, 20000), -1), ((3, 5000), -1), ((2, 3, 4100), -1), ((4100, 3), 0)],
+                         ids=lambda v: str(v))
+def test_split_repeat_calls_match_the_reference(fresh_plans, poison, shape, dim, dtype):
+    x = (torch.randn(shape) * 3).to(dtype)
+    x.select(dim, 1).fill_(NINF)                  # -inf entries (an all -inf row when dim is 0)
+    assert choose(x.numel() // x.shape[dim], x.shape[dim], dtype, sm.INTERPRETER_SMS) == "split"
+    first = softmax(x, dim)
+    for _ in range(3):
+        again = softmax(x, dim)
+        check(again, x, dim)
+        torch.testing.assert_close(again, first, rtol=0, atol=0, equal_nan=True)
+    (plan,) = sm._PLANS.values()
+    assert plan.stream_bound and plan.fast is None and plan.stream is None     # the interpreter: no direct launch
+
+
+class FusedStandIn:
+    """Stands in for _split_kernel on a GPU: a fused launch runs as its two phases, same arguments.
+
+    The interpreter runs programs one after another, so the fused kernel's wait would never end;
+    the stand-in runs the partials and finishing phases on the fused launch's workspace instead,
+    which checks the arguments' order (by name) and that the workspace is all the launch needs.
+    """
+    def __init__(self, real, refuse=False):
+        self.real, self.refuse, self.launches = real, refuse, []
+
+    def __getitem__(self, grid):
+        def run(*args, **options):
+            self.launches.append((grid, args, options))
+            if dict(zip(SPLIT_ARGS, args))["MODE"] != sm._FUSED.value:
+                return self.real[grid](*args, **options)
+            assert options == dict(launch_cooperative_grid=True, num_warps=options["num_warps"])
+            if self.refuse:
+                raise RuntimeError("Triton Error [CUDA]: too many blocks in cooperative launch")
+            return self.emulate(grid, args)
+        return run
+
+    def emulate(self, grid, args):
+        assert len(args) == len(SPLIT_ARGS)
+        a = dict(zip(SPLIT_ARGS, args))
+        assert a["out_ptr"].shape == a["x_ptr"].shape == (a["n_rows"], a["n_cols"])
+        assert a["part_max_ptr"].shape == a["part_sum_ptr"].shape == (a["n_rows"], a["n_segs"])
+        assert a["n_segs"] == triton_cdiv(triton_cdiv(a["n_cols"], a["BLOCK"]), a["seg_tiles"])
+        assert grid[0] % a["n_segs"] == 0 and grid[0] <= a["n_rows"] * a["n_segs"]
+        assert a["ONE_TILE"] == (a["seg_tiles"] == 1)
+        for mode in (sm._PARTIALS, sm._FINISH):
+            self.real[(a["n_rows"] * a["n_segs"],)](*{**a, "MODE": mode.value}.values())
+        return COMPILED
+
+
+class StreamLaunch:
+    """A Launch stand-in on a fake device: `StreamLaunch.current` is the current stream's handle
+    (None: another device); replays run through the fused stand-in and are recorded."""
+    current: int | None = 0
+    replays: list = []
+
+    def __init__(self, compiled, grid):
+        assert compiled is COMPILED
+        self.grid, self.device = grid, None       # a CPU tensor's device.index is None too
+
+    def stream(self):
+        return StreamLaunch.current
+
+    def __call__(self, stream, *args):
+        assert stream == StreamLaunch.current
+        StreamLaunch.replays.append(args)
+        sm._split_kernel.emulate(self.grid, args)
+
+
+@pytest.fixture
+def gpu_split(fresh_plans, monkeypatch):
+    """softmax's GPU path for split on CPU tensors: a fused stand-in, fake streams and counters."""
+    counters, calls = {}, []
+
+    def fake_counters(device, rows):                    # per (fake) stream, as _counters keys them
+        buf = counters.setdefault(StreamLaunch.current, torch.zeros(2, max(rows, 64), dtype=torch.int32))
+        return buf[0], buf[1]
+
+    def counting(x, out, cfg, launch=sm._launch_split):
+        calls.append(x.shape)
+        return launch(x, out, cfg)
+
+    monkeypatch.setattr(sm, "interpreting", lambda: False)
+    monkeypatch.setattr(sm, "_split_kernel", FusedStandIn(sm._split_kernel))
+    monkeypatch.setattr(sm, "_counters", fake_counters)
+    monkeypatch.setattr(sm, "_resident_per_sm", lambda key, device, warmup: 2)
+    monkeypatch.setattr(sm, "_capturing", lambda: False)
+    monkeypatch.setattr(sm, "Launch", StreamLaunch)
+    monkeypatch.setitem(STRATEGIES, "split", sm.Strategy("split", None, counting, stream_bound=True))
+    monkeypatch.setattr(StreamLaunch, "current", 7)
+    monkeypatch.setattr(StreamLaunch, "replays", [])
+    return calls
+
+
+@pytest.mark.parametrize("rows,cols,dtype", [(3, 5000, torch.float16), (2, 70000, torch.bfloat16),
+                                             (5, 20000, torch.float32), (1, 300000, torch.float32)])
+def test_split_launcher_returns_the_fused_launch(gpu_split, poison, rows, cols, dtype):
+    x = logits(rows, cols, dtype)
+    out = torch.empty(rows, cols, dtype=dtype)
+    cfg = config("split", cols, dtype, rows)
+    compiled, grid, args = sm._launch_split(x, out, cfg)
+    assert compiled is COMPILED and args[0] is out and args[1] is x
+    a = dict(zip(SPLIT_ARGS, args))
+    assert (a["MODE"], a["BLOCK"], a["VEC"], a["PARTIALS_BLOCK"], a["PREFETCH"]) == \
+        (sm._FUSED.value, cfg.block, sm._vec(x, out), sm.PARTIALS_BLOCK, cfg.prefetch)
+    assert (a["x_row_stride"], a["out_row_stride"], a["n_rows"], a["n_cols"]) == (cols, cols, rows, cols)
+    assert a["seg_tiles"] == cfg.seg_tiles and grid == (min(2 * 132 // a["n_segs"], rows) * a["n_segs"],)
+    check(out, x)
+
+
+def test_split_launcher_falls_back_to_two_launches_when_refused(gpu_split, poison, monkeypatch):
+    monkeypatch.setattr(sm, "_split_kernel", FusedStandIn(sm._split_kernel.real, refuse=True))
+    x = logits(3, 5000, torch.float16)
+    out = torch.empty(3, 5000, dtype=x.dtype)
+    assert sm._launch_split(x, out, config("split", 5000, x.dtype, 3)) is None
+    modes = [dict(zip(SPLIT_ARGS, args))["MODE"] for _, args, _ in sm._split_kernel.launches]
+    assert modes == [sm._FUSED.value, sm._PARTIALS.value, sm._FINISH.value]
+    check(out, x)
+    y = softmax(x)                                  # refused through softmax(): no direct launch kept
+    check(y, x)
+    assert next(iter(sm._PLANS.values())).fast is None
+
+
+def test_split_plan_replays_only_on_its_stream(gpu_split, poison, monkeypatch):
+    replays = StreamLaunch.replays
+    x = logits(3, 20000, torch.bfloat16)
+    first = softmax(x)                               # stream 7: planned, launched, kept
+    (plan,) = sm._PLANS.values()
+    assert gpu_split == [(3, 20000)] and plan.stream == 7 and plan.fast is not None
+    workspace = plan.fast[1][:4]                     # part_max, part_sum, arrive, depart
+    for n in range(1, 3):                            # repeat calls on stream 7: direct launches
+        again = softmax(x)
+        assert len(replays) == n and len(gpu_split) == 1
+        assert replays[-1][0] is again and replays[-1][1] is x
+        assert all(a is b for a, b in zip(replays[-1][2:6], workspace))   # the plan's own buffers
+        torch.testing.assert_close(again, first, rtol=0, atol=0, equal_nan=True)
+        check(again, x)
+    for n, current in enumerate((8, None, 0), 2):    # another stream, another device, the default stream
+        monkeypatch.setattr(StreamLaunch, "current", current)
+        check(softmax(x), x)
+        assert len(replays) == 2 and len(gpu_split) == n    # launched through _launch_split
+    assert len(gpu_split) == 4 and plan.stream == 7    # the plan stays bound to its first stream
+    launches = sm._split_kernel.launches
+    assert launches[-1][1][2] is not workspace[0]    # the other streams got a workspace of their own
+    monkeypatch.setattr(StreamLaunch, "current", 7)
+    monkeypatch.setattr(sm, "_capturing", lambda: True)
+    check(softmax(x), x)                             # inside a graph capture: the normal path
+    assert len(replays) == 2 and len(gpu_split) == 5 and launches[-1][1][2] is not workspace[0]
+    monkeypatch.setattr(sm, "_capturing", lambda: False)
+    check(softmax(x), x)
+    assert len(replays) == 3 and len(gpu_split) == 5
+
+
+def test_split_plan_is_not_kept_from_a_graph_capture(gpu_split, poison, monkeypatch):
+    x = logits(2, 20000, torch.float16)
+    monkeypatch.setattr(sm, "_capturing", lambda: True)
+    check(softmax(x), x)
+    (plan,) = sm._PLANS.values()
+    assert plan.fast is None and len(gpu_split) == 1
+    monkeypatch.setattr(sm, "_capturing", lambda: False)
+    monkeypatch.setattr(StreamLaunch, "current", 3)
+    check(softmax(x), x)                             # the first call outside a capture keeps it
+    assert plan.fast is not None and plan.stream == 3 and len(gpu_split) == 2
+    check(softmax(x), x)
+    assert len(StreamLaunch.replays) == 1 and len(gpu_split) == 2
+
+
+def test_split_plans_that_copy_are_never_launched_directly(gpu_split, poison):
+    x = (torch.randn(4100, 3) * 3).to(torch.float16)
+    for _ in range(3):
+        check(softmax(x, 0), x, 0)                   # dim 0 is moved and copied: no direct launch
+    assert next(iter(sm._PLANS.values())).fast is None and len(gpu_split) == 3
+
+
+class _FakeLaunch:
+    def __init__(self, stream, device=0):
+        self.current, self.device = stream, device
+
+    def stream(self):
+        return self.current
+
+
+@pytest.mark.parametrize("bound", [False, True])
+def test_plan_stream_check(monkeypatch, bound):
+    """_Plan.keep records the first launch's stream for stream-bound plans; fast_stream gives the
+    handle to launch on, None where the plan must take the normal path."""
+    capturing = []
+    monkeypatch.setattr(sm, "_capturing", lambda: bool(capturing))
+    launch = _FakeLaunch(0)                          # the default stream's handle is 0
+    monkeypatch.setattr(sm, "Launch", lambda compiled, grid: launch)
+    device = torch.device("cuda", 0)
+    plan = sm._Plan(None, None, None, 2, 100, stream_bound=bound)
+    plan.keep((COMPILED, (8,), ("out", "x", "parts", 5)), device)
+    assert plan.fast == (launch, ("parts", 5)) and plan.stream == (0 if bound else None)
+    assert plan.fast_stream() == 0
+    for other, expect in [(5, None), (None, None)]:   # another stream; another current device
+        launch.current = other
+        assert plan.fast_stream() == (expect if bound else other)
+    launch.current = 0
+    capturing.append(True)
+    assert plan.fast_stream() == (None if bound else 0)
+
+
+def test_stream_bound_plan_keeps_no_launch_it_cannot_replay(monkeypatch):
+    capturing = []
+    monkeypatch.setattr(sm, "_capturing", lambda: bool(capturing))
+    launch = _FakeLaunch(4, device=1)
+    monkeypatch.setattr(sm, "Launch", lambda compiled, grid: launch)
+    launched = (COMPILED, (8,), ("out", "x", "parts"))
+    plan = sm._Plan(None, None, None, 2, 100, stream_bound=True)
+    plan.keep(launched, torch.device("cuda", 0))    # launched on device 1 for a tensor on device 0
+    assert plan.fast is None
+    launch.current = None                            # no stream handle
+    plan.keep(launched, torch.device("cuda", 1))
+    assert plan.fast is None
+    launch.current = 4
+    capturing.append(True)                           # inside a CUDA graph capture
+    plan.keep(launched, torch.device("cuda", 1))
+    assert plan.fast is None
+    capturing.clear()
+    plan.keep(launched, torch.device("cuda", 1))
+    assert plan.fast == (launch, ("parts",)) and plan.stream == 4
+
+
+def test_split_strategy_is_stream_bound_and_the_others_are_not():
+    assert [n for n, s in STRATEGIES.items() if s.stream_bound] == ["split"]
+    x = logits(2, 20000, torch.float32)
+    assert sm._plan(x, -1).stream_bound and not sm._plan(logits(2, 40, torch.float32), -1).stream_bound
+
+
+def test_counters_inside_a_graph_capture_belong_to_the_call(monkeypatch):
+    """While capturing, _counters gives each call zeroed counters of its own (the graph's) and
+    leaves the per-stream cache alone; widths stay multiples of 64 (256-byte aligned rows)."""
+    monkeypatch.setattr(sm, "_capturing", lambda: True)
+    monkeypatch.setattr(sm, "_COUNTERS", {})
+    a = sm._counters(torch.device("cpu"), 100)
+    b = sm._counters(torch.device("cpu"), 100)
+    assert a[0].data_ptr() != b[0].data_ptr() and sm._COUNTERS == {}
+    for arrive, depart in (a, b):
+        assert arrive.shape == depart.shape == (128,) and arrive.dtype == torch.int32
+        assert not arrive.any() and not depart.any()
+        assert depart.data_ptr() - arrive.data_ptr() == 128 * 4

@@ -182,3 +182,26 @@ def test_decode_bandwidth_has_a_row_of_panels_per_kv_head_count(agg):
         assert titles == ["B=1, Hkv=32", "B=8, Hkv=32"]
     finally:
         plt.close(fig)
+
+
+def test_e2e_graph_per_phase_decode_first_and_the_sentence_for_each():
+    def total(impl, phase, timing, ms, seqlen=1, cache_len=0):
+        return {"impl": impl, "phase": phase, "timing": timing, "median_ms": ms, "part": "total", "status": "ok",
+                "seqlen": seqlen, "cache_len": cache_len}
+    rows = []
+    for impl, (pe, pg, de, dg) in {"eager": (2.5, 2.2, 0.9, 0.32), "sdpa": (1.6, 1.22, 0.8, 0.14),
+                                   "ours_attention": (1.9, 1.31, 0.85, 0.141)}.items():
+        rows += [total(impl, "prefill", "events", pe, seqlen=2048), total(impl, "prefill", "cudagraph", pg, seqlen=2048),
+                 total(impl, "decode", "events", de, cache_len=8192),
+                 total(impl, "decode", "cudagraph", dg, cache_len=8192)]
+    g = headline.e2e_graph(pd.DataFrame(rows))
+    assert [p["phase"] for p in g["by_phase"]] == ["decode", "prefill"]
+    decode, prefill = g["by_phase"]
+    assert [e["length"] for e in decode["lengths"]] == ["L=8192"] and [e["length"] for e in prefill["lengths"]] == ["S=2048"]
+    assert prefill["lengths"][0]["ours_attention"] == "1.31" and prefill["lengths"][0]["ours_attention_events"] == "1.9"
+    assert decode["events_range"] == "0.8–0.9" and prefill["graph_range"] == "1.22–2.2"
+    from rooflab.report import render
+    text = render.environment("markdown").from_string(
+        '<% import "headline.j2" as h %><< h.e2e({"graph": g}) >>').render(g=g)
+    assert "the decode step is host-bound (0.8–0.9 ms" in text and "L=8192" in text
+    assert "In prefill, replayed as one CUDA graph at S=2048, the block takes 2.2 ms in eager PyTorch" in text

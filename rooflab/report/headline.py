@@ -9,7 +9,7 @@ Attention long sequences at head dim 128 against FlashAttention-2 and cuDNN (thr
           at a time, per dtype and mask; head dim 64 against FlashAttention-2.
 Decode    against cuDNN wherever it ran, at the anchors' B=1 L=4096 shape, and, where the KV
           cache read is large (>= 256 MB), against the measured read-only ceiling.
-E2E       the launch-bound decode step replayed as a CUDA graph.
+E2E       each block replayed as a CUDA graph, the launch-bound decode step first.
 The seeds' designs (seed_*) are always summed up separately from the peers.
 Every function takes one GPU's comparisons (rooflab.report.derive) and rows of one study and returns
 plain text, formatted here; geometric means carry a bootstrap interval over the shapes.
@@ -194,7 +194,9 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
 # ---------------------------------------------------------------- end to end
 
 def e2e_graph(frame: pd.DataFrame) -> dict | None:
-    """The decode step's totals replayed as a CUDA graph against its call-by-call (events) totals."""
+    """Each block's totals replayed as a CUDA graph against its call-by-call (events) totals: every
+    length (`lengths`), and per phase (`by_phase`, decode first: the host-bound step) its lengths and
+    the ranges of both timings."""
     totals = frame[(frame["part"] == "total") & (frame["status"] == "ok") & frame["median_ms"].notna()]
     graph, events = totals[totals["timing"] == E2E_GRAPH_TIMING], totals[totals["timing"] == PLAIN_TIMING]
     if graph.empty:
@@ -209,8 +211,13 @@ def e2e_graph(frame: pd.DataFrame) -> dict | None:
             plain = same[same["impl"] == r["impl"]]["median_ms"]
             entry[f"{r['impl']}_events"] = num(plain.iloc[0]) if not plain.empty else ""
         lengths.append(entry)
-    plain = events.merge(graph, on=["phase", "seqlen", "cache_len", "impl"], suffixes=("", "_graph"))
-    return {"lengths": lengths, "phases": sorted(set(graph["phase"])),
-            "events_range": span(num(plain["median_ms"].min()), num(plain["median_ms"].max())),
-            "graph_range": span(num(plain["median_ms_graph"].min()), num(plain["median_ms_graph"].max())),
+
+    def ranges(g: pd.DataFrame) -> dict:
+        plain = events.merge(g, on=["phase", "seqlen", "cache_len", "impl"], suffixes=("", "_graph"))
+        return {"events_range": span(num(plain["median_ms"].min()), num(plain["median_ms"].max())),
+                "graph_range": span(num(plain["median_ms_graph"].min()), num(plain["median_ms_graph"].max()))}
+    phases = sorted(set(graph["phase"]), key=lambda p: (p != "decode", p))
+    by_phase = [{"phase": p, "lengths": [e for e in lengths if e["phase"] == p],
+                 **ranges(graph[graph["phase"] == p])} for p in phases]
+    return {"lengths": lengths, "phases": sorted(set(graph["phase"])), "by_phase": by_phase, **ranges(graph),
             "impls": sorted(set(graph["impl"]))}

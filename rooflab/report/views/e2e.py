@@ -66,7 +66,7 @@ def e2e_view(agg: Aggregate, tables: dict, gpu: str | None) -> dict:
                           align=["l", "l", "l", "r", "r", "r", "r", "r"],
                           caption=f"One decoder block on {gpu}: time of the block timed by part with CUDA events "
                                   "(host launch gaps included), the share of its softmax and attention parts, "
-                                  "and, for the launch-bound decode step, the whole block replayed as a CUDA graph.")
+                                  "and the whole block replayed as one CUDA graph (its GPU time, without the host's launch gaps).")
     view["amdahl"] = amdahl
     # where softmax weighs most, among the phases timed part by part without a host-bound step
     timed = [a for a in amdahl if a["graph"] is None] or amdahl

@@ -24,10 +24,19 @@ only question is how fast the cache streams from memory. One kernel, one program
 
 Number of splits (`choose_splits`): the B * Hkv programs of an unsplit launch fill the GPU
 once there are NO_SPLIT_FILL (0.9) times as many as SMs (paged caches want about
-PAGED_PROGRAMS_PER_SM programs per SM even then; see choose_splits). Below that, each
-sequence is cut into S chunks of a whole number of BLOCK_N tiles so that B * Hkv * S is about
-TARGET_WAVES times the SM count, with no chunk shorter than MIN_CHUNK_BLOCKS tiles. S depends on the cache shape (B, Hkv,
-Lmax) only, never on the values in `seqlens`, so the host never waits for the GPU.
+PAGED_PROGRAMS_PER_SM programs per SM even then; see choose_splits). Below that, a contiguous
+cache is cut into S = SMs // (B * Hkv) chunks of a whole number of BLOCK_N tiles (at most one
+per tile): one wave of programs, each streaming its chunk. Measured on the H200 (bf16, D=128,
+Hq=32, kernel time from CUPTI with the L2 flushed, BLOCK_N=64), one wave is the fastest split
+or within 2% of it at every shape tried, and more programs only add merge work and tail:
+B=1 Hkv=8 L=1024 S=16 9.1 us (S=2, the previous rule's choice, 14.6; cuDNN 7.6), L=4096 S=16
+14.1 (S=8 16.1; cuDNN 12.8), L=16384 S=16 29.9 (S=32 31.9; cuDNN 28.4), L=131072 S=16 141.8
+(S=128 156.2; cuDNN 134.5); B=4 Hkv=8 L=4096 S=4 29.7 (S=8 30.5), L=32768 S=4 141.5 (S=8 140.0,
+S=32 148.6); B=1 Hkv=32 L=1024 S=4 11.1 (S=2 12.5, S=8 11.2); B=16 Hkv=8 L=4096 S=1 72.8 (S=2
+79.0). BLOCK_N 16 and 32 were slower at every S. A paged cache below that fill keeps its
+earlier rule: B * Hkv * S about TARGET_WAVES times the SM count, no chunk shorter than
+MIN_CHUNK_BLOCKS tiles. S depends on the cache shape (B, Hkv, Lmax) only, never on the values
+in `seqlens`, so the host never waits for the GPU.
 
 Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
 length 0 attends to nothing and its output is defined as zeros. Lengths on the host are
@@ -71,8 +80,8 @@ from kernels._plans import ALIGN, Launch, aligned, current_stream, remember
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
 PAGE_SIZES = (16, 32, 64, 128, 256)   # tokens a page of a paged cache holds
-TARGET_WAVES = 8             # split until B * Hkv * S >= TARGET_WAVES * SMs programs
-MIN_CHUNK_BLOCKS = 8         # a split reads at least this many BLOCK_N tiles (H200: B=1, L=4096:
+TARGET_WAVES = 8             # paged caches below NO_SPLIT_FILL: split until B * Hkv * S >= TARGET_WAVES * SMs
+MIN_CHUNK_BLOCKS = 8         # paged: a split reads at least this many BLOCK_N tiles (H200: B=1, L=4096:
                              # 8 splits 2.11 TB/s, 16 splits 1.97)
 NO_SPLIT_FILL = 0.9          # B * Hkv programs on at least this share of the SMs need no split
                              # (H200: B=16, Hkv=8, 128 programs: S=1 4.05 TB/s, S=9 3.59)
@@ -283,6 +292,8 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
             return 1, n_blocks * block_n
         wanted = (2 * PAGED_PROGRAMS_PER_SM * num_sms + programs) // (2 * programs)   # nearest integer
         return _chunking(n_blocks, max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
+    if not paged:   # one wave of programs (module docstring), at most one per tile
+        return _chunking(n_blocks, max(1, num_sms // programs), block_n)
     wanted = cdiv(TARGET_WAVES * num_sms, programs)
     return _chunking(n_blocks, max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
 

@@ -6,6 +6,7 @@ import torch
 
 import kernels
 from kernels import flash_decoding as decode
+from kernels._device import cdiv
 from kernels.flash_decoding import choose_splits, decode_attention, decode_attention_nosplit, decode_traffic, reference
 from rooflab.bench import TOLERANCE
 from rooflab.studies import decode as study
@@ -133,7 +134,8 @@ def test_reference_chunks_heads_under_a_budget():
 
 
 @pytest.mark.parametrize("batch,heads_kv,cache_len", [(1, 32, 4096), (1, 32, 131072), (8, 32, 4096),
-                                                      (64, 32, 1024), (4, 8, 16384), (16, 8, 8192), (1, 1, 37)])
+                                                      (64, 32, 1024), (4, 8, 16384), (16, 8, 8192), (1, 1, 37),
+                                                      (1, 8, 1024), (2, 8, 100)])
 def test_choose_splits(batch, heads_kv, cache_len):
     block_n, sms = 64, 132
     splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sms)
@@ -141,23 +143,29 @@ def test_choose_splits(batch, heads_kv, cache_len):
     assert (splits - 1) * chunk < cache_len <= splits * chunk      # every split holds keys
     if batch * heads_kv >= decode.NO_SPLIT_FILL * sms:             # the unsplit grid fills the GPU
         assert splits == 1
-    elif splits > 1:
-        assert chunk >= decode.MIN_CHUNK_BLOCKS * block_n
-        assert batch * heads_kv * (splits - 1) < decode.TARGET_WAVES * sms
+    else:                          # at most one wave, and no fewer than half of it (whole tiles per chunk)
+        wanted = min(sms // (batch * heads_kv), cdiv(cache_len, block_n))
+        assert batch * heads_kv * splits <= sms and 2 * splits > wanted
+
+
+@pytest.mark.parametrize("batch,heads_kv,cache_len,expected", [(1, 8, 1024, 16), (1, 8, 131072, 16), (4, 8, 4096, 4),
+                                                               (1, 32, 1024, 4), (16, 8, 4096, 1), (1, 32, 96, 2)])
+def test_choose_splits_one_wave_where_measured(batch, heads_kv, cache_len, expected):
+    """The H200 measurements behind the rule (kernels.flash_decoding's docstring): one wave of programs."""
+    assert choose_splits(batch, heads_kv, cache_len, 64, 132)[0] == expected
 
 
 @pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 8192, 4), (32, 8, 8192, 2), (64, 8, 4096, 1),
-                                                           (4, 32, 16384, 4), (1, 32, 4096, None)])
+                                                           (4, 32, 16384, 4), (1, 32, 4096, 8), (1, 8, 1024, 2)])
 def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
-    """Paged caches split a grid that fills the SMs once into about PAGED_PROGRAMS_PER_SM programs per SM."""
+    """Paged caches split a grid that fills the SMs once into about PAGED_PROGRAMS_PER_SM programs per SM, and
+    a smaller grid into about TARGET_WAVES waves of chunks of at least MIN_CHUNK_BLOCKS tiles."""
     block_n, sms = 64, 132
-    contiguous = choose_splits(batch, heads_kv, cache_len, block_n, sms)
     paged = choose_splits(batch, heads_kv, cache_len, block_n, sms, paged=True)
-    if splits is None:                                            # already split: the same choice
-        assert paged == contiguous and paged[0] > 1
-    else:
-        assert contiguous[0] == 1 and paged[0] == splits
-        assert paged[1] % block_n == 0 and (paged[0] - 1) * paged[1] < cache_len <= paged[0] * paged[1]
+    assert paged[0] == splits
+    assert paged[1] % block_n == 0 and (paged[0] - 1) * paged[1] < cache_len <= paged[0] * paged[1]
+    if batch * heads_kv < decode.NO_SPLIT_FILL * sms and splits > 1:
+        assert paged[1] >= decode.MIN_CHUNK_BLOCKS * block_n
 
 
 def test_decode_traffic():

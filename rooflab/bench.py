@@ -5,7 +5,8 @@ decides *how*: inputs built once per shape, each implementation returned as a
 zero-argument callable so set-up stays out of the timed region, the output checked
 against the study's reference on every row, then the correct implementations timed
 together over several trials in shuffled order with a cold L2 (rooflab.timing: plain
-calls with CUDA events, and kernel-only device time from CUPTI where the host can show),
+calls with CUDA events, and where the host can show, kernel-only device time from CUPTI and the
+call's own host time),
 with the GPU's clocks read around each case. Every row carries its own bytes, FLOPs and
 the ceiling it is judged against. Failures become rows (`oom`, `error`, `unsupported`,
 `incorrect`) and the sweep goes on; every case's rows are flushed to the CSV as soon as
@@ -28,6 +29,8 @@ import torch
 
 from rooflab.qa import REMEASURED
 from rooflab.schema import SHAPE_COLUMNS, columns
+
+HOST_TIMING = "host"   # rooflab.timing: the call's host time
 from rooflab.timing import Timing, calls_per_trial, summarize
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -46,7 +49,7 @@ class BenchConfig:
     trials: int = 3                   # independent trials; each runs the implementations in a fresh shuffled order
     min_reps: int = 20                # timed calls per row at least, over all trials (whatever the budget)
     max_calls: int = 500              # timed calls per trial at most
-    kernel_below_bytes: float = 64e6  # cases moving fewer bytes are also timed kernel-only (`cupti` rows)
+    kernel_below_bytes: float = 64e6  # cases moving fewer bytes are also timed kernel-only (`cupti` rows) and on the host (`host`)
     kernel_below_ms: float = 0.05     # ... and so are cases whose fastest call takes less than this
     flush_mib: int = 256              # L2 flush buffer overwritten before every timed call
     clock_drop: float = 0.9           # SM clock below this share of the steady clock: the case is re-measured
@@ -119,6 +122,8 @@ def _fill_metrics(row: dict, timing: Timing, ceiling: Ceiling) -> None:
     seconds = timing.median_ms * 1e-3
     row.update(median_ms=timing.median_ms, ci_low_ms=timing.ci_low_ms, ci_high_ms=timing.ci_high_ms,
                p20_ms=timing.p20_ms, p80_ms=timing.p80_ms, reps=timing.reps, trials=timing.trials)
+    if row["timing"] == HOST_TIMING:     # the call's host time: no throughput, no share of a ceiling
+        return
     row["tbps"] = row["bytes"] / seconds / 1e12 if row["bytes"] else None
     row["tflops"] = row["flops"] / seconds / 1e12 if row["flops"] else None
     value = row[ceiling.metric]
@@ -211,8 +216,9 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
 def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: dict, seconds: dict) -> dict:
     """{impl: {mode: samples}} for the correct implementations; failures go into `rows`.
 
-    Modes: `events` always; `cupti` too when the case moves fewer than kernel_below_bytes or
-    its fastest call is under kernel_below_ms, where host time can hide the kernel. The SM clock
+    Modes: `events` always; `cupti` and `host` too when the case moves fewer than
+    kernel_below_bytes or its fastest call is under kernel_below_ms, where host time can hide the
+    kernel (`host`: the call's own host time, the wrapper's overhead). The SM clock
     and throttle reasons are read before and after; when either shows a slowdown or the clock
     fell below clock_drop x the steady clock, the case is timed once more and the rows say so
     if the second attempt was disturbed too.
@@ -232,7 +238,7 @@ def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: d
         return {}
     modes = ["events"]
     if (nbytes is not None and nbytes < cfg.kernel_below_bytes) or min(estimates.values()) < cfg.kernel_below_ms:
-        modes.append("cupti")
+        modes += ["cupti", HOST_TIMING]
     min_calls = math.ceil(cfg.min_reps / cfg.trials)
     calls = {impl: calls_per_trial(estimates[impl], cfg.rep_ms, min_calls, cfg.max_calls) for impl in fns}
     record = {"study": sweep.study.STUDY, "dtype": dtype, **shape, "modes": modes, "calls_per_trial": calls,

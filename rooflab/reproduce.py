@@ -6,7 +6,8 @@ the medians differ by at most `tolerance`. Kernel time (KERNEL_TIMINGS: `cupti` 
 sweeps, `cudagraph` replay of the e2e decode step, which has no host launches in it) is compared
 where both runs have it, beside the `events` rows (each timing its own line); a kernel-time row on
 one side only is left out, since the case's `events` row already says whether it is new or missing.
-The e2e study compares its block totals (part == "total") only.
+The e2e study compares its block totals (part == "total") only. `host` rows (a call's host time,
+which measures the host's CPU, not the GPU) are left out.
 
 `kernel_time` marks the line that speaks for the kernel: the kernel-time line where the case has
 one, else its `events` line. `summary` judges reproduction on those lines; the plain-call lines of
@@ -23,6 +24,7 @@ import pandas as pd
 from rooflab.schema import SHAPE_COLUMNS
 
 KERNEL_TIMINGS = ("cupti", "cudagraph")   # timings without host time in them
+HOST_TIMING = "host"                       # a call's host time: not compared
 VERDICTS = ("reproduced", "faster", "slower", "new", "missing")
 KEYS = ("study", "impl", "dtype", "timing")
 # Every shape column of every study, each once, in schema order.
@@ -137,6 +139,8 @@ def compare(committed: pd.DataFrame, fresh: pd.DataFrame, tolerance: float = 0.0
     for key in list(old) + [k for k in new if k not in old]:
         a, b = old.get(key), new.get(key)
         study, impl, dtype, timing, _ = key
+        if timing == HOST_TIMING:
+            continue
         if timing in KERNEL_TIMINGS and key[:3] + key[4:] not in kernel_cases:
             continue  # kernel time on one side only: the events line speaks for the case
         row = a if a is not None else b

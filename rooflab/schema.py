@@ -27,8 +27,10 @@ PUBLISHED_OPTIONAL = ("ci_low_ms", "ci_high_ms", "trials", "bytes", "flops", "ce
 # Timing methods (the `timing` column): plain calls timed with CUDA events around each call, L2
 # flushed before it (`events`: what a Python caller pays); the device time of the same calls'
 # kernels from CUPTI through torch.profiler, L2 flushed before each (`cupti`: the kernel alone);
-# a whole captured sequence replayed as a CUDA graph (`cudagraph`: e2e decode steps).
-TIMINGS = ("events", "cupti", "cudagraph")
+# a whole captured sequence replayed as a CUDA graph (`cudagraph`: e2e blocks); the host's own
+# wall-clock time per call, the GPU kept busy (`host`: the wrapper's checks and launch, beside the
+# `cupti` rows of small cases; no throughput is derived from it).
+TIMINGS = ("events", "cupti", "cudagraph", "host")
 SHAPE_COLUMNS = {
     "softmax": ("rows", "cols"),
     "attention": ("batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"),

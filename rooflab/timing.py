@@ -1,6 +1,6 @@
 """How one implementation is timed: samples, their median and its confidence interval.
 
-Two methods, both with a cold L2 (a 256 MiB buffer is overwritten before every timed call, as
+Three methods, all with a cold L2 (a 256 MiB buffer is overwritten before every timed call, as
 triton.testing.do_bench does, by a Triton kernel of its own name so its launches can be told
 apart from the timed ones):
 
@@ -10,6 +10,10 @@ apart from the timed ones):
 - `cupti`: the kernel alone. The same calls run back to back under torch.profiler (CUPTI);
   each sample is the device time of the kernels, memsets and copies one call issued, found
   between two flush kernels in the device timeline.
+- `host`: the call's own cost on the host, the wrapper's checks and launch: the wall-clock time
+  from entering the callable to its return, with the GPU kept busy by the flush queued before
+  it (so the call never waits for the device; a call that synchronises shows it). Not a kernel
+  time: no throughput is derived from it.
 
 Samples from every trial are pooled: `median_ms` is their median, `ci_low_ms`/`ci_high_ms` a
 95 % distribution-free confidence interval of it from order statistics (the binomial
@@ -141,6 +145,20 @@ class CudaTimer:
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
+    def host(self, fn, n: int) -> list[float]:
+        """n samples (ms): host wall-clock time of one call each, the flush queued before it."""
+        import time
+
+        import torch
+        samples = []
+        for _ in range(n):
+            self.flush()
+            start = time.perf_counter_ns()
+            fn()
+            samples.append((time.perf_counter_ns() - start) / 1e6)
+        torch.cuda.synchronize()
+        return samples
+
     def cupti(self, fn, n: int) -> list[float]:
         """n samples (ms): the device time of the work one call issues, from CUPTI."""
         import torch
@@ -160,6 +178,8 @@ class CudaTimer:
             return self.events(fn, n)
         if mode == "cupti":
             return self.cupti(fn, n)
+        if mode == "host":
+            return self.host(fn, n)
         raise ValueError(f"unknown timing mode {mode!r}")
 
 

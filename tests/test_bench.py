@@ -143,8 +143,11 @@ def test_small_cases_get_kernel_only_rows_beside_plain_calls():
     timer = FixedTimer(ms=0.01)
     rows = list(bench.measure_case(_small_sweep(timer), {"rows": 4, "cols": 8}, "float32"))
     ours = [r for r in rows if r["impl"] == "ours"]
-    assert [r["timing"] for r in ours] == ["events", "cupti"]
+    assert [r["timing"] for r in ours] == ["events", "cupti", "host"]
     assert all(r["status"] == "ok" and r["trials"] == 3 and r["reps"] >= 20 for r in ours)
+    host = ours[2]     # the call's host time: a time, not a throughput
+    assert host["median_ms"] > 0 and host["tbps"] is None and host["frac_ceiling"] is None
+    assert ours[1]["tbps"] is not None and ours[1]["frac_ceiling"] is not None
     large = list(bench.measure_case(_small_sweep(FixedTimer(ms=1.0), kernel_below_bytes=0),
                                     {"rows": 4, "cols": 8}, "float32"))
     assert [r["timing"] for r in large if r["impl"] == "ours"] == ["events"]

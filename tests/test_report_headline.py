@@ -205,3 +205,36 @@ def test_e2e_graph_per_phase_decode_first_and_the_sentence_for_each():
         '<% import "headline.j2" as h %><< h.e2e({"graph": g}) >>').render(g=g)
     assert "the decode step is host-bound (0.8–0.9 ms" in text and "L=8192" in text
     assert "In prefill, replayed as one CUDA graph at S=2048, the block takes 2.2 ms in eager PyTorch" in text
+
+
+def test_host_cost_medians_of_ours_and_each_peer_and_the_sentence():
+    def host(impl, ms, rows, status="ok"):
+        return {"impl": impl, "timing": "host", "median_ms": ms, "status": status, "rows": rows, "cols": 256}
+    frame = pd.DataFrame([host("ours", 0.020, 1), host("ours", 0.016, 2), host("ours", 0.030, 3),
+                          host("torch", 0.008, 1), host("torch", 0.007, 2), host("liger", 0.040, 1),
+                          host("seed_rowwise", 0.2, 1), host("torch_compile", 0.5, 1, status="error"),
+                          dict(host("ours", 0.9, 1), timing="events")])
+    h = headline.host_cost(frame)
+    assert h == {"n": 3, "ours": "20", "peers": [{"impl": "liger", "us": "40"}, {"impl": "torch", "us": "7.5"}]}
+    assert headline.host_cost(frame[frame["impl"] != "ours"]) is None
+    from rooflab.report import render
+    text = render.environment("markdown").from_string(
+        '<% import "headline.j2" as hl %><< hl.host({"host": h}) >>').render(h=h)
+    assert "has a median of 20 us for ours, against 40 us for liger, 7.5 us for torch." in text
+
+
+def test_launch_bound_figure_marks_each_calls_host_time(agg):
+    """`host` rows (beside the CUPTI rows) are drawn as crosses; the rest of the report ignores them."""
+    import dataclasses
+    kernel = agg.results[agg.results["timing"] == "cupti"]
+    assert not kernel.empty
+    host = kernel.assign(timing="host", median_ms=kernel["median_ms"] * 3, ci_low_ms=kernel["ci_low_ms"] * 3,
+                         ci_high_ms=kernel["ci_high_ms"] * 3, tbps=None, tflops=None, frac_ceiling=None)
+    more = dataclasses.replace(agg, results=pd.concat([agg.results, host], ignore_index=True))
+    fig = _drawn(more, "launch_bound")
+    try:
+        labels = {t.get_text() for legend in fig.legends for t in legend.get_texts()}
+        assert "ours, host time of the call" in labels
+    finally:
+        plt.close(fig)
+    assert derive.derive(more)["comparisons"].equals(derive.derive(agg)["comparisons"])

@@ -241,3 +241,11 @@ def test_e2e_graph_replay_is_the_kernel_time_of_its_case():
     line = reproduce.summary(out).set_index("study").loc["e2e"]
     assert (line["compared_at_least_min"], line["reproduced_at_least_min"], line["share_reproduced"]) == (2, 2, 1.0)
     assert (line["calls_at_least_min"], line["calls_share_reproduced"]) == (1, 0.0)
+
+
+def test_host_rows_are_not_compared():
+    """A call's host time measures the host's CPU: no line of the reproduction, whatever it did."""
+    committed = frame(row(impl="ours", ms=0.010, half=0.001, timing="cupti"), row(impl="ours", ms=0.02, timing="host"))
+    fresh = frame(row(impl="ours", ms=0.010, half=0.001, timing="cupti"), row(impl="ours", ms=0.04, timing="host"))
+    out = reproduce.compare(committed, fresh)
+    assert list(out["timing"]) == ["cupti"] and list(out["verdict"]) == ["reproduced"]

@@ -68,3 +68,25 @@ def test_cupti_timeline_with_missing_flushes_or_empty_calls_is_an_error():
         device_segments(_timeline([[10_000], [10_000]])[1:], 2)
     with pytest.raises(RuntimeError, match="no device work"):
         device_segments(_timeline([[10_000], []]), 2)
+
+
+def test_host_samples_time_each_call_after_its_flush(monkeypatch):
+    """`host` mode: one wall-clock sample per call, each call after a queued flush, one sync at the end."""
+    import time
+
+    import torch
+
+    from rooflab.timing import CudaTimer
+    events, syncs = [], []
+    timer = CudaTimer.__new__(CudaTimer)                  # no GPU here: the flush is recorded, not run
+    timer.flush = lambda: events.append("flush")
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: syncs.append(len(events)))
+
+    def call():
+        events.append("call")
+        time.sleep(0.002)
+    samples = timer.sample(call, 4, "host")
+    assert events == ["flush", "call"] * 4 and syncs == [8]
+    assert len(samples) == 4 and all(1.9 <= s < 50 for s in samples)    # ms, about the 2 ms sleep
+    with pytest.raises(ValueError, match="unknown timing mode"):
+        timer.sample(call, 1, "wall")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, bootstrap_geomean, counts,
+from rooflab.report.analysis import (E2E_GRAPH_TIMING, HOST_TIMING, KERNEL_TIMING, PLAIN_TIMING, bootstrap_geomean, counts,
                                      is_peer, is_seed)
 from rooflab.report.derive import select
 from rooflab.report.fmt import DASH, DTYPE_SHORT, dt, listing, megabytes, num, pct, ratio, span
@@ -102,10 +102,23 @@ def softmax(cmp: pd.DataFrame, frame: pd.DataFrame, threshold: float, ceilings: 
         out["launch"] = dict(tally(kernel), plain_us=num(both["median_ms"].median() * 1e3),
                              kernel_us=num(both["median_ms_kernel"].median() * 1e3),
                              launch_us=num(ceilings.get("launch_us")))
+    out["host"] = host_cost(frame)
     seeds = select(cmp, "softmax", "seed")
     out["vs_seeds"] = tally(seeds[seeds["bytes"] >= threshold])
     out["vs_seeds_kernel"] = tally(seeds[(seeds["bytes"] < threshold) & (seeds["timing"] == KERNEL_TIMING)])
     return out
+
+
+def host_cost(frame: pd.DataFrame) -> dict | None:
+    """A repeat call's own host time (timing `host`, the wrapper's checks and launch) of ours and each
+    peer: the median over the cases where it was measured (those also timed kernel-only)."""
+    rows = frame[(frame["timing"] == HOST_TIMING) & (frame["status"] == "ok") & frame["median_ms"].notna()]
+    rows = rows[rows["impl"].map(lambda i: i == "ours" or is_peer(i)).astype(bool)]
+    if rows.empty or "ours" not in set(rows["impl"]):
+        return None
+    per = rows.groupby("impl")["median_ms"].median() * 1e3
+    return {"n": int((rows["impl"] == "ours").sum()), "ours": num(per["ours"]),
+            "peers": [{"impl": impl, "us": num(per[impl])} for impl in sorted(per.index) if impl != "ours"]}
 
 
 # ---------------------------------------------------------------- attention
@@ -188,6 +201,7 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
         out["split"] = dict(split, low=split["worst"]["ratio"], low_shape=split["worst"]["shape"],
                             high=split["best"]["ratio"], high_shape=split["best"]["shape"])
     out["vs_seeds"] = tally(select(cmp, "decode", "seed"))
+    out["host"] = host_cost(frame)
     return out
 
 

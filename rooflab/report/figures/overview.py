@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rooflab import datasheet
-from rooflab.report.analysis import KERNEL_TIMING, PLAIN_TIMING
+from rooflab.report.analysis import HOST_TIMING, KERNEL_TIMING, PLAIN_TIMING
 from rooflab.report.derive import select
 from rooflab.report.figures.inputs import FigureData
 from rooflab.report.figures.style import (DTYPE_SHORT, bytes_axis, color, legend_below, ok, panels, plain_log, top)
@@ -77,6 +77,11 @@ def launch_bound(fig, data: FigureData):
                        edgecolors=color(impl), label=f"{label(impl)}, plain call (events)")
             ax.scatter(both["bytes_e"], both["median_ms_g"] * 1e3, marker="s", s=18, color=color(impl),
                        label=f"{label(impl)}, kernel alone (CUPTI)")
+            host = e.merge(ok(frame[(frame["timing"] == HOST_TIMING) & (frame["impl"] == impl)]), on=keys,
+                           suffixes=("_e", "_h"))
+            if not host.empty:
+                ax.scatter(host["bytes_e"], host["median_ms_h"] * 1e3, marker="x", s=20, color=color(impl),
+                           label=f"{label(impl)}, host time of the call")
         for name, style, what in (("launch_us", "-", "launch floor"), ("launch_graph_us", "--", "launch floor in a graph")):
             if data.ceiling(name):
                 ax.axhline(data.ceiling(name), color="gray", ls=style, lw=0.9, label=f"{what} ({data.ceiling(name):.2g} us)")

@@ -218,9 +218,15 @@ def test_host_cost_medians_of_ours_and_each_peer_and_the_sentence():
     assert h == {"n": 3, "ours": "20", "peers": [{"impl": "liger", "us": "40"}, {"impl": "torch", "us": "7.5"}]}
     assert headline.host_cost(frame[frame["impl"] != "ours"]) is None
     from rooflab.report import render
-    text = render.environment("markdown").from_string(
-        '<% import "headline.j2" as hl %><< hl.host({"host": h}) >>').render(h=h)
+    env = render.environment("markdown")
+    text = env.from_string('<% import "headline.j2" as hl %><< raw(hl.host({"host": h})) >>').render(h=h)
+    assert text.startswith("A repeat call's own host time (timing `host`: the wrapper's checks and launch, at the 3")
     assert "has a median of 20 us for ours, against 40 us for liger, 7.5 us for torch." in text
+    decode = {"vs_cudnn": {"n": 1, "outcomes": "1 win", "gm": "1x", "gm_interval": "",
+                            "worst": {"ratio": "1x", "interval": "", "shape": "B=1", "dtype": "fp16", "outcome": "win"}},
+              "anchor": [], "large": None, "split": None, "host": h}
+    body = env.from_string('<% import "headline.j2" as hl %><< raw(hl.decode(h)|trim) >>').render(h=decode)
+    assert "\n\n" not in body and body.endswith("7.5 us for torch.")      # one paragraph, the sentence last
 
 
 def test_launch_bound_figure_marks_each_calls_host_time(agg):

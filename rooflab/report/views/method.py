@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from rooflab.report.analysis import HOST_TIMING
 from rooflab.report.fmt import dt, num, sci
 
 
@@ -40,7 +41,9 @@ def harness(env: dict, rows: pd.DataFrame | None = None, config: dict | None = N
             values[key] = ok[col].min()
     return {"min_reps": num(values["min_reps"]), "min_trials": num(values["trials"]),
             "flush_mib": num(values["flush_mib"]), "cupti_mb": num(float(values["kernel_below_bytes"]) / 1e6),
-            "cupti_us": num(float(values["kernel_below_ms"]) * 1e3)}
+            "cupti_us": num(float(values["kernel_below_ms"]) * 1e3),
+            # whether the run also timed those calls on the host (`host` rows, the wrapper's own cost)
+            "host_rows": bool(rows is not None and "timing" in rows and (rows["timing"] == HOST_TIMING).any())}
 
 
 def tolerances(verify: pd.DataFrame | None) -> list[dict]:

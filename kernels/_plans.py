@@ -28,6 +28,11 @@ def remember(plans: dict, key, plan) -> None:
     plans[key] = plan
 
 
+def layout(t) -> tuple:
+    """What a launch specialises on for tensor t: shape, strides, dtype, device, data pointer % ALIGN."""
+    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % ALIGN
+
+
 def aligned(*tensors) -> bool:
     """True when every tensor's data pointer is a multiple of ALIGN bytes."""
     for t in tensors:

@@ -74,7 +74,7 @@ import triton.language as tl
 
 from kernels._checks import check_no_grad, check_same_device, check_tensor, interpreting
 from kernels._device import cdiv
-from kernels._plans import ALIGN, Launch, aligned, remember
+from kernels._plans import ALIGN, Launch, aligned, layout, remember
 
 DTYPES = (torch.float16, torch.bfloat16)
 MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 256
@@ -429,17 +429,12 @@ class _Plan:
         return (cdiv(self.seqlen_q, block_m), self.programs)
 
 
-def _layout(t: torch.Tensor) -> tuple:
-    """What a launch specialises on for tensor t (see kernels._plans)."""
-    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % ALIGN
-
-
 def _lookup(q, k, v, causal, sm_scale):
     """(key, plan) of a call: key None when the arguments cannot form one (they are not
     tensors, or are unhashable; the checks refuse them), plan None when the call needs the
     checks (first call with this key, or inputs requiring grad with grad mode on)."""
     try:
-        key = (_layout(q), _layout(k), _layout(v), causal, type(causal), sm_scale, type(sm_scale))
+        key = (layout(q), layout(k), layout(v), causal, type(causal), sm_scale, type(sm_scale))
         plan = _PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):
         return None, None

@@ -75,7 +75,7 @@ import triton.language as tl
 
 from kernels._checks import check_no_grad, check_same_device, check_tensor, interpreting
 from kernels._device import cdiv, pow2, sm_count
-from kernels._plans import ALIGN, Launch, aligned, current_stream, remember
+from kernels._plans import Launch, aligned, current_stream, layout, remember
 
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
@@ -416,11 +416,6 @@ class _DecodePlan:
         self.options, self.fast = options or {}, None
 
 
-def _layout(t: torch.Tensor) -> tuple:
-    """What a launch specialises on for tensor t (see kernels._plans)."""
-    return t.shape, t.stride(), t.dtype, t.device, t.data_ptr() % ALIGN
-
-
 def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages):
     """Validate a call and choose its launch (splits, tiles, warps): a _DecodePlan."""
     _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table)
@@ -469,9 +464,9 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
     are not part of the key).
     """
     try:
-        key = (_layout(q), _layout(k_cache), _layout(v_cache),
-               None if seqlens is None else _layout(seqlens),
-               None if block_table is None else _layout(block_table),
+        key = (layout(q), layout(k_cache), layout(v_cache),
+               None if seqlens is None else layout(seqlens),
+               None if block_table is None else layout(block_table),
                sm_scale, type(sm_scale), num_splits, type(num_splits), block_n, num_warps, num_stages)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):   # not tensors, unhashable options: checked below

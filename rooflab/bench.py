@@ -28,9 +28,7 @@ from typing import Iterable
 import torch
 
 from rooflab.qa import REMEASURED
-from rooflab.schema import SHAPE_COLUMNS, columns
-
-HOST_TIMING = "host"   # rooflab.timing: the call's host time
+from rooflab.schema import HOST_TIMING, SHAPE_COLUMNS, columns
 from rooflab.timing import Timing, calls_per_trial, summarize
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

@@ -21,10 +21,9 @@ import math
 import numpy as np
 import pandas as pd
 
-from rooflab.schema import SHAPE_COLUMNS
+from rooflab.schema import HOST_TIMING, SHAPE_COLUMNS
 
 KERNEL_TIMINGS = ("cupti", "cudagraph")   # timings without host time in them
-HOST_TIMING = "host"                       # a call's host time: not compared
 VERDICTS = ("reproduced", "faster", "slower", "new", "missing")
 KEYS = ("study", "impl", "dtype", "timing")
 # Every shape column of every study, each once, in schema order.

@@ -31,6 +31,7 @@ PUBLISHED_OPTIONAL = ("ci_low_ms", "ci_high_ms", "trials", "bytes", "flops", "ce
 # wall-clock time per call, the GPU kept busy (`host`: the wrapper's checks and launch, beside the
 # `cupti` rows of small cases; no throughput is derived from it).
 TIMINGS = ("events", "cupti", "cudagraph", "host")
+HOST_TIMING = "host"
 SHAPE_COLUMNS = {
     "softmax": ("rows", "cols"),
     "attention": ("batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"),

@@ -23,7 +23,6 @@ from rooflab.schema import SHAPE_COLUMNS
 PLAIN_TIMING = "events"
 KERNEL_TIMING = "cupti"
 E2E_GRAPH_TIMING = "cudagraph"
-HOST_TIMING = "host"        # a call's own host time (the wrapper's overhead), beside the CUPTI rows
 METRIC = {"softmax": "tbps", "attention": "tflops", "decode": "tbps", "e2e": None}
 UNIT = {"tbps": "TB/s", "tflops": "TFLOP/s", "median_ms": "ms"}
 WIN, TIE, LOSS = "win", "tie", "loss"

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rooflab.report.analysis import (E2E_GRAPH_TIMING, HOST_TIMING, KERNEL_TIMING, PLAIN_TIMING, bootstrap_geomean, counts,
+from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, bootstrap_geomean, counts,
                                      is_peer, is_seed)
 from rooflab.report.derive import select
 from rooflab.report.fmt import DASH, DTYPE_SHORT, dt, listing, megabytes, num, pct, ratio, span
+from rooflab.schema import HOST_TIMING
 
 LARGE_SOFTMAX_BYTES = 128e6     # large enough that every peer streams at its sustained rate
 LARGE_DECODE_BYTES = 256e6      # a KV read this large dwarfs the 60 MB L2 and any launch cost

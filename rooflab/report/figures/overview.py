@@ -5,12 +5,12 @@ from __future__ import annotations
 import pandas as pd
 
 from rooflab import datasheet
-from rooflab.report.analysis import HOST_TIMING, KERNEL_TIMING, PLAIN_TIMING
+from rooflab.report.analysis import KERNEL_TIMING, PLAIN_TIMING
 from rooflab.report.derive import select
 from rooflab.report.figures.inputs import FigureData
 from rooflab.report.figures.style import (DTYPE_SHORT, bytes_axis, color, legend_below, ok, panels, plain_log, top)
 from rooflab.report.fmt import label
-from rooflab.schema import SHAPE_COLUMNS
+from rooflab.schema import HOST_TIMING, SHAPE_COLUMNS
 
 def roofline(fig, data: FigureData):
     """One panel per dtype: every implementation's attention and decode rows (plain calls) at their FLOP/byte,

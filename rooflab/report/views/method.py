@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from rooflab.report.analysis import HOST_TIMING
 from rooflab.report.fmt import dt, num, sci
+from rooflab.schema import HOST_TIMING
 
 
 L2_FLUSH_BYTES = 256 * 2**20   # the harness writes a buffer of this size before every timed call

@@ -30,13 +30,17 @@ last dimension is contiguous):
             another, the phases are two launches.
 
 Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the
-strategies' measured bandwidth on an H200 (best strategy per shape, TB/s):
+strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kernel time):
 
-    cols <= 512                                     -> rows    (65536x128 fp16: rows 2.39)
+    cols <= 512, or fp16/bf16 with cols <= 1024     -> rows    (65536x128 fp16: rows 2.39;
+      and rows >= 64 * SMs                                      32768x1000 and 16384x1024 fp16/bf16:
+                                                                rows 10-12% ahead of row)
     fp32, 1000 <= cols <= 4096, rows >= 2 * SMs     -> looped  (fp32 8192x4096: looped 3.89, row 3.51;
                                                                 32768x4096: 4.23 vs 3.79; 32768x1000:
-                                                                3.92 vs 3.70; not at 4097: 2.08 vs 2.89)
+                                                                3.92 vs 3.70)
     cols <= 16384 and rows >= 2 * SMs               -> row     (8192x4096 fp16: row 3.37, split 1.58)
+      ... unless cols fill under 3/4 of the            looped  (16384x4097, 1024-column tiles: fp16 1.93
+      power-of-two row block                                    vs row 1.46-1.60; fp32 3.21 vs 2.55)
     cols > 16384 and rows >= 4 * SMs                -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
                                                                 split 2.27; 1024x131072 bf16: looped
                                                                 2.55, split 2.24)
@@ -45,9 +49,16 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s):
 
 Launch table (`config`): register-resident tiles hold 16 elements a thread, the setting of the
 fastest measured peer at each anchor shape on the H200 (4 warps at 1024-2048 columns, 8 at 4096,
-32 at 32768); split's segments are four tiles of 4096 columns (8 warps), the best of the
-split variants timed on the H200 at 262144 to 4194304 columns. The thresholds and the table are first settings, to be checked
-against the study's ours_<strategy> rows, which time every strategy at every shape.
+32 at 32768). Looped tiles of 8192 columns give each thread 64 bytes of input a tile (8 warps in
+fp16/bf16, 16 in fp32; 4096x32768 fp16: 3.60 TB/s with 8 warps, 3.28 with 16). Split's tiles
+hold 16 KB of input (4096 fp32 columns, 8192 fp16/bf16) on 8 warps and its segments four tiles
+(64 KB): at 16x4194304 to 1024x131072 fp16 that gave 2.41-2.75 TB/s against 1.96-2.57 with the
+4096-column tiles fp32 uses. Of the others timed (tiles of 4096-16384 columns, 8-32 warps,
+segments of 1, 2 and 4 tiles), fp32 8192-column tiles in segments of two were 4-13% ahead at
+four of those five shapes and 16% behind at 16x4194304, so both dtypes keep 16 KB tiles.
+One-tile segments held in registers across the wait (the fused launch in rounds) ran at
+0.6-2.5 TB/s there, below the L2 re-read. The thresholds and the table are first settings, to
+be checked against the study's ours_<strategy> rows, which time every strategy at every shape.
 """
 from __future__ import annotations
 
@@ -67,16 +78,23 @@ from kernels._plans import ALIGN, Launch, aligned, remember
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
-# ---- defaults (see the module docstring: first settings, not yet timed for these kernels) ----
+# ---- defaults (see the module docstring: each setting names the H200 measurement behind it) ----
 ROWS_MAX_COLS = 512          # rows per program up to here ...
-ROW_MAX_COLS = 16384         # ... one row per program up to here ...
+ROWS_MAX_COLS_16BIT = 1024   # ... and up to here for fp16/bf16 rows when there are many rows:
+ROWS_MIN_ROWS_PER_SM = 64    # at least this many per SM
+ROW_MAX_COLS = 16384         # one row per program up to here ...
 ROW_MIN_ROWS_PER_SM = 2      # ... when there are at least this many rows per SM; else split
+ROW_MIN_FILL = 0.75          # ... and cols fill at least this share of the power-of-two block;
+                             # emptier blocks go to looped in LOOPED_SHORT_BLOCK tiles
+LOOPED_SHORT_BLOCK = 1024    # looped tile for rows that would waste a quarter of a row block
 LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows per SM, else split
 LOOPED_FP32_COLS = (1000, 4096)  # fp32 rows of this length: looped beat row in the H200 sweep
+LOOPED_THREAD_BYTES = 64     # looped: input bytes each thread loads per tile (sets the warps)
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
-SPLIT_BLOCK = 4096           # split: columns per segment tile ...
+SPLIT_TILE_BYTES = 16384     # split: bytes of input per segment tile (4096 fp32, 8192 fp16/bf16) ...
 SPLIT_MAX_PER_SM = 4         # split: resident programs per SM used at most
-SPLIT_SEG_TILES = 4          # split: tiles per segment on a GPU
+SPLIT_SEG_TILES = 4          # split: tiles per segment on a GPU (64 KB of input)
+SPLIT_WARPS = 8              # split: warps of a full tile
 VECTOR_BYTES = 16            # widest global access (ld.global.v4.b32)
 PARTIALS_BLOCK = 128         # partials combined this many at a time by split's phase 2
 
@@ -338,20 +356,25 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
 
     Register-resident tiles give each thread ELEMS_PER_THREAD elements, the setting of the best
     peer measurement at every anchor shape (row/program with 4 warps at 1024-2048 columns, 8 at
-    4096, 32 at 32768). `rows` (with `sms`) only narrows split's segments when there are too few
-    rows for two programs per SM.
+    4096, 32 at 32768); looped and split tiles are sized in bytes (module docstring). The table
+    depends on `cols` and `dtype` only; `rows` and `sms` are taken so that callers can pass the
+    whole problem.
     """
     block = pow2(cols)
+    elem = torch.tensor([], dtype=dtype).element_size()
     if strategy == "rows":
         rows_per_tile = _clamp(ELEMS_PER_THREAD * 32 * 4 // block, 1, 128)
         return Config(block=block, num_warps=4, rows=rows_per_tile)
     if strategy == "row":
         return Config(block=block, num_warps=_clamp(block // (32 * ELEMS_PER_THREAD), 4, 32))
     if strategy == "looped":
-        return Config(block=min(block, 8192), num_warps=_clamp(min(block, 8192) // 512, 4, 16))
+        if cols <= ROW_MAX_COLS and cols < ROW_MIN_FILL * block:
+            return Config(block=LOOPED_SHORT_BLOCK, num_warps=4)
+        tile = min(block, 8192)
+        return Config(block=tile, num_warps=_clamp(tile * elem // (32 * LOOPED_THREAD_BYTES), 4, 16))
     if strategy == "split":
-        tile = min(block, SPLIT_BLOCK)
-        return Config(block=tile, num_warps=_clamp(tile // (32 * ELEMS_PER_THREAD), 4, 16),
+        tile = min(block, SPLIT_TILE_BYTES // elem)
+        return Config(block=tile, num_warps=_clamp(tile // (32 * ELEMS_PER_THREAD), 4, SPLIT_WARPS),
                       seg_tiles=SPLIT_SEG_TILES)
     raise ValueError(f"unknown strategy {strategy!r}; expected one of {tuple(STRATEGIES)}")
 
@@ -587,13 +610,14 @@ STRATEGIES: dict[str, Strategy] = {
 
 def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
     """The dispatch rule (see the module docstring)."""
-    if cols <= ROWS_MAX_COLS:
+    if cols <= ROWS_MAX_COLS or (dtype != torch.float32 and cols <= ROWS_MAX_COLS_16BIT
+                                 and rows >= ROWS_MIN_ROWS_PER_SM * sms):
         return "rows"
     if dtype == torch.float32 and LOOPED_FP32_COLS[0] <= cols <= LOOPED_FP32_COLS[1] \
             and rows >= ROW_MIN_ROWS_PER_SM * sms:
         return "looped"
     if cols <= ROW_MAX_COLS and rows >= ROW_MIN_ROWS_PER_SM * sms:
-        return "row"
+        return "row" if cols >= ROW_MIN_FILL * pow2(cols) else "looped"
     if cols > ROW_MAX_COLS and rows >= LOOPED_MIN_ROWS_PER_SM * sms:
         return "looped"
     return "split"

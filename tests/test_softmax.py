@@ -90,9 +90,18 @@ def test_launch_configs(name, cfg, rows, cols):
     check(run_poisoned(name, x, cfg), x)
 
 
-def test_split_segments_are_four_tiles_of_at_most_split_block():
-    cfg = config("split", 1 << 20, torch.float32, rows=64, sms=132)
-    assert (cfg.block, cfg.seg_tiles) == (sm.SPLIT_BLOCK, sm.SPLIT_SEG_TILES)
+def test_split_tiles_hold_the_same_bytes_in_every_dtype():
+    for dtype, block in [(torch.float32, 4096), (torch.float16, 8192), (torch.bfloat16, 8192)]:
+        cfg = config("split", 1 << 20, dtype, rows=64, sms=132)
+        assert (cfg.block, cfg.num_warps, cfg.seg_tiles) == (block, sm.SPLIT_WARPS, sm.SPLIT_SEG_TILES)
+        assert cfg.block * torch.tensor([], dtype=dtype).element_size() == sm.SPLIT_TILE_BYTES
+
+
+def test_looped_tiles():
+    assert config("looped", 4097, torch.float16) == Config(block=sm.LOOPED_SHORT_BLOCK, num_warps=4)
+    assert config("looped", 32768, torch.float16) == Config(block=8192, num_warps=8)    # 64 B a thread
+    assert config("looped", 32768, torch.float32) == Config(block=8192, num_warps=16)
+    assert config("looped", 4096, torch.float32) == Config(block=4096, num_warps=8)
     assert config("split", 1000, torch.float16, rows=3, sms=132).block == 1024     # short rows: one tile
 
 
@@ -132,10 +141,14 @@ def test_dispatch_rule():
     sms = 132
     assert choose(65536, 128, torch.float16, sms) == "rows"
     assert choose(16384, 512, torch.float32, sms) == "rows"
-    assert choose(16384, 1024, torch.float16, sms) == "row"
+    assert choose(16384, 1024, torch.float16, sms) == "rows"        # 16-bit, >= 64 rows an SM
+    assert choose(16384, 1024, torch.float32, sms) == "looped"
+    assert choose(1000, 1024, torch.bfloat16, sms) == "row"         # 16-bit, fewer rows
     assert choose(8192, 4096, torch.float16, sms) == "row"
     assert choose(8192, 4096, torch.float32, sms) == "looped"      # fp32 rows of 1000-4096 columns
-    assert choose(16384, 4097, torch.float32, sms) == "row"
+    assert choose(16384, 4097, torch.float16, sms) == "looped"      # half the row block empty
+    assert choose(16384, 4097, torch.float32, sms) == "looped"
+    assert choose(16384, 6144, torch.float16, sms) == "row"         # three quarters full
     assert choose(4096, 16384, torch.float32, sms) == "row"
     assert choose(4096, 32768, torch.bfloat16, sms) == "looped"
     assert choose(64, 4096, torch.float16, sms) == "split"          # too few rows to fill the GPU

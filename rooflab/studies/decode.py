@@ -97,7 +97,8 @@ def strategy(shape: dict, dtype: str, inputs: dict) -> str:
     from kernels.flash_decoding import choose_splits, launch_config
     k = inputs["k_cache"]
     block_n, _, _ = launch_config(shape["head_dim"], k.element_size())
-    splits, _ = choose_splits(shape["batch"], shape["heads_kv"], shape["cache_len"], block_n, sm_count(k.device))
+    splits, _ = choose_splits(shape["batch"], shape["heads_kv"], shape["cache_len"], block_n, sm_count(k.device),
+                              lengths=inputs["ragged"])      # ours passes seqlens exactly when ragged
     return "nosplit" if splits == 1 else f"split{splits}"
 
 

@@ -18,6 +18,8 @@ expected = snakemake.config["device"]
 if expected != "auto" and expected != record["gpu"]:
     raise RuntimeError(f"config device {expected!r} but this node has {record['gpu']!r}")
 record["clocks_before"] = clock_state()
-record["measuring_code"] = measuring_code.from_tree(Path(snakemake.scriptdir).parents[1])   # which code measures (rooflab.measuring_code)
+# which code measures (rooflab.measuring_code); scriptdir may read workflow/rules/../scripts, so resolve
+# the ".." before taking the checkout two levels up
+record["measuring_code"] = measuring_code.from_tree(Path(snakemake.scriptdir).resolve().parents[1])
 write_json(snakemake.output.json, record)
 print(f"recorded {record['gpu']} ({record['slug']}), driver {record['driver']}, torch {record['torch']}")

@@ -40,7 +40,7 @@ Kernel design
 - On a GPU the block shape, warps and pipeline depth are autotuned per (Nq bucket, Nk bucket,
   D, causal, dtype, load path) over a short list (CONFIGS); buckets are powers of two capped at
   BUCKET_CAP. The configs of a new key are compiled in parallel threads before autotuning times
-  them. The interpreter uses one small config.
+  them, each in a short burst of calls (`_tune_bench`). The interpreter uses one small config.
 - A warp-specialized variant (WARP_SPEC: a producer warpgroup issues the TMA loads, two consumer
   warpgroups do the math) runs all key blocks through one masked loop, the form Triton's Hopper
   warp specialization accepts; its configs (WARP_SPEC_CONFIGS) are not in the autotuning space
@@ -313,10 +313,29 @@ def _prune(configs, named_args, **kwargs):
     return kept or [_config(64, 32, 4, 2)]
 
 
+# Autotuning's timing of each config: a few warm-up calls, then about TUNE_REP_MS of calls with
+# the L2 cleared before each, short bursts like the ones rooflab's harness times a case in (21
+# calls a trial). With Triton's defaults (25 ms of warm-up calls, then 100 ms) two configs that
+# differ by 10% in those bursts tie, and the pick flipped between runs: H200, B=4 H=32 N=4096
+# D=128 causal, fp16/bf16: 64x64 w4 s3 1.20/1.19 ms and 128x128 w8 s3 1.32/1.31 ms in the
+# harness's bursts (3 shuffled trials of 21 calls); 1.34-1.36/1.28-1.31 and 1.31-1.39/1.31-1.32
+# in three rounds of do_bench's defaults, where four fresh autotunings picked 128x128 in three
+# of four (fp16) and one of four (bf16). Timed in these bursts, twelve fresh autotunings (six a
+# dtype, half of them after 3 s of GPU idle) all picked 64x64 w4 s3, 1.19-1.22 ms against
+# 1.30-1.47 for 128x128 w8 s3.
+TUNE_WARMUP_MS = 5
+TUNE_REP_MS = 20
+
+
+def _tune_bench(kernel_call, quantiles):
+    return triton.testing.do_bench(kernel_call, warmup=TUNE_WARMUP_MS, rep=TUNE_REP_MS, quantiles=quantiles)
+
+
 _attn_fwd_tuned = triton.autotune(
     configs=CONFIGS,
     key=["NQ_BUCKET", "NK_BUCKET", "HEAD_DIM", "CAUSAL", "USE_TMA"],  # + the tensors' dtypes
     prune_configs_by={"early_config_prune": _prune},
+    do_bench=_tune_bench,
 )(triton.heuristics({"EVEN_K": lambda args: args["N_K"] % args["BLOCK_N"] == 0})(_attn_fwd))
 
 

@@ -3,7 +3,8 @@
 Reads a results directory (`results/<gpu>/` or `data/results/<gpu>/`): Snakemake's `benchmark:`
 files (`benchmarks/<job>.tsv`, the wall clock of each GPU job) and each sweep job's environment
 record (`<study>/<dtype>.env.json`), whose `cases` hold the seconds spent per case on inputs and
-float64 references, on each implementation's first call (compilation and autotuning), on the
+float64 references, on each implementation's first call (compilation and autotuning; with the
+compiling done ahead in parallel processes, `precompile_s`, counted here too), on the
 warm-up calls that size the trials, and on the timed trials. What is left of a job's wall clock
 is process start-up (interpreter, imports, CUDA context), the GPU warm-up and the CSV writing.
 
@@ -36,7 +37,9 @@ def job_seconds(results: Path) -> dict[str, float]:
 def phases(env: dict) -> dict[str, float]:
     """Seconds per phase of one sweep job, summed over its cases (see the module docstring)."""
     out = dict.fromkeys(PHASES[:-1], 0.0)
-    out["start_up"] = env.get("process_age_s") or 0.0
+    compiled_ahead = env.get("precompile_s") or 0.0          # rooflab.precompile, before the job's record
+    out["start_up"] = max((env.get("process_age_s") or 0.0) - compiled_ahead, 0.0)
+    out["first_calls"] = compiled_ahead
     out["gpu_warm_up"] = (env.get("warm_up") or {}).get("seconds") or 0.0
     for case in env.get("cases", []):
         seconds = case.get("seconds") or {}

@@ -33,3 +33,17 @@ def test_sweep_job_splits_into_phases(tmp_path):
 
 def test_no_benchmarks_no_rows(tmp_path):
     assert breakdown(tmp_path) == []
+
+
+def test_compiling_ahead_counts_as_first_calls_not_start_up(tmp_path):
+    """rooflab.precompile runs before the job's record: its seconds leave start-up for first calls."""
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "softmax").mkdir()
+    _bench(tmp_path / "benchmarks" / "sweep_softmax_float32.tsv", 60.0)
+    env = {"process_age_s": 20.0, "precompile_s": 14.0, "warm_up": {"seconds": 1.0},
+           "cases": [{"seconds": {"inputs_reference": 1.0, "first_calls": {"torch_compile": 0.5}, "warm_up": 0.5,
+                                  "timing": 10.0}}]}
+    (tmp_path / "softmax" / "float32.env.json").write_text(json.dumps(env))
+    (sweep,) = breakdown(tmp_path)
+    assert (sweep["start_up"], sweep["first_calls"]) == (6.0, 14.5)
+    assert sweep["other"] == 60.0 - (6.0 + 1.0 + 1.0 + 14.5 + 0.5 + 10.0)

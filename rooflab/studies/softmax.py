@@ -88,6 +88,16 @@ def _torch_compile(inputs):
     return lambda: fn(x)
 
 
+PRECOMPILED_IMPL = "torch_compile"   # its graphs are compiled before the sweep (rooflab.precompile)
+
+
+def compile_case(shape: dict, dtype_name: str, device: str) -> None:
+    """Compile torch_compile's graph for one case, with inputs made as the sweep makes them."""
+    _torch_compile(make_inputs(shape, getattr(torch, dtype_name), device))()
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
 def _liger(inputs):
     try:
         from liger_kernel.ops.softmax import LigerSoftmaxFunction

@@ -1,7 +1,7 @@
 """Rule sweep: one study at one dtype over the profile's grid -> CSV rows (see rooflab.bench), and
 the job's own environment record (GPU, clocks and throttle reasons at its start and end and around
 every case, other processes on the GPU, host load)."""
-from rooflab import studies
+from rooflab import precompile, studies
 from rooflab.bench import BenchConfig, Sweep, run_sweep
 from rooflab.gpus import read_ceilings, write_json
 from rooflab.gpuslots import claim_for_job, own_ceilings
@@ -14,7 +14,10 @@ SLOT = claim_for_job(snakemake.resources)   # this job's own GPU and cores on a 
 study = studies.load(snakemake.wildcards.study)
 cfg = snakemake.params.study
 shapes = within_budget(study, study.shapes(expand(snakemake.params.grid)), snakemake.wildcards.dtype, cfg)
+# torch.compile's graphs, compiled in parallel processes before the GPU is warmed up (rooflab/precompile.py)
+precompile_s = precompile.warm(study.STUDY, shapes, [snakemake.wildcards.dtype], list(cfg["impls"]))
 monitor, record = start_job()
+record["precompile_s"] = round(precompile_s, 3)
 print(f"GPU warmed up in {record['warm_up']['seconds']} s: SM clock {record['warm_up']['sm_mhz_readings']} MHz")
 sweep = Sweep(
     study=study,

@@ -8,7 +8,10 @@ the Triton kernels under TORCHINDUCTOR_CACHE_DIR, shared by the processes of one
 sweep's own first call at a shape then traces the function and loads its compiled graph from
 there. The graph and the code it runs are the same; only when the compiling happens moves, and
 it ends before the job warms the GPU up and times anything. A case a worker fails to compile is
-left to the sweep's first call, which records the failure as its row.
+left to the sweep's first call, which records the failure as its row. Measured on an H200 host
+(16 cores), the full grid's 30 fp16 graphs: 24.1 s in 8 workers (each pays its own imports, CUDA
+context and Inductor start-up), then 5.6 s of first calls in the sweep's process, all 30 FX-graph
+cache hits; the committed run's fp16 sweep spent 42.6 s compiling them in its first calls.
 
 A study takes part by defining `PRECOMPILED_IMPL` (the implementation whose graphs these are)
 and `compile_case(shape, dtype_name, device)`, which builds the case's inputs exactly as the

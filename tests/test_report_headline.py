@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from rooflab.report import context, derive, figures, headline, load
+from rooflab.report import context, derive, figures, fmt, headline, load
 from rooflab.report.analysis import geomean, is_peer, is_seed, judged
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -244,3 +244,28 @@ def test_launch_bound_figure_marks_each_calls_host_time(agg):
     finally:
         plt.close(fig)
     assert derive.derive(more)["comparisons"].equals(derive.derive(agg)["comparisons"])
+
+
+def test_strategies_are_drawn_when_every_case_is_judged_on_kernel_time(tmp_path):
+    """A run that times every softmax case kernel-only (CUPTI) still draws the forced strategies, at fixed sizes."""
+    import shutil
+    run = tmp_path / GPU
+    shutil.copytree(FIXTURES / "results" / GPU, run)
+    frame = pd.read_csv(run / "softmax.csv")
+    kernel = frame[frame["timing"] == "events"].assign(timing="cupti")
+    frame = pd.concat([frame[frame["timing"] != "cupti"], kernel], ignore_index=True)
+    frame.to_csv(run / "softmax.csv", index=False)
+    fig = _drawn(load.collect([run]), "softmax_strategies")
+    try:
+        drawn = {line.get_label() for ax in fig.axes for line in ax.get_lines()}
+        assert {fmt.label("ours_looped"), fmt.label("ours_rows"), fmt.label("ours")} <= drawn
+        assert all("MB read + written" in ax.get_title() for ax in fig.axes if ax.get_visible())
+    finally:
+        plt.close(fig)
+
+
+def test_forced_strategies_keep_one_colour_across_panels():
+    from rooflab.report.figures.style import color
+    names = ["ours", "ours_rows", "ours_row", "ours_looped", "ours_split"]
+    assert len({color(n, i) for i, n in enumerate(names)}) == len(names)
+    assert all(color(n, 0) == color(n, 5) for n in names)      # not taken from the panel's own order

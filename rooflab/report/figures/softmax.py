@@ -4,12 +4,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rooflab.report.analysis import KERNEL_TIMING, LAUNCH_BOUND_BYTES, PLAIN_TIMING, is_ours
+from rooflab.report.analysis import LAUNCH_BOUND_BYTES, is_ours
 from rooflab.report.figures.inputs import FigureData
 from rooflab.report.figures.style import (DTYPE_SHORT, EXTRA_COLORS, bytes_axis, ceiling_lines, impl_lines,
-                                          largest_rows, legend_below, mark_failed, ok, panels, pow2_axis,
-                                          shade_columns, shade_launch_bound, tally, tie_band, top)
-from rooflab.report.fmt import label
+                                          legend_below, mark_failed, ok, panels, pow2_axis, shade_launch_bound,
+                                          tally, tie_band, top)
 
 SIZE_PANELS = 3          # byte sizes drawn, each a panel: those with the most row lengths measured
 
@@ -26,11 +25,11 @@ def _sizes(frame: pd.DataFrame) -> list[int]:
     return sorted(lengths.sort_values(ascending=False, kind="stable").index[:SIZE_PANELS], reverse=True)
 
 
-def bandwidth(fig, data: FigureData):
-    frame = data.cases("softmax")
-    frame = frame[~frame["impl"].str.startswith("ours_")]
+def _fixed_size_panels(fig, data: FigureData, frame: pd.DataFrame, what: str, title: str):
+    """Bandwidth against row length, one panel per fixed size (`_sizes`), fp16 where measured, one line
+    per implementation of `frame` and the copy ceiling; a reason string when there is nothing to draw."""
     if ok(frame).empty:
-        return "no correct softmax rows"
+        return f"no correct rows of {what}"
     dtype = "float16" if "float16" in set(frame["dtype"]) else sorted(set(frame["dtype"]))[0]
     frame = frame[frame["dtype"] == dtype]
     sizes = _sizes(frame)
@@ -49,9 +48,15 @@ def bandwidth(fig, data: FigureData):
         ax.set_title(f"about {2 ** size / 1e6:.3g} MB read + written per call", fontsize=9)
         ax.set_xlabel("row length (columns); rows = size / row length")
         ax.set_ylabel("TB/s (bars: 95% CI of the median)")
-    fig.suptitle(f"softmax bandwidth at a fixed size, {DTYPE_SHORT.get(dtype, dtype)}, {data.label}", fontsize=10)
+    fig.suptitle(f"{title}, {DTYPE_SHORT.get(dtype, dtype)}, {data.label}", fontsize=10)
     legend_below(fig, axes, ncol=4)
     return None
+
+
+def bandwidth(fig, data: FigureData):
+    frame = data.cases("softmax")
+    return _fixed_size_panels(fig, data, frame[~frame["impl"].str.startswith("ours_")], "softmax",
+                              "softmax bandwidth at a fixed size")
 
 
 def _clipped(ax, table: pd.DataFrame, low: float, high: float, **style) -> None:
@@ -99,30 +104,7 @@ def speedup(fig, data: FigureData):
 def strategies(fig, data: FigureData):
     frame = data.cases("softmax")
     frame = frame[frame["impl"].map(is_ours).astype(bool)]
-    if ok(frame[(frame["impl"] != "ours") & (frame["timing"] == PLAIN_TIMING)]).empty:
+    if ok(frame[frame["impl"] != "ours"]).empty:
         return "no correct rows of the forced softmax strategies (impl ours_<strategy>)"
-    dtypes = [d for d in DTYPE_SHORT if d in set(frame["dtype"])]
-    _, copy = data.ceiling_of(frame)
-    highest = top(ok(largest_rows(frame))["tbps"], copy)
-    axes = panels(fig, len(dtypes), sharey=True)
-    for ax, dtype in zip(axes, dtypes):
-        part = ok(largest_rows(frame[frame["dtype"] == dtype]))
-        for i, (impl, rows) in enumerate(sorted(part.groupby("impl"))):
-            rows = rows.sort_values("cols")
-            style = dict(color="black", ls="--", lw=2, zorder=3) if impl == "ours" else dict(color=EXTRA_COLORS[i % 6], lw=1.3)
-            ax.plot(rows["cols"], rows["tbps"], marker="o", ms=3.5,
-                    label="ours (dispatched)" if impl == "ours" else label(impl), **style)
-            kernel = rows[rows["timing"] == KERNEL_TIMING]
-            ax.scatter(kernel["cols"], kernel["tbps"], s=18, facecolors="none", edgecolors=style["color"], zorder=4)
-        ceiling_lines(ax, copy, None, "copy")
-        pow2_axis(ax, sorted(set(part["cols"])))
-        ax.set_ylim(0, highest)
-        shade_columns(ax, set(part[part["timing"] == KERNEL_TIMING]["cols"]), "small or short shape: kernel time (CUPTI)")
-        ax.set_title(DTYPE_SHORT[dtype], fontsize=9)
-        ax.set_xlabel("row length (columns), at the largest row count")
-        ax.set_ylabel("TB/s")
-    fig.suptitle(f"softmax strategies forced one at a time, {data.label}", fontsize=10)
-    legend_below(fig, axes, ncol=3)
-    return None
-
-
+    return _fixed_size_panels(fig, data, frame, "the forced softmax strategies",
+                              "softmax strategies forced one at a time, at a fixed size")

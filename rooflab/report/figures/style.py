@@ -22,6 +22,9 @@ IMPL_COLORS = {
     "seed_rowwise": "#8c564b", "seed_multipass": "#bcbd22", "seed_attention": "#8c564b",
     "sdpa_flash": "#1f77b4", "sdpa_cudnn": "#2ca02c", "sdpa_efficient": "#17becf", "eager": "#7f7f7f",
     "ours_nosplit": "#ff7f0e", "sdpa": "#1f77b4", "ours_softmax": "#ff7f0e", "ours_attention": "#d62728",
+    # our softmax strategies forced one at a time, and the paged decode layout: one colour each in every panel
+    "ours_rows": "#bcbd22", "ours_row": "#2ca02c", "ours_looped": "#ff7f0e", "ours_split": "#17becf",
+    "ours_paged": "#e377c2",
 }
 EXTRA_COLORS = ["#e377c2", "#ff7f0e", "#2ca02c", "#bcbd22", "#17becf", "#9467bd"]
 PART_COLORS = {"norms": "#c7c7c7", "projections": "#1f77b4", "attention": "#d62728", "softmax": "#ff7f0e",
@@ -30,7 +33,6 @@ PART_COLORS = {"norms": "#c7c7c7", "projections": "#1f77b4", "attention": "#d627
 
 def color(impl: str, index: int = 0) -> str:
     return IMPL_COLORS.get(impl, EXTRA_COLORS[index % len(EXTRA_COLORS)])
-
 
 
 def plain(text) -> str:
@@ -163,12 +165,6 @@ def tally(table: pd.DataFrame) -> str:
     return f"{c['win']} win / {c['tie']} tie / {c['loss']} loss"
 
 
-def largest_rows(frame: pd.DataFrame) -> pd.DataFrame:
-    """For each row length, only the shape with the most rows (the same shape for every impl)."""
-    biggest = frame.groupby("cols")["rows"].transform("max")
-    return frame[frame["rows"] == biggest]
-
-
 def mark_failed(ax, frame: pd.DataFrame, x: str, labelled: set) -> None:
     bad = frame[frame["status"] == "incorrect"]
     for _, row in bad.iterrows():
@@ -184,15 +180,3 @@ def shade_launch_bound(ax, threshold: float, label: bool = True) -> None:
         ax.axvspan(low, threshold, color="#fdf1dc", zorder=0,
                    label=f"below {threshold / 1e6:.3g} MB: launch-bound" if label else None)
     ax.set_xlim(low, high)
-
-
-# ---------------------------------------------------------------- softmax
-
-def shade_columns(ax, cols, text: str | None) -> None:
-    """A grey band at each row length whose plotted shape has kernel-time (CUPTI) rows."""
-    low, high = ax.get_xlim()
-    for k, c in enumerate(sorted(cols)):
-        ax.axvspan(c / 1.3, c * 1.3, color="0.88", zorder=0, label=text if k == 0 else None)
-    ax.set_xlim(low, high)
-
-

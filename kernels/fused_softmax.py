@@ -345,6 +345,12 @@ class Config:
                            # resident at once, else as few as make them so)
 
 
+def fills_row_block(cols: int) -> bool:
+    """Whether a row fills at least ROW_MIN_FILL of its power-of-two register block (else: looped in
+    LOOPED_SHORT_BLOCK tiles, by `choose` and by looped's `config`)."""
+    return cols >= ROW_MIN_FILL * pow2(cols)
+
+
 def _clamp(v: int, lo: int, hi: int) -> int:
     return max(lo, min(hi, v))
 
@@ -368,7 +374,7 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
     if strategy == "row":
         return Config(block=block, num_warps=_clamp(block // (32 * ELEMS_PER_THREAD), 4, 32))
     if strategy == "looped":
-        if cols <= ROW_MAX_COLS and cols < ROW_MIN_FILL * block:
+        if cols <= ROW_MAX_COLS and not fills_row_block(cols):
             return Config(block=LOOPED_SHORT_BLOCK, num_warps=4)
         tile = min(block, 8192)
         return Config(block=tile, num_warps=_clamp(tile * elem // (32 * LOOPED_THREAD_BYTES), 4, 16))
@@ -617,7 +623,7 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
             and rows >= ROW_MIN_ROWS_PER_SM * sms:
         return "looped"
     if cols <= ROW_MAX_COLS and rows >= ROW_MIN_ROWS_PER_SM * sms:
-        return "row" if cols >= ROW_MIN_FILL * pow2(cols) else "looped"
+        return "row" if fills_row_block(cols) else "looped"
     if cols > ROW_MAX_COLS and rows >= LOOPED_MIN_ROWS_PER_SM * sms:
         return "looped"
     return "split"

@@ -34,9 +34,16 @@ B=1 Hkv=8 L=1024 S=16 9.1 us (S=2, the previous rule's choice, 14.6; cuDNN 7.6),
 14.1 (S=8 16.1; cuDNN 12.8), L=16384 S=16 29.9 (S=32 31.9; cuDNN 28.4), L=131072 S=16 141.8
 (S=128 156.2; cuDNN 134.5); B=4 Hkv=8 L=4096 S=4 29.7 (S=8 30.5), L=32768 S=4 141.5 (S=8 140.0,
 S=32 148.6); B=1 Hkv=32 L=1024 S=4 11.1 (S=2 12.5, S=8 11.2); B=16 Hkv=8 L=4096 S=1 72.8 (S=2
-79.0). BLOCK_N 16 and 32 were slower at every S. A paged cache below that fill keeps its
-earlier rule: B * Hkv * S about TARGET_WAVES times the SM count, no chunk shorter than
-MIN_CHUNK_BLOCKS tiles. S depends on the cache shape (B, Hkv, Lmax) and on whether seqlens and
+79.0). BLOCK_N 16 and 32 were slower at every S. A paged cache below that fill wants more
+programs in flight (each tile's page lookup is a dependent load): S is the larger of the
+one-wave count and PAGED_PROGRAMS_PER_SM programs per SM, with no chunk shorter than
+MIN_CHUNK_BLOCKS tiles unless the one-wave count asks for it. Measured at page 64 (same
+timing): B=1 Hkv=8 L=131072 S=16 (one wave) 267.1 us, S=32 168.4, S=64 142.6 (contiguous
+141.5), S=128 (the earlier rule, 8 waves) 152.0; L=4096 S=16 18.1, S=32 18.7, S=64 21.2, S=8
+(earlier) 25.2; L=1024 S=16 10.3 (earlier S=2 23.4); B=1 Hkv=32 L=1024 S=8 13.1 (S=4 15.3,
+earlier S=2 22.6); B=4 Hkv=8 L=1024 S=8 16.7 (S=4 17.4, S=16 18.4). One page-index load per tile
+(tiles that lie in one page, read one tile ahead) was slower than the per-token lookup at every
+shape tried (B=1 Hkv=8 L=131072 page 64: 160.6 against 144.6 us at page 16). S depends on the cache shape (B, Hkv, Lmax) and on whether seqlens and
 a block table are passed, never on their values, so the host never waits for the GPU.
 
 Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
@@ -81,9 +88,9 @@ from kernels._plans import Launch, aligned, current_stream, layout, remember
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
 PAGE_SIZES = (16, 32, 64, 128, 256)   # tokens a page of a paged cache holds
-TARGET_WAVES = 8             # paged caches below NO_SPLIT_FILL: split until B * Hkv * S >= TARGET_WAVES * SMs
-MIN_CHUNK_BLOCKS = 8         # paged: a split reads at least this many BLOCK_N tiles (H200: B=1, L=4096:
-                             # 8 splits 2.11 TB/s, 16 splits 1.97)
+MIN_CHUNK_BLOCKS = 2         # paged: more splits than the one-wave rule's give each at least this many
+                             # BLOCK_N tiles (H200, page 64: B=1 Hkv=8 L=4096 S=16 18.1 us, S=32 18.7,
+                             # S=64 (one tile each) 21.2)
 NO_SPLIT_FILL = 0.9          # B * Hkv programs on at least this share of the SMs need no split
                              # (H200: B=16, Hkv=8, 128 programs: S=1 4.05 TB/s, S=9 3.59)
 PAGED_PROGRAMS_PER_SM = 4    # paged caches: split a grid that fills the SMs once until each SM has
@@ -298,10 +305,11 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
             return 1, n_blocks * block_n
         wanted = (2 * PAGED_PROGRAMS_PER_SM * num_sms + programs) // (2 * programs)   # nearest integer
         return _chunking(n_blocks, max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
-    if not paged:   # one wave of programs (module docstring), at most one per tile
-        return _chunking(n_blocks, max(1, num_sms // programs), block_n)
-    wanted = cdiv(TARGET_WAVES * num_sms, programs)
-    return _chunking(n_blocks, max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
+    wave = max(1, num_sms // programs)   # one wave of programs (module docstring), at most one per tile
+    if not paged:
+        return _chunking(n_blocks, wave, block_n)
+    wanted = cdiv(PAGED_PROGRAMS_PER_SM * num_sms, programs)
+    return _chunking(n_blocks, max(wave, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
 
 
 def _chunking(n_blocks: int, splits: int, block_n: int) -> tuple[int, int]:

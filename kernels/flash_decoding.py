@@ -37,8 +37,10 @@ S=32 148.6); B=1 Hkv=32 L=1024 S=4 11.1 (S=2 12.5, S=8 11.2); B=16 Hkv=8 L=4096 
 79.0). BLOCK_N 16 and 32 were slower at every S. A paged cache below that fill wants more
 programs in flight (each tile's page lookup is a dependent load): S is the larger of the
 one-wave count and PAGED_PROGRAMS_PER_SM programs per SM, with no chunk shorter than
-MIN_CHUNK_BLOCKS tiles unless the one-wave count asks for it. Measured at page 64 (same
-timing): B=1 Hkv=8 L=131072 S=16 (one wave) 267.1 us, S=32 168.4, S=64 142.6 (contiguous
+MIN_CHUNK_BLOCKS tiles unless the one-wave count asks for it, and never more programs than
+PAGED_PROGRAMS_PER_SM * SMs (a program past a whole number of waves costs a wave: B=1 Hkv=32
+L=131072 S=16 497.3 us, S=17 699.0, S=32 500.8; B=4 Hkv=8 L=32768 S=16 143.1, S=17 171.2,
+contiguous 142.1; B=1 Hkv=32 L=4096 S=16 28.5, S=17 29.2). Measured at page 64 (same timing): B=1 Hkv=8 L=131072 S=16 (one wave) 267.1 us, S=32 168.4, S=64 142.6 (contiguous
 141.5), S=128 (the earlier rule, 8 waves) 152.0; L=4096 S=16 18.1, S=32 18.7, S=64 21.2, S=8
 (earlier) 25.2; L=1024 S=16 10.3 (earlier S=2 23.4); B=1 Hkv=32 L=1024 S=8 13.1 (S=4 15.3,
 earlier S=2 22.6); B=4 Hkv=8 L=1024 S=8 16.7 (S=4 17.4, S=16 18.4). One page-index load per tile
@@ -300,15 +302,16 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     """
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
+    # Whole waves: B * Hkv * S never exceeds PAGED_PROGRAMS_PER_SM * SMs, since one program past
+    # it is a wave of its own (H200, page 64, B=1 Hkv=32 L=131072: S=16 497 us, S=17 699).
+    wanted = max(1, PAGED_PROGRAMS_PER_SM * num_sms // programs)
     if programs >= NO_SPLIT_FILL * num_sms:
         if not (paged or lengths):
             return 1, n_blocks * block_n
-        wanted = (2 * PAGED_PROGRAMS_PER_SM * num_sms + programs) // (2 * programs)   # nearest integer
         return _chunking(n_blocks, max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
     wave = max(1, num_sms // programs)   # one wave of programs (module docstring), at most one per tile
     if not paged:
         return _chunking(n_blocks, wave, block_n)
-    wanted = cdiv(PAGED_PROGRAMS_PER_SM * num_sms, programs)
     return _chunking(n_blocks, max(wave, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
 
 

@@ -157,7 +157,8 @@ def test_choose_splits_one_wave_where_measured(batch, heads_kv, cache_len, expec
 
 @pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 8192, 4), (32, 8, 8192, 2), (64, 8, 4096, 1),
                                                            (4, 32, 16384, 4), (1, 8, 131072, 64), (1, 8, 4096, 32),
-                                                           (1, 8, 1024, 16), (1, 32, 1024, 8), (4, 8, 1024, 8)])
+                                                           (1, 8, 1024, 16), (1, 32, 1024, 8), (4, 8, 1024, 8),
+                                                           (1, 32, 131072, 16), (4, 8, 32768, 16), (1, 32, 4096, 16)])
 def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
     """Paged caches want about PAGED_PROGRAMS_PER_SM programs per SM (at least one wave below the fill),
     with chunks of at least MIN_CHUNK_BLOCKS tiles unless one wave needs shorter ones: the H200
@@ -168,6 +169,7 @@ def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
     assert paged[1] % block_n == 0 and (paged[0] - 1) * paged[1] < cache_len <= paged[0] * paged[1]
     wave = choose_splits(batch, heads_kv, cache_len, block_n, sms)[0]
     assert paged[0] >= wave
+    assert batch * heads_kv * paged[0] <= max(sms, decode.PAGED_PROGRAMS_PER_SM * sms)   # whole waves
     if paged[0] > wave:
         assert paged[1] >= decode.MIN_CHUNK_BLOCKS * block_n
 

@@ -98,6 +98,8 @@ NO_SPLIT_FILL = 0.9          # B * Hkv programs on at least this share of the SM
 PAGED_PROGRAMS_PER_SM = 4    # paged caches: split a grid that fills the SMs once until each SM has
                              # about this many programs (H200, page 64, D = 128: B=16, Hkv=8, L=8192:
                              # S=1 2.12 TB/s, S=4 3.91; B=4, Hkv=32, L=16384: 2.11 vs 4.28)
+LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG
+LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks)
 MERGE_BLOCK_S = 16           # splits merged per step by the last program
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
@@ -280,11 +282,33 @@ def launch_config(head_dim: int, element_size: int) -> tuple[int, int, int]:
     """(BLOCK_N, num_warps, num_stages): about 32 KB of K+V per tile, num_stages tiles in flight.
 
     On the H200 at D = 128, fp16, BLOCK_N of 32, 64 and 128 with 3-4 stages all stream
-    within noise of each other once the grid is full; 64 x 4 warps x 4 stages is kept.
+    within noise of each other once the grid is full; 64 x 4 warps x 4 stages is kept. Split
+    launches of grouped heads over long chunks take LONG_CHUNK_CONFIG instead (long_grouped_chunks).
     """
     block_d = max(16, pow2(head_dim))
     block_n = max(16, min(128, 8192 // block_d))
     return block_n, 4, 4
+
+
+def long_grouped_chunks(group: int, splits: int, chunk_len: int, block_n: int) -> bool:
+    """True for a split launch of a contiguous cache whose programs each stream at least
+    LONG_CHUNK_TOKENS tokens for a query group of G > 1 heads, at the 64-token tiles of D = 65..128:
+    such launches take LONG_CHUNK_CONFIG's wider tiles.
+
+    H200, fp16, D = 128, S = 4 (one wave), kernel time (CUPTI, L2 flushed): the same chunks read by
+    G = 1 and by G = 2 or 4 take 474 and 513 us at L = 131072 with 64-token tiles, 4 warps, 4 stages
+    (G > 1 compiles to fewer registers, 96 with 2 spilled at G = 4 against 126); 128-token tiles,
+    8 warps and 3 stages take 480-483 us at G > 1 (cuDNN 475-480), 137 against 141 at L = 32768
+    (chunks of 8192), and at B=1 Hkv=8 L=131072 (S = 16, chunks of 8192) 137.7 against 140.6. At
+    chunks of 1024 tokens or fewer they were slower (B=1 Hkv=8 L=16384: 32.4 against 29.3 us;
+    B=4 Hkv=8 L=4096: 32.6 against 30.3), and at G = 1 no faster (477.5 against 474.1). Through
+    decode_attention with the rule against 64/4/4 forced: B=1 Hkv=8 L=131072 136.6 against 140.9
+    (cuDNN 132.2), B=4 Hkv=8 L=131072 bf16 482.5 against 514.6 (cuDNN 476.5), B=4 Hkv=8 L=32768
+    136.7 against 141.5 (cuDNN 132.3); ragged lengths B=16 Hkv=8 Lmax=32768 292.3 against 312.8,
+    B=4 Hkv=8 Lmax=32768 103.4 against 138.7; unchanged where it does not apply (B=1 Hkv=8
+    L=32768, chunks of 2048: 46.6 and 46.5).
+    """
+    return group > 1 and splits > 1 and chunk_len >= LONG_CHUNK_TOKENS and block_n == 64
 
 
 def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int,
@@ -448,6 +472,8 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
         k_strides, v_strides = (kp, kh, kn, kd), (vp, vh, vn, vd)                 # (page, h, slot, d)
     if batch == 0 or heads_q == 0:
         return _DecodePlan(None, (batch, heads_q, head_dim), cache_len=cache_len, num_pages=num_pages)
+    group = heads_q // heads_kv
+    chosen = block_n is None and num_warps is None and num_stages is None
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, q.element_size())
     block_n, num_warps, num_stages = block_n or cfg_n, num_warps or cfg_w, num_stages or cfg_s
     n_blocks = cdiv(cache_len, block_n)
@@ -456,7 +482,9 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
                                       paged=block_table is not None, lengths=seqlens is not None)
     else:
         splits, chunk = _chunking(n_blocks, num_splits, block_n)
-    group = heads_q // heads_kv
+    if chosen and block_table is None and long_grouped_chunks(group, splits, chunk, block_n):
+        block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
+        splits, chunk = _chunking(cdiv(cache_len, block_n), splits, block_n)
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
     rest = (heads_kv, cache_len, num_pages, chunk, splits, scale,
             group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)), MERGE_BLOCK_S,

@@ -182,6 +182,29 @@ def test_choose_splits_with_lengths(batch, heads_kv, cache_len, splits):
     assert choose_splits(batch, heads_kv, cache_len, 64, 132)[0] == (1 if batch * heads_kv >= 119 else splits)
 
 
+@pytest.mark.parametrize("group,splits,chunk,block_n,wide", [(4, 4, 32768, 64, True), (4, 16, 8192, 64, True),
+                                                             (2, 4, 8192, 64, True), (4, 16, 1024, 64, False),
+                                                             (1, 4, 32768, 64, False), (4, 1, 131072, 64, False),
+                                                             (4, 4, 32768, 128, False)])
+def test_long_grouped_chunks(group, splits, chunk, block_n, wide):
+    """Only split launches of grouped heads with chunks of at least LONG_CHUNK_TOKENS at 64-token tiles widen."""
+    assert decode.long_grouped_chunks(group, splits, chunk, block_n) is wide
+
+
+def test_long_grouped_chunks_plan(monkeypatch):
+    """The plan of such a call launches LONG_CHUNK_CONFIG with the same split count, chunks whole tiles of it;
+    options passed by the caller are kept."""
+    monkeypatch.setattr(decode, "sm_count", lambda device: 132)
+    q = torch.zeros(4, 32, 128, dtype=torch.float16)
+    k = torch.zeros(4, 8, 32768, 128, dtype=torch.float16).expand(4, 8, 32768, 128)
+    plan = decode._plan(q, k, k, None, None, None, None, None, None, None)
+    block_n, warps, stages = decode.LONG_CHUNK_CONFIG
+    assert plan.grid == (4, 32) and plan.options == dict(num_warps=warps, num_stages=stages)
+    assert plan.rest[3] == 8192 and plan.rest[3] % block_n == 0 and plan.rest[9] == block_n
+    forced = decode._plan(q, k, k, None, None, None, None, 64, None, None)
+    assert forced.rest[9] == 64 and forced.options == dict(num_warps=4, num_stages=4)
+
+
 def test_decode_traffic():
     kv, qo = decode_traffic(3000, 2, 8, 2, 128, 2)
     assert kv == 2 * 3000 * 2 * 128 * 2

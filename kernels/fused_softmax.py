@@ -35,10 +35,17 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
     cols <= 512, or fp16/bf16 with cols <= 1024     -> rows    (65536x128 fp16: rows 2.39;
       and rows >= 64 * SMs                                      32768x1000 and 16384x1024 fp16/bf16:
                                                                 rows 10-12% ahead of row)
-    fp32, 1000 <= cols <= 4096, rows >= 2 * SMs     -> looped  (fp32 8192x4096: looped 3.89, row 3.51;
-                                                                32768x4096: 4.23 vs 3.79; 32768x1000:
-                                                                3.92 vs 3.70)
     cols <= 16384 and rows >= 2 * SMs               -> row     (8192x4096 fp16: row 3.37, split 1.58)
+      ... unless cols <= 4096 and the input holds       looped  (kernel time, us: fp32 8192x4096 looped
+      at least 96 MiB                                           65.1, row 69.6; 32768x4096 250.4 vs
+                                                                274.5; 32768x1000 63.6 vs 66.3; fp16
+                                                                32768x4096 130.9 vs 140.5. Smaller
+                                                                inputs keep row: fp32 4096x2048 16.7
+                                                                vs 18.0, 2048x2048 8.9 vs 9.7, 1024x1024
+                                                                3.2 vs 3.4; at 64 MiB the two are
+                                                                within 3%: fp32 4096x4096 34.3 vs
+                                                                33.9, 16384x1024 34.0 vs 33.4, fp16
+                                                                8192x4096 34.2 vs 35.2)
       ... unless cols fill under 3/4 of the            looped  (16384x4097, 1024-column tiles: fp16 1.93
       power-of-two row block                                    vs row 1.46-1.60; fp32 3.21 vs 2.55)
     cols > 16384 and rows >= 4 * SMs                -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
@@ -88,7 +95,8 @@ ROW_MIN_FILL = 0.75          # ... and cols fill at least this share of the powe
                              # emptier blocks go to looped in LOOPED_SHORT_BLOCK tiles
 LOOPED_SHORT_BLOCK = 1024    # looped tile for rows that would waste a quarter of a row block
 LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows per SM, else split
-LOOPED_FP32_COLS = (1000, 4096)  # fp32 rows of this length: looped beat row in the H200 sweep
+LOOPED_MIN_BYTES = 96 << 20  # rows of up to LOOPED_LARGE_MAX_COLS go looped from this input size ...
+LOOPED_LARGE_MAX_COLS = 4096  # ... (the range measured; row keeps longer ones)
 LOOPED_THREAD_BYTES = 64     # looped: input bytes each thread loads per tile (sets the warps)
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SPLIT_TILE_BYTES = 16384     # split: bytes of input per segment tile (4096 fp32, 8192 fp16/bf16) ...
@@ -619,11 +627,9 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
     if cols <= ROWS_MAX_COLS or (dtype != torch.float32 and cols <= ROWS_MAX_COLS_16BIT
                                  and rows >= ROWS_MIN_ROWS_PER_SM * sms):
         return "rows"
-    if dtype == torch.float32 and LOOPED_FP32_COLS[0] <= cols <= LOOPED_FP32_COLS[1] \
-            and rows >= ROW_MIN_ROWS_PER_SM * sms:
-        return "looped"
     if cols <= ROW_MAX_COLS and rows >= ROW_MIN_ROWS_PER_SM * sms:
-        return "row" if fills_row_block(cols) else "looped"
+        large = cols <= LOOPED_LARGE_MAX_COLS and rows * cols * dtype.itemsize >= LOOPED_MIN_BYTES
+        return "row" if fills_row_block(cols) and not large else "looped"
     if cols > ROW_MAX_COLS and rows >= LOOPED_MIN_ROWS_PER_SM * sms:
         return "looped"
     return "split"

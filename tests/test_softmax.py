@@ -142,10 +142,14 @@ def test_dispatch_rule():
     assert choose(65536, 128, torch.float16, sms) == "rows"
     assert choose(16384, 512, torch.float32, sms) == "rows"
     assert choose(16384, 1024, torch.float16, sms) == "rows"        # 16-bit, >= 64 rows an SM
-    assert choose(16384, 1024, torch.float32, sms) == "looped"
+    assert choose(16384, 1024, torch.float32, sms) == "row"         # 64 MiB: under LOOPED_MIN_BYTES
+    assert choose(32768, 1000, torch.float32, sms) == "looped"      # 125 MiB
+    assert choose(4096, 2048, torch.float32, sms) == "row"
     assert choose(1000, 1024, torch.bfloat16, sms) == "row"         # 16-bit, fewer rows
-    assert choose(8192, 4096, torch.float16, sms) == "row"
-    assert choose(8192, 4096, torch.float32, sms) == "looped"      # fp32 rows of 1000-4096 columns
+    assert choose(8192, 4096, torch.float16, sms) == "row"          # 64 MiB
+    assert choose(8192, 4096, torch.float32, sms) == "looped"       # 128 MiB
+    assert choose(32768, 4096, torch.bfloat16, sms) == "looped"
+    assert choose(4096, 8192, torch.float32, sms) == "row"          # longer than LOOPED_LARGE_MAX_COLS
     assert choose(16384, 4097, torch.float16, sms) == "looped"      # half the row block empty
     assert choose(16384, 4097, torch.float32, sms) == "looped"
     assert choose(16384, 6144, torch.float16, sms) == "row"         # three quarters full

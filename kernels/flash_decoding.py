@@ -22,31 +22,32 @@ only question is how fast the cache streams from memory. One kernel, one program
 
 `decode_attention_nosplit` always uses S = 1 (one program per (batch, kv head)).
 
-Number of splits (`choose_splits`): the B * Hkv programs of an unsplit launch fill the GPU
-once there are NO_SPLIT_FILL (0.9) times as many as SMs (paged caches, and calls that pass
-seqlens, whose lengths may differ, want about PAGED_PROGRAMS_PER_SM programs per SM even then;
-see choose_splits). Below that, a contiguous
-cache is cut into S = SMs // (B * Hkv) chunks of a whole number of BLOCK_N tiles (at most one
-per tile): one wave of programs, each streaming its chunk. Measured on the H200 (bf16, D=128,
-Hq=32, kernel time from CUPTI with the L2 flushed, BLOCK_N=64), one wave is the fastest split
-or within 2% of it at every shape tried, and more programs only add merge work and tail:
-B=1 Hkv=8 L=1024 S=16 9.1 us (S=2, the previous rule's choice, 14.6; cuDNN 7.6), L=4096 S=16
-14.1 (S=8 16.1; cuDNN 12.8), L=16384 S=16 29.9 (S=32 31.9; cuDNN 28.4), L=131072 S=16 141.8
-(S=128 156.2; cuDNN 134.5); B=4 Hkv=8 L=4096 S=4 29.7 (S=8 30.5), L=32768 S=4 141.5 (S=8 140.0,
-S=32 148.6); B=1 Hkv=32 L=1024 S=4 11.1 (S=2 12.5, S=8 11.2); B=16 Hkv=8 L=4096 S=1 72.8 (S=2
-79.0). BLOCK_N 16 and 32 were slower at every S. A paged cache below that fill wants more
-programs in flight (each tile's page lookup is a dependent load): S is the larger of the
-one-wave count and PAGED_PROGRAMS_PER_SM programs per SM, with no chunk shorter than
-MIN_CHUNK_BLOCKS tiles unless the one-wave count asks for it, and never more programs than
-PAGED_PROGRAMS_PER_SM * SMs (a program past a whole number of waves costs a wave: B=1 Hkv=32
-L=131072 S=16 497.3 us, S=17 699.0, S=32 500.8; B=4 Hkv=8 L=32768 S=16 143.1, S=17 171.2,
-contiguous 142.1; B=1 Hkv=32 L=4096 S=16 28.5, S=17 29.2). Measured at page 64 (same timing): B=1 Hkv=8 L=131072 S=16 (one wave) 267.1 us, S=32 168.4, S=64 142.6 (contiguous
-141.5), S=128 (the earlier rule, 8 waves) 152.0; L=4096 S=16 18.1, S=32 18.7, S=64 21.2, S=8
-(earlier) 25.2; L=1024 S=16 10.3 (earlier S=2 23.4); B=1 Hkv=32 L=1024 S=8 13.1 (S=4 15.3,
-earlier S=2 22.6); B=4 Hkv=8 L=1024 S=8 16.7 (S=4 17.4, S=16 18.4). One page-index load per tile
-(tiles that lie in one page, read one tile ahead) was slower than the per-token lookup at every
-shape tried (B=1 Hkv=8 L=131072 page 64: 160.6 against 144.6 us at page 16). S depends on the cache shape (B, Hkv, Lmax) and on whether seqlens and
-a block table are passed, never on their values, so the host never waits for the GPU.
+Number of splits (`choose_splits`): the B * Hkv programs of an unsplit launch fill the GPU once
+there are NO_SPLIT_FILL (0.9) times as many as SMs (paged caches, and calls that pass seqlens,
+whose lengths may differ, want about PAGED_PROGRAMS_PER_SM programs per SM even then; see
+choose_splits). Below that, a contiguous cache is cut into S = SMs // (B * Hkv) chunks of a
+whole number of BLOCK_N tiles (at most one per tile): one wave of programs, each streaming its
+chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with the L2 flushed,
+BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
+programs only add merge work and tail: B=1 Hkv=8 L=1024 S=16 9.1 us (S=2, the previous rule's
+choice, 14.6; cuDNN 7.6), L=4096 S=16 14.1 (S=8 16.1; cuDNN 12.8), L=16384 S=16 29.9 (S=32
+31.9; cuDNN 28.4), L=131072 S=16 141.8 (S=128 156.2; cuDNN 134.5); B=4 Hkv=8 L=4096 S=4 29.7
+(S=8 30.5), L=32768 S=4 141.5 (S=8 140.0, S=32 148.6); B=1 Hkv=32 L=1024 S=4 11.1 (S=2 12.5,
+S=8 11.2); B=16 Hkv=8 L=4096 S=1 72.8 (S=2 79.0). BLOCK_N 16 and 32 were slower at every S. A
+paged cache below that fill wants more programs in flight (each tile's page lookup is a
+dependent load): S is the larger of the one-wave count and PAGED_PROGRAMS_PER_SM programs per
+SM, with no chunk shorter than MIN_CHUNK_BLOCKS tiles unless the one-wave count asks for it,
+and never more programs than PAGED_PROGRAMS_PER_SM * SMs (a program past a whole number of
+waves costs a wave: B=1 Hkv=32 L=131072 S=16 497.3 us, S=17 699.0, S=32 500.8; B=4 Hkv=8
+L=32768 S=16 143.1, S=17 171.2, contiguous 142.1; B=1 Hkv=32 L=4096 S=16 28.5, S=17 29.2).
+Measured at page 64 (same timing): B=1 Hkv=8 L=131072 S=16 (one wave) 267.1 us, S=32 168.4,
+S=64 142.6 (contiguous 141.5), S=128 (the earlier rule, 8 waves) 152.0; L=4096 S=16 18.1, S=32
+18.7, S=64 21.2, S=8 (earlier) 25.2; L=1024 S=16 10.3 (earlier S=2 23.4); B=1 Hkv=32 L=1024 S=8
+13.1 (S=4 15.3, earlier S=2 22.6); B=4 Hkv=8 L=1024 S=8 16.7 (S=4 17.4, S=16 18.4). One
+page-index load per tile (tiles that lie in one page, read one tile ahead) was slower than the
+per-token lookup at every shape tried (B=1 Hkv=8 L=131072 page 64: 160.6 against 144.6 us at
+page 16). S depends on the cache shape (B, Hkv, Lmax) and on whether seqlens and a block table
+are passed, never on their values, so the host never waits for the GPU.
 
 Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
 length 0 attends to nothing and its output is defined as zeros. Lengths on the host are

@@ -132,6 +132,17 @@ def test_decode_headline(agg, cmp):
     # KV reads of at least 256 MB: B=1 L=32768 (537 MB), B=8 L=4096 (537 MB), B=8 L=32768 (4.3 GB)
     assert h["large"]["n"] == 3 and h["large"]["ceiling"] == "4.3"
     assert h["split"]["n"] == 4 and h["vs_seeds"] is None
+    # paged over contiguous time: 1.04 (within 5%), 1.20, 1.005 (a tie), 1.10
+    paged = {(b, n): _ms(raw, "ours_paged", batch=b, cache_len=n) / _ms(raw, "ours", batch=b, cache_len=n)
+             for b in (1, 8) for n in (4096, 32768)}
+    assert h["paged"]["n"] == 4 and h["paged"]["within"] == 2 and h["paged"]["tolerance"] == "5%"
+    assert h["paged"]["low"] == f"{1 / paged[(1, 32768)]:.2f}x" and h["paged"]["low_shape"] == "B=1 Hq=32 Hkv=32 L=32768 D=128"
+    assert h["paged"]["gm"] == f"{geomean([1 / r for r in paged.values()]):.2f}x"
+
+
+def test_paged_page_size_is_the_studys():
+    from rooflab.studies import decode
+    assert headline.PAGED_PAGE_SIZE == decode.PAGE_SIZE
 
 
 def test_e2e_graph_replay_totals(agg):
@@ -224,7 +235,7 @@ def test_host_cost_medians_of_ours_and_each_peer_and_the_sentence():
     assert "has a median of 20 us for ours, against 40 us for liger, 7.5 us for torch." in text
     decode = {"vs_cudnn": {"n": 1, "outcomes": "1 win", "gm": "1x", "gm_interval": "",
                             "worst": {"ratio": "1x", "interval": "", "shape": "B=1", "dtype": "fp16", "outcome": "win"}},
-              "anchor": [], "large": None, "split": None, "host": h}
+              "anchor": [], "large": None, "split": None, "paged": None, "host": h}
     body = env.from_string('<% import "headline.j2" as hl %><< raw(hl.decode(h)|trim) >>').render(h=decode)
     assert "\n\n" not in body and body.endswith("7.5 us for torch.")      # one paragraph, the sentence last
 

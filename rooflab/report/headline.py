@@ -28,6 +28,8 @@ LARGE_SOFTMAX_BYTES = 128e6     # large enough that every peer streams at its su
 LARGE_DECODE_BYTES = 256e6      # a KV read this large dwarfs the 60 MB L2 and any launch cost
 LONG_SEQUENCE = 4096            # prefill lengths where attention is compute-bound
 DECODE_ANCHOR = {"batch": 1, "heads_kv": 32, "cache_len": 4096, "ragged": False}   # anchors-h200.md's first decode row
+PAGED_WITHIN = 0.05             # a paged read this close to the contiguous one (or tied with it) keeps up
+PAGED_PAGE_SIZE = 64            # rooflab.studies.decode.PAGE_SIZE (the report runs without torch; a test keeps them equal)
 DTYPE_ORDER = list(DTYPE_SHORT)
 
 
@@ -171,7 +173,7 @@ def attention(cmp: pd.DataFrame, frame: pd.DataFrame) -> dict | None:
 
 def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | None:
     cudnn, flash = select(cmp, "decode", "sdpa_cudnn"), select(cmp, "decode", "sdpa_flash")
-    out = {"vs_cudnn": tally(cudnn), "anchor": [], "large": None, "split": None}
+    out = {"vs_cudnn": tally(cudnn), "anchor": [], "large": None, "split": None, "paged": None}
     if out["vs_cudnn"] is None:
         return None
     anchor = []
@@ -201,9 +203,25 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
     if split:
         out["split"] = dict(split, low=split["worst"]["ratio"], low_shape=split["worst"]["shape"],
                             high=split["best"]["ratio"], high_shape=split["best"]["shape"])
+    out["paged"] = paged_layout(select(cmp, "decode", "ours_paged"))
     out["vs_seeds"] = tally(select(cmp, "decode", "seed"))
     out["host"] = host_cost(frame)
     return out
+
+
+def paged_layout(paged: pd.DataFrame) -> dict | None:
+    """The paged cache (ours_paged) against the contiguous one (ours), same kernel and bytes: shapes within
+    PAGED_WITHIN of the contiguous time or tied with it, and the paged read's speed as a share of the
+    contiguous one (geometric mean with its interval, and the slowest shape)."""
+    paged = paged.dropna(subset=["vs_best"])
+    if paged.empty:
+        return None
+    within = (paged["vs_best"] <= 1 + PAGED_WITHIN) | (paged["vs_best_outcome"] == "tie")
+    gm, low, high = bootstrap_geomean(1.0 / paged["vs_best"])
+    slow = paged.loc[paged["vs_best"].idxmax()]
+    return {"n": len(paged), "within": int(within.sum()), "tolerance": f"{PAGED_WITHIN:.0%}", "page": PAGED_PAGE_SIZE,
+            "gm": ratio(gm), "gm_interval": ratio_interval(low, high), "low": ratio(1.0 / slow["vs_best"]),
+            "low_shape": slow["shape"], "low_dtype": dt(slow["dtype"])}
 
 
 # ---------------------------------------------------------------- end to end

@@ -59,9 +59,10 @@ def _median_ms(fn, warmup_ms: float = 25, rep_ms: float = 100) -> float:
     return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
 
 
-def _best(candidates: dict, nbytes: float) -> tuple[float, str]:
-    """(TB/s, name) of the fastest of {name: callable} moving nbytes each call."""
-    results = {name: nbytes / _median_ms(fn) / 1e9 for name, fn in candidates.items()}
+def _best(candidates: dict, work: float) -> tuple[float, str]:
+    """(rate, name) of the fastest of {name: callable} doing `work` each call: bytes moved give
+    TB/s, FLOPs TFLOP/s."""
+    results = {name: work / _median_ms(fn) / 1e9 for name, fn in candidates.items()}
     name = max(results, key=results.get)
     return results[name], name
 
@@ -109,12 +110,11 @@ def matmul_best(dtype: torch.dtype, matmul_n: int, device: str = "cuda") -> tupl
     the operand distributions of MATMUL_OPERANDS."""
     best = (0.0, "")
     for n in sorted({max(16, matmul_n // 2), matmul_n}):
-        for name, draw in MATMUL_OPERANDS.items():
-            a = draw(n, n, device=device, dtype=dtype)
-            b = draw(n, n, device=device, dtype=dtype)
-            rate = 2.0 * n ** 3 / _median_ms(lambda: a @ b) / 1e9
-            best = max(best, (rate, f"torch.matmul {n}^3, {name} operands"))
-            del a, b
+        operands = {f"torch.matmul {n}^3, {name} operands": (draw(n, n, device=device, dtype=dtype),
+                                                              draw(n, n, device=device, dtype=dtype))
+                    for name, draw in MATMUL_OPERANDS.items()}
+        best = max(best, _best({how: (lambda a=a, b=b: a @ b) for how, (a, b) in operands.items()}, 2.0 * n ** 3))
+        del operands
     return best
 
 

@@ -378,7 +378,7 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
     whole problem.
     """
     block = pow2(cols)
-    elem = torch.tensor([], dtype=dtype).element_size()
+    elem = dtype.itemsize
     if strategy == "rows":
         rows_per_tile = _clamp(ELEMS_PER_THREAD * 32 * 4 // block, 1, 128)
         return Config(block=block, num_warps=4, rows=rows_per_tile)

@@ -41,10 +41,25 @@ Kernel design
   D, causal, dtype, load path) over a short list (CONFIGS); buckets are powers of two capped at
   BUCKET_CAP. The configs of a new key are compiled in parallel threads before autotuning times
   them, each in a short burst of calls (`_tune_bench`). The interpreter uses one small config.
-- A warp-specialized variant (WARP_SPEC: a producer warpgroup issues the TMA loads, two consumer
-  warpgroups do the math) runs all key blocks through one masked loop, the form Triton's Hopper
-  warp specialization accepts; its configs (WARP_SPEC_CONFIGS) are not in the autotuning space
-  until they have been checked on a GPU.
+- Without a causal mask, a warp-specialized config (WARP_SPEC: the compiler adds a producer
+  warpgroup that issues the TMA loads, and two consumer warpgroups share the 128 query rows)
+  competes in the autotuning: 128 x 128 tiles, 4 warps a consumer, 2 stages. It runs every key
+  block through one loop, masked only when Nk % BLOCK_N != 0, the form Triton 3.6's Hopper warp
+  specialization accepts. Steps on an H200 (kernel TFLOP/s from CUPTI, best plain config ->
+  warp-specialized, cuDNN):
+    B=4 H=32 N=4096 D=128 fp16            507 -> 584   (cuDNN 661)
+    B=4 H=32 N=8192 D=128 fp16 / bf16     472 / 553 -> 580 / 633   (cuDNN 666 / 708)
+    B=4 Hq=32 Hkv=4 N=4096 D=128 bf16     518 -> 586   (cuDNN 691)
+    B=4 H=32 Nq=1024 Nk=8192 D=128 fp16   515 -> 594   (cuDNN 664)
+    D=64, N=4096 / 8192                   425 / 451 -> 392 / 424: the plain 64 x 64 config stays
+  Correct against fp32 SDPA at those shapes and at N=1, 777 (D=80) and 1000 (D=64, 128).
+  What did not ship, each measured on the GPU: with the causal mask in the single loop the 128 x
+  128 config is wrong (max error 0.8-0.9 at N=1000-8192) and 128 x 64 (3 stages) is correct but
+  slower than the plain 64 x 64 (415 against 462 TFLOP/s at N=4096 D=128); the causal kernel's
+  two loops (unmasked, then diagonal blocks) with either or both specialized fail in the
+  compiler's NVGPUWarpSpecialization pass. 128 x 64 with 3 stages gives NaN without a mask at
+  some shapes (Nq=1024 Nk=8192, N=8192 bf16, N=1000) and 128 x 128 with 3 stages at D=64, so
+  neither is kept. Causal shapes therefore keep the plain configs.
 
 Plan cache (kernels._plans)
 - A call's key is the layout of q, k and v (shapes, strides, dtypes, device, data pointers'
@@ -228,11 +243,12 @@ def _attn_fwd(Q, K, V, O,
     q = _load_tile(q_src, start_m, N_Q, stride_qm, stride_qd, HEAD_DIM, BLOCK_M, BLOCK_D, True, USE_TMA)
 
     if WARP_SPEC:
-        # Hopper's automatic warp specialization takes a kernel with one key loop: every block
-        # of it goes through the mask unless none is needed (non-causal, Nk % BLOCK_N == 0)
+        # Hopper's automatic warp specialization takes a kernel with one key loop, masked only
+        # when Nk % BLOCK_N != 0; with a causal mask it gave wrong results (module docstring)
+        tl.static_assert(not CAUSAL, "WARP_SPEC is for attention without a causal mask")
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_kd, stride_vn, stride_vd,
                                      0, hi, offs_m, diag, N_K, qk_scale,
-                                     HEAD_DIM, BLOCK_N, BLOCK_D, CAUSAL or not EVEN_K, CAUSAL, USE_TMA, True)
+                                     HEAD_DIM, BLOCK_N, BLOCK_D, not EVEN_K, False, USE_TMA, True)
     else:
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_kd, stride_vn, stride_vd,
                                      0, full_hi, offs_m, diag, N_K, qk_scale,
@@ -270,16 +286,10 @@ CONFIGS = [
     _config(128, 64, 8, 2),
     _config(128, 64, 4, 3),
     _config(64, 64, 4, 3),
-]
-# With WARP_SPEC the compiler adds a producer warpgroup for the TMA loads and splits a 4-warp
-# program's BLOCK_M between two consumer warpgroups (12 warps in all); it takes a kernel with a
-# single key loop, so every block of it goes through the mask. These compile to that 12-warp form
-# and pass the interpreter tests, but have not been checked on a GPU yet: they stay out of the
-# autotuning space until they are (scratch probes time them next to CONFIGS).
-WARP_SPEC_CONFIGS = [
-    _config(128, 64, 4, 3, True),
-    _config(128, 128, 4, 2, True),
-    _config(64, 64, 4, 2, True),
+    # With WARP_SPEC the compiler adds a producer warpgroup for the TMA loads and splits the
+    # 128 query rows between two 4-warp consumer warpgroups (12 warps in all); no causal mask
+    # (module docstring)
+    _config(128, 128, 4, 2, warp_spec=True),
 ]
 INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 16, "WARP_SPEC": False, "num_warps": 4, "num_stages": 1}
 SMEM_BYTES = 227 * 1024  # Hopper's largest shared-memory allocation per program
@@ -308,7 +318,7 @@ def _prune(configs, named_args, **kwargs):
     nq = named_args["NQ_BUCKET"]
     kept = [c for c in configs
             if _smem_bytes(c, block_d) <= SMEM_BYTES and _fp32_per_thread(c, block_d) <= 160
-            and (use_tma or not c.kwargs["WARP_SPEC"])  # warp specialization needs TMA loads
+            and (not c.kwargs["WARP_SPEC"] or (use_tma and not kwargs["CAUSAL"]))  # TMA loads, no mask
             and (c.kwargs["BLOCK_M"] <= max(nq, 64))]
     return kept or [_config(64, 32, 4, 2)]
 
@@ -559,6 +569,8 @@ def _forward(q, k, v, causal, sm_scale, config: dict | None = None) -> torch.Ten
             config = INTERPRETER_CONFIG if config is None else config
             if config.get("WARP_SPEC") and not use_tma:
                 raise ValueError("WARP_SPEC needs the tensor-descriptor path (contiguous rows)")
+            if config.get("WARP_SPEC") and causal:
+                raise ValueError("WARP_SPEC is for attention without a causal mask")
             cfg = dict(config, EVEN_K=k.shape[2] % config["BLOCK_N"] == 0)
             _attn_fwd[plan.grid(cfg["BLOCK_M"])](*args, **plan.meta, **cfg)
     return o

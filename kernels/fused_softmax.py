@@ -41,7 +41,14 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
     cols <= 512, or fp16/bf16 with cols <= 1024     -> rows    (65536x128 fp16: rows 2.39;
       and rows >= 64 * SMs                                      32768x1000 and 16384x1024 fp16/bf16:
                                                                 rows 10-12% ahead of row)
-    cols <= 16384 and rows >= 2 * SMs               -> row     (8192x4096 fp16: row 3.37, split 1.58)
+    cols <= 16384 (fp32: 32768)                     -> row     (8192x4096 fp16: row 3.37, split 1.58;
+      and rows >= 2 * SMs                                       fp32 32768 columns, kernel time, us:
+                                                                8192 rows row 516, looped 592; 2048
+                                                                rows 137 vs 155; 512 rows 40.9 vs
+                                                                split 49.3, looped 46.0. At 24576
+                                                                fp32 row is 2-4% behind looped; fp16
+                                                                and bf16 rows of 24576-32768 columns
+                                                                are 17-50% faster looped)
       ... unless cols <= 4096 and the input holds       looped  (kernel time, us: fp32 8192x4096 looped
       at least 96 MiB                                           65.1, row 69.6; 32768x4096 250.4 vs
                                                                 274.5; 32768x1000 63.6 vs 66.3; fp16
@@ -54,7 +61,7 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
                                                                 8192x4096 34.2 vs 35.2)
       ... unless cols fill under 3/4 of the            looped  (16384x4097, 1024-column tiles: fp16 1.93
       power-of-two row block                                    vs row 1.46-1.60; fp32 3.21 vs 2.55)
-    cols > 16384 and rows >= 4 * SMs                -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
+    longer rows and rows >= 4 * SMs                 -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
                                                                 split 2.27; 1024x131072 bf16: looped
                                                                 2.55, split 2.24)
     otherwise (a few long rows)                     -> split   (256x262144 fp32: split 2.80, looped
@@ -62,7 +69,9 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
 
 Launch table (`config`): register-resident tiles hold 16 elements a thread, the setting of the
 fastest measured peer at each anchor shape on the H200 (4 warps at 1024-2048 columns, 8 at 4096,
-32 at 32768). Looped tiles of 8192 columns give each thread 64 bytes of input a tile (8 warps in
+32 at 32768). A rows program takes at most 128 rows, 512 when rows have one column (1048576x1,
+kernel time: 128 rows 6.3 us fp32 and 6.2 bf16, 512 rows 3.8 and 3.0; at 7 columns 128 rows stay
+best: 19.9 us fp32 against 28.2 with 512). Looped tiles of 8192 columns give each thread 64 bytes of input a tile (8 warps in
 fp16/bf16, 16 in fp32; 4096x32768 fp16: 3.60 TB/s with 8 warps, 3.28 with 16). Split's tiles
 hold 16 KB of input (4096 fp32 columns, 8192 fp16/bf16) on 8 warps and its segments four tiles
 (64 KB): at 16x4194304 to 1024x131072 fp16 that gave 2.41-2.75 TB/s against 1.96-2.57 with the
@@ -95,7 +104,8 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 ROWS_MAX_COLS = 512          # rows per program up to here ...
 ROWS_MAX_COLS_16BIT = 1024   # ... and up to here for fp16/bf16 rows when there are many rows:
 ROWS_MIN_ROWS_PER_SM = 64    # at least this many per SM
-ROW_MAX_COLS = 16384         # one row per program up to here ...
+ROW_MAX_COLS = 16384         # one row per program up to here (fp32: ROW_MAX_COLS_FP32) ...
+ROW_MAX_COLS_FP32 = 32768    # ... fp32 rows keep one program a row up to here
 ROW_MIN_ROWS_PER_SM = 2      # ... when there are at least this many rows per SM; else split
 ROW_MIN_FILL = 0.75          # ... and cols fill at least this share of the power-of-two block;
                              # emptier blocks go to looped in LOOPED_SHORT_BLOCK tiles
@@ -104,6 +114,8 @@ LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows
 LOOPED_MIN_BYTES = 96 << 20  # rows of up to LOOPED_LARGE_MAX_COLS go looped from this input size ...
 LOOPED_LARGE_MAX_COLS = 4096  # ... (the range measured; row keeps longer ones)
 LOOPED_THREAD_BYTES = 64     # looped: input bytes each thread loads per tile (sets the warps)
+ROWS_MAX_TILE_ROWS = 128     # rows: rows a program takes at most ...
+ROWS_MAX_TILE_ROWS_1COL = 512  # ... and for one-column rows
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SPLIT_TILE_BYTES = 16384     # split: bytes of input per segment tile (4096 fp32, 8192 fp16/bf16) ...
 SPLIT_MAX_PER_SM = 4         # split: resident programs per SM used at most
@@ -380,7 +392,8 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
     block = pow2(cols)
     elem = dtype.itemsize
     if strategy == "rows":
-        rows_per_tile = _clamp(ELEMS_PER_THREAD * 32 * 4 // block, 1, 128)
+        cap = ROWS_MAX_TILE_ROWS_1COL if block == 1 else ROWS_MAX_TILE_ROWS
+        rows_per_tile = _clamp(ELEMS_PER_THREAD * 32 * 4 // block, 1, cap)
         return Config(block=block, num_warps=4, rows=rows_per_tile)
     if strategy == "row":
         return Config(block=block, num_warps=_clamp(block // (32 * ELEMS_PER_THREAD), 4, 32))
@@ -630,10 +643,11 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
     if cols <= ROWS_MAX_COLS or (dtype != torch.float32 and cols <= ROWS_MAX_COLS_16BIT
                                  and rows >= ROWS_MIN_ROWS_PER_SM * sms):
         return "rows"
-    if cols <= ROW_MAX_COLS and rows >= ROW_MIN_ROWS_PER_SM * sms:
+    row_max = ROW_MAX_COLS_FP32 if dtype == torch.float32 else ROW_MAX_COLS
+    if cols <= row_max and rows >= ROW_MIN_ROWS_PER_SM * sms:
         large = cols <= LOOPED_LARGE_MAX_COLS and rows * cols * dtype.itemsize >= LOOPED_MIN_BYTES
         return "row" if fills_row_block(cols) and not large else "looped"
-    if cols > ROW_MAX_COLS and rows >= LOOPED_MIN_ROWS_PER_SM * sms:
+    if cols > row_max and rows >= LOOPED_MIN_ROWS_PER_SM * sms:
         return "looped"
     return "split"
 

@@ -95,13 +95,32 @@ def test_custom_scale_and_large_logits():
         assert _rel(out, attn.reference(q, k, v, True, sm_scale)) < TOL[torch.float16]
 
 
-@pytest.mark.parametrize("causal,nq,nk", [(True, 48, 48), (True, 20, 45), (True, 45, 20), (False, 40, 50)])
-def test_warp_specialized_single_loop(causal, nq, nk):
-    """The GPU's warp-specialized configs run every key block through one masked loop."""
+WS_CFG = {"BLOCK_M": 32, "BLOCK_N": 16, "WARP_SPEC": True, "num_warps": 4, "num_stages": 1}
+
+
+@pytest.mark.parametrize("nq,nk", [(48, 48), (40, 50), (45, 20), (1, 1)])
+def test_warp_specialized_single_loop(nq, nk):
+    """The warp-specialized config runs every key block through one loop (masked when Nk is not a
+    multiple of BLOCK_N)."""
     q, k, v = _inputs(1, 2, 1, nq, nk, 32, torch.float16)
-    cfg = {"BLOCK_M": 32, "BLOCK_N": 16, "WARP_SPEC": True, "num_warps": 4, "num_stages": 1}
-    out = attn._forward(q, k, v, causal, None, config=cfg)
-    assert _rel(out, attn.reference(q, k, v, causal)) < TOL[torch.float16]
+    out = attn._forward(q, k, v, False, None, config=WS_CFG)
+    assert _rel(out, attn.reference(q, k, v, False)) < TOL[torch.float16]
+
+
+def test_warp_specialized_refuses_causal():
+    q, k, v = _inputs(1, 2, 1, 16, 16, 32, torch.float16)
+    with pytest.raises(ValueError, match="causal"):
+        attn._forward(q, k, v, True, None, config=WS_CFG)
+
+
+def test_warp_specialized_configs_pruned_for_causal():
+    """The autotuning space offers the warp-specialized config only without a causal mask, and
+    only on the tensor-descriptor path."""
+    def kept(causal, use_tma):
+        cfgs = attn._prune(attn.CONFIGS, {"NQ_BUCKET": 4096}, BLOCK_D=128, USE_TMA=use_tma, CAUSAL=causal)
+        return [c.kwargs["WARP_SPEC"] for c in cfgs]
+    assert True in kept(False, True)
+    assert True not in kept(True, True) and True not in kept(False, False)
 
 
 def test_empty_and_keyless_shapes():

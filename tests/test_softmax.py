@@ -90,6 +90,13 @@ def test_launch_configs(name, cfg, rows, cols):
     check(run_poisoned(name, x, cfg), x)
 
 
+def test_one_column_rows_take_bigger_tiles():
+    assert config("rows", 1, torch.float32).rows == sm.ROWS_MAX_TILE_ROWS_1COL
+    assert config("rows", 7, torch.float32).rows == sm.ROWS_MAX_TILE_ROWS
+    x = logits(1500, 1, torch.float32)  # 512-row tiles, the last one partly empty
+    check(run_poisoned("rows", x), x)
+
+
 def test_split_tiles_hold_the_same_bytes_in_every_dtype():
     for dtype, block in [(torch.float32, 4096), (torch.float16, 8192), (torch.bfloat16, 8192)]:
         cfg = config("split", 1 << 20, dtype, rows=64, sms=132)
@@ -155,6 +162,9 @@ def test_dispatch_rule():
     assert choose(16384, 6144, torch.float16, sms) == "row"         # three quarters full
     assert choose(4096, 16384, torch.float32, sms) == "row"
     assert choose(4096, 32768, torch.bfloat16, sms) == "looped"
+    assert choose(4096, 32768, torch.float32, sms) == "row"         # fp32 keeps row up to 32768
+    assert choose(512, 32768, torch.float32, sms) == "row"
+    assert choose(1024, 65536, torch.float32, sms) == "looped"
     assert choose(64, 4096, torch.float16, sms) == "split"          # too few rows to fill the GPU
     assert choose(1024, 131072, torch.bfloat16, sms) == "looped"
     assert choose(256, 262144, torch.float32, sms) == "split"      # two rows an SM: split the rows

@@ -3,6 +3,12 @@
 - read_tbps: a tuned read-only Triton kernel (each program sums a stretch of a buffer many times
   the L2 into one partial per program), the best of several block sizes, warp counts and grid
   shapes, and of torch.sum; bytes = the buffer read once.
+- read_tbps_<n>mib: the same read over the first n MiB of the buffer, for each size of
+  `read_sizes_mib` below the buffer's (and the whole buffer under its own size): a kernel that
+  moves a few hundred MB has a ramp and a tail the 2 GiB read hides, so a study can set a row
+  beside a read of its own size, timed as such rows are (kernel time from CUPTI, L2 flushed; H200:
+  3.47 TB/s at 128 MB, 3.94 at 268 MB, 4.29 at 512 MB, 4.48 at 1 GB, 4.59 at 2 GB, where do_bench's
+  event timing gave 3.77 at 268 MB and 4.49 at 2 GiB).
 - copy_tbps / write_tbps: tuned Triton copy and fill kernels against torch's copy_ / fill_,
   the best of each; bytes = read + written (copy), written (fill).
 - matmul_{fp16,bf16}_tflops: cuBLAS through torch, the best of n x n x n products at n = matmul_n
@@ -148,7 +154,41 @@ def launch_floor_us(launches: int = 2000) -> tuple[float, float]:
     return plain, sorted(replays)[len(replays) // 2]
 
 
-def measure(buffer_gib: float = 2.0, matmul_n: int = 8192) -> list[tuple[str, float, str, str]]:
+def sized_reads(src: torch.Tensor, full_how: str, sizes_mib, kernel_ms=None) -> list[tuple[str, float, str, str]]:
+    """read_tbps_<n>mib rows: the read over the first n MiB of src for each n of sizes_mib below
+    src's size, and over src whole. Each size's fastest candidate (do_bench, as for read_tbps; the
+    whole buffer's is full_how) is timed again on kernel time (CUPTI, L2 flushed: `kernel_ms`),
+    the timing the studies judge kernels of a few hundred MB on."""
+    if kernel_ms is None:
+        kernel_ms = _kernel_ms_with(_cupti_timer())
+    nbytes = src.numel() * src.element_size()
+    rows = []
+    for mib in sorted({int(m) for m in sizes_mib if int(m) * 2**20 < nbytes}) + [nbytes // 2**20]:
+        part = src[: mib * 2**20 // src.element_size()]
+        moved = part.numel() * part.element_size()
+        candidates = read_candidates(part)
+        how = full_how if moved == nbytes else _best(candidates, moved)[1]
+        rows.append((f"read_tbps_{mib}mib", moved / kernel_ms(candidates[how]) / 1e9, "TB/s",
+                     f"{how}, {'whole buffer' if moved == nbytes else f'first {mib} MiB'}, kernel time (CUPTI)"))
+    return rows
+
+
+def _cupti_timer():
+    from rooflab.timing import CudaTimer
+    return CudaTimer()
+
+
+def _kernel_ms_with(timer, samples: int = 15):
+    import statistics
+
+    def kernel_ms(fn) -> float:
+        fn()
+        return statistics.median(timer.cupti(fn, samples))
+    return kernel_ms
+
+
+def measure(buffer_gib: float = 2.0, matmul_n: int = 8192,
+            read_sizes_mib=()) -> list[tuple[str, float, str, str]]:
     """(name, value, unit, how) rows for ceilings.csv, measured on CUDA device 0."""
     n = int(buffer_gib * 2**30) // 4
     src = torch.rand(n, device="cuda")   # fp32, buffer_gib GiB: many times any L2
@@ -161,6 +201,7 @@ def measure(buffer_gib: float = 2.0, matmul_n: int = 8192) -> list[tuple[str, fl
         value, how = _best(candidates, moved)
         rows.append((name, value, "TB/s", how))
         print(f"{name}: {value:.3f} TB/s ({how})", flush=True)
+    rows += sized_reads(src, rows[0][3], read_sizes_mib)
     del src, dst
     torch.cuda.empty_cache()
     for dtype, label in ((torch.float16, "fp16"), (torch.bfloat16, "bf16")):
@@ -184,7 +225,7 @@ def write_csv(path, rows) -> None:
             print(f"{name:28} {value:10.4g} {unit:8} {how}")
 
 
-def measure_csv(path, buffer_gib: float, matmul_n: int) -> None:
+def measure_csv(path, buffer_gib: float, matmul_n: int, read_sizes_mib=()) -> None:
     """Measure this process's CUDA device 0 and write its ceilings.csv (datasheet values included)."""
     from rooflab.gpus import datasheet_rows
-    write_csv(path, measure(buffer_gib, matmul_n) + datasheet_rows(torch.cuda.get_device_name(0)))
+    write_csv(path, measure(buffer_gib, matmul_n, read_sizes_mib) + datasheet_rows(torch.cuda.get_device_name(0)))

@@ -1,4 +1,5 @@
 """The matmul ceiling takes the best of its candidates (sizes and operand distributions)."""
+import pytest
 import torch
 
 from rooflab import ceilings
@@ -19,3 +20,28 @@ def test_matmul_best_takes_the_fastest_candidate(monkeypatch):
     # 2 n^3 flops over the median: 64^3 at 3 ms against 32^3 at 0.5 ms
     assert rate == max(2 * 64 ** 3 / 3.0 / 1e9, 2 * 32 ** 3 / 0.5 / 1e9)
     assert how == "torch.matmul 64^3, uniform [0, 1) operands"
+
+
+def test_sized_reads_time_each_smaller_prefix_and_the_whole_buffer_on_kernel_time(monkeypatch):
+    ranked, timed = [], []
+
+    def fake_best(candidates, work):
+        ranked.append(work)
+        return 1.0, "fast"
+
+    monkeypatch.setattr(ceilings, "_best", fake_best)
+    monkeypatch.setattr(ceilings, "read_candidates",
+                        lambda src: {"fast": ("fast", src.numel()), "slow": ("slow", src.numel())})
+
+    def kernel_ms(fn):
+        timed.append(fn)
+        return fn[1] * 4 / 1e9                               # 1 TB/s whatever the size
+
+    src = torch.empty(8 * 2**20 // 4)                        # an 8 MiB fp32 buffer
+    rows = ceilings.sized_reads(src, "slow", [2, 4, 8, 16, 2], kernel_ms=kernel_ms)
+    assert [r[0] for r in rows] == ["read_tbps_2mib", "read_tbps_4mib", "read_tbps_8mib"]
+    assert ranked == [2 * 2**20, 4 * 2**20]                  # the whole buffer keeps read_tbps's winner
+    assert timed == [("fast", 2**19), ("fast", 2**20), ("slow", 2**21)]
+    assert all(r[1] == pytest.approx(1.0) and r[2] == "TB/s" for r in rows)
+    assert rows[0][3] == "fast, first 2 MiB, kernel time (CUPTI)"
+    assert rows[-1][3] == "slow, whole buffer, kernel time (CUPTI)"

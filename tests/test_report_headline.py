@@ -280,3 +280,38 @@ def test_forced_strategies_keep_one_colour_across_panels():
     names = ["ours", "ours_rows", "ours_row", "ours_looped", "ours_split"]
     assert len({color(n, i) for i, n in enumerate(names)}) == len(names)
     assert all(color(n, 0) == color(n, 5) for n in names)      # not taken from the panel's own order
+
+
+def test_read_at_interpolates_in_log_size_and_holds_the_ends():
+    from rooflab.report.analysis import read_at
+    ceilings = {"read_tbps": 4.5, "read_tbps_256mib": 4.0, "read_tbps_1024mib": 4.4, "copy_tbps": 4.2}
+    assert read_at(ceilings, 128 * 2**20) == 4.0                   # below the smallest: its rate
+    assert read_at(ceilings, 4096 * 2**20) == 4.4                  # above the largest: its rate
+    assert read_at(ceilings, 512 * 2**20) == pytest.approx(4.2)    # halfway in log2 size
+    assert read_at({"read_tbps": 4.5}, 2**30) is None
+
+
+def test_decode_large_shapes_beside_a_read_of_their_own_size(agg, cmp):
+    raw = agg.study("decode")
+    plain = headline.decode(cmp, raw, agg.ceiling(GPU))
+    assert plain["large"]["sized"] is None                         # no sized reads measured: no sentence
+    ceilings = dict(agg.ceiling(GPU), read_tbps_512mib=3.6, read_tbps_4096mib=4.2)
+    sized = headline.decode(cmp, raw, ceilings)["large"]["sized"]
+    # the large rows: B=1 L=32768 and B=8 L=4096 (537 MB, about 512 MiB), B=8 L=32768 (4.3 GB)
+    peers = derive.select(cmp, "decode", "peer")
+    large = peers[peers["bytes"] >= headline.LARGE_DECODE_BYTES].dropna(subset=["ours_frac"])
+    from rooflab.report.analysis import read_at
+    shares = [row["ours_metric"] / read_at(ceilings, row["bytes"]) for _, row in large.iterrows()]
+    assert sized["median"] == fmt.pct(pd.Series(shares).median()) and sized["low"]["frac"] == fmt.pct(min(shares))
+    smallest = large["bytes"].min()
+    assert sized["smallest"] == fmt.megabytes(smallest)
+    assert sized["smallest_read"] == fmt.num(read_at(ceilings, smallest))
+
+
+def test_ceiling_table_names_sized_reads_and_orders_them_by_size():
+    from rooflab.report.views import environment
+    names = ["read_tbps_1024mib", "datasheet_fp16_tflops", "read_tbps_128mib", "read_tbps_256mib"]
+    assert sorted(names, key=environment._order) == ["read_tbps_128mib", "read_tbps_256mib", "read_tbps_1024mib",
+                                                      "datasheet_fp16_tflops"]
+    assert environment._label("read_tbps_256mib") == "read only, 256 MiB"
+    assert environment._label("read_tbps") == "read only"

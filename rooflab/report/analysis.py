@@ -160,3 +160,22 @@ def bootstrap_geomean(values, level: float = 0.95) -> tuple[float | None, float 
     tail = (1 - level) / 2 * 100
     return float(np.exp(logs.mean())), float(np.exp(np.percentile(draws, tail))), \
         float(np.exp(np.percentile(draws, 100 - tail)))
+
+
+def read_at(ceilings: dict, nbytes: float) -> float | None:
+    """The read-only rate (TB/s) a transfer of nbytes can reach, from a GPU's read_tbps_<n>mib
+    ceilings (rooflab.ceilings.sized_reads: the read over the first n MiB of the calibrate buffer):
+    linear in log2(size) between the measured sizes, the nearest end's rate outside them; None
+    without such rows."""
+    points = sorted((int(name[len("read_tbps_"):-len("mib")]) * 2**20, float(value))
+                    for name, value in ceilings.items()
+                    if name.startswith("read_tbps_") and name.endswith("mib") and value == value)
+    if not points:
+        return None
+    if nbytes <= points[0][0]:
+        return points[0][1]
+    for (b0, r0), (b1, r1) in zip(points, points[1:]):
+        if nbytes <= b1:
+            t = (math.log2(nbytes) - math.log2(b0)) / (math.log2(b1) - math.log2(b0))
+            return r0 + t * (r1 - r0)
+    return points[-1][1]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, bootstrap_geomean, counts,
-                                     is_peer, is_seed)
+                                     is_peer, is_seed, read_at)
 from rooflab.report.derive import select
 from rooflab.report.fmt import DASH, DTYPE_SHORT, dt, listing, megabytes, num, pct, ratio, span
 from rooflab.schema import HOST_TIMING
@@ -198,7 +198,8 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
     large = peers[peers["bytes"] >= LARGE_DECODE_BYTES].dropna(subset=["ours_frac"])   # kernel time where measured
     if not large.empty:
         out["large"] = {"bytes": megabytes(LARGE_DECODE_BYTES), "n": len(large), "low": _at(large, "ours_frac"),
-                        "median": pct(large["ours_frac"].median()), "ceiling": num(ceilings.get("read_tbps"))}
+                        "median": pct(large["ours_frac"].median()), "ceiling": num(ceilings.get("read_tbps")),
+                        "sized": sized_read_share(large, ceilings)}
     split = tally(select(cmp, "decode", "ours_nosplit"))
     if split:
         out["split"] = dict(split, low=split["worst"]["ratio"], low_shape=split["worst"]["shape"],
@@ -207,6 +208,20 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
     out["vs_seeds"] = tally(select(cmp, "decode", "seed"))
     out["host"] = host_cost(frame)
     return out
+
+
+def sized_read_share(large: pd.DataFrame, ceilings: dict) -> dict | None:
+    """Our large decode shapes against a read-only kernel moving the same bytes (read_at: the
+    GPU's reads over buffers of a few sizes), where those reads were measured: the smallest
+    row's size-matched rate, and ours as a share of it (median and lowest)."""
+    sized = large.assign(read=[read_at(ceilings, b) for b in large["bytes"]])
+    if sized["read"].isna().any():
+        return None
+    sized = sized.assign(share=sized["ours_metric"] / sized["read"])
+    smallest = sized.loc[sized["bytes"].idxmin()]
+    return {"low": _at(sized, "share"), "median": pct(sized["share"].median()),
+            "smallest": megabytes(smallest["bytes"]), "smallest_read": num(smallest["read"]),
+            "smallest_frac": pct(smallest["read"] / ceilings["read_tbps"])}
 
 
 def paged_layout(paged: pd.DataFrame) -> dict | None:

@@ -9,6 +9,7 @@ rule calibrate:
     params:
         buffer_gib=config["calibrate"]["buffer_gib"],
         matmul_n=config["calibrate"]["matmul_n"],
+        read_sizes_mib=config["calibrate"]["read_sizes_mib"],
     benchmark:
         f"{FRESH}/benchmarks/calibrate.tsv"
     log:

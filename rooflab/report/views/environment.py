@@ -1,6 +1,8 @@
 """Each GPU's environment record, clocks, uncertainty and measured ceilings (Appendix G)."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from rooflab import datasheet
@@ -28,11 +30,26 @@ def status_counts(frame: pd.DataFrame) -> dict:
     return {s: int(counts.get(s, 0)) for s in ("ok", "incorrect", "oom", "unsupported", "error")}
 
 
+SIZED_READ = re.compile(r"read_tbps_(\d+)mib")   # rooflab.ceilings.sized_reads
+
+
+def _label(name: str) -> str:
+    sized = SIZED_READ.fullmatch(name)
+    return f"read only, {sized.group(1)} MiB" if sized else CEILING_LABELS.get(name, name)
+
+
+def _order(name: str):
+    """Sized reads first, by size; the other names alphabetically."""
+    sized = SIZED_READ.fullmatch(name)
+    return (0, int(sized.group(1)), "") if sized else (1, 0, name)
+
+
 def _ceiling_table(agg: Aggregate) -> Table:
     gpus = agg.gpus
-    names = list(MEASURED_CEILINGS) + sorted({n for g in gpus for n in agg.ceiling(g)} - set(MEASURED_CEILINGS))
+    extra = {n for g in gpus for n in agg.ceiling(g)} - set(MEASURED_CEILINGS)
+    names = list(MEASURED_CEILINGS) + sorted(extra, key=_order)
     units = dict(zip(agg.ceilings["name"], agg.ceilings["unit"]))
-    rows = [[CEILING_LABELS.get(n, n), str(units.get(n, ""))] + [num(agg.ceiling(g).get(n)) for g in gpus] for n in names]
+    rows = [[_label(n), str(units.get(n, ""))] + [num(agg.ceiling(g).get(n)) for g in gpus] for n in names]
     return Table(columns=["ceiling or peak", "unit"] + gpus, rows=rows,
                  caption="The ceilings measured on each GPU (calibrate rule), then its datasheet peaks (data/gpus.yaml).")
 

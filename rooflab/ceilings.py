@@ -154,32 +154,31 @@ def launch_floor_us(launches: int = 2000) -> tuple[float, float]:
     return plain, sorted(replays)[len(replays) // 2]
 
 
-def sized_reads(src: torch.Tensor, full_how: str, sizes_mib, kernel_ms=None) -> list[tuple[str, float, str, str]]:
+def sized_reads(src: torch.Tensor, full_how: str, full_read, sizes_mib,
+                kernel_ms=None) -> list[tuple[str, float, str, str]]:
     """read_tbps_<n>mib rows: the read over the first n MiB of src for each n of sizes_mib below
     src's size, and over src whole. Each size's fastest candidate (do_bench, as for read_tbps; the
-    whole buffer's is full_how) is timed again on kernel time (CUPTI, L2 flushed: `kernel_ms`),
-    the timing the studies judge kernels of a few hundred MB on."""
+    whole buffer's is read_tbps's own, full_read named full_how) is timed again on kernel time
+    (CUPTI, L2 flushed: `kernel_ms`), the timing the studies judge kernels of a few hundred MB on."""
     if kernel_ms is None:
-        kernel_ms = _kernel_ms_with(_cupti_timer())
+        kernel_ms = _kernel_ms()
     nbytes = src.numel() * src.element_size()
-    rows = []
-    for mib in sorted({int(m) for m in sizes_mib if int(m) * 2**20 < nbytes}) + [nbytes // 2**20]:
-        part = src[: mib * 2**20 // src.element_size()]
-        moved = part.numel() * part.element_size()
-        candidates = read_candidates(part)
-        how = full_how if moved == nbytes else _best(candidates, moved)[1]
-        rows.append((f"read_tbps_{mib}mib", moved / kernel_ms(candidates[how]) / 1e9, "TB/s",
-                     f"{how}, {'whole buffer' if moved == nbytes else f'first {mib} MiB'}, kernel time (CUPTI)"))
-    return rows
+    chosen = []   # (MiB, bytes, how, read)
+    for mib in sorted({int(m) for m in sizes_mib if int(m) * 2**20 < nbytes}):
+        candidates = read_candidates(src[: mib * 2**20 // src.element_size()])
+        how = _best(candidates, mib * 2**20)[1]
+        chosen.append((mib, mib * 2**20, f"{how}, first {mib} MiB", candidates[how]))
+    chosen.append((nbytes // 2**20, nbytes, f"{full_how}, whole buffer", full_read))
+    return [(f"read_tbps_{mib}mib", moved / kernel_ms(read) / 1e9, "TB/s", f"{how}, kernel time (CUPTI)")
+            for mib, moved, how, read in chosen]
 
 
-def _cupti_timer():
-    from rooflab.timing import CudaTimer
-    return CudaTimer()
-
-
-def _kernel_ms_with(timer, samples: int = 15):
+def _kernel_ms(samples: int = 15):
+    """fn -> the median of `samples` kernel times (ms, CUPTI) of fn, the L2 flushed before each call."""
     import statistics
+
+    from rooflab.timing import CudaTimer
+    timer = CudaTimer()
 
     def kernel_ms(fn) -> float:
         fn()
@@ -195,13 +194,14 @@ def measure(buffer_gib: float = 2.0, matmul_n: int = 8192,
     dst = torch.empty_like(src)
     nbytes = src.numel() * src.element_size()
     rows = []
-    for name, candidates, moved in (("read_tbps", read_candidates(src), nbytes),
+    reads = read_candidates(src)
+    for name, candidates, moved in (("read_tbps", reads, nbytes),
                                     ("copy_tbps", copy_candidates(dst, src), 2 * nbytes),
                                     ("write_tbps", fill_candidates(dst), nbytes)):
         value, how = _best(candidates, moved)
         rows.append((name, value, "TB/s", how))
         print(f"{name}: {value:.3f} TB/s ({how})", flush=True)
-    rows += sized_reads(src, rows[0][3], read_sizes_mib)
+    rows += sized_reads(src, rows[0][3], reads[rows[0][3]], read_sizes_mib)
     del src, dst
     torch.cuda.empty_cache()
     for dtype, label in ((torch.float16, "fp16"), (torch.bfloat16, "bf16")):

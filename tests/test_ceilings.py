@@ -38,7 +38,7 @@ def test_sized_reads_time_each_smaller_prefix_and_the_whole_buffer_on_kernel_tim
         return fn[1] * 4 / 1e9                               # 1 TB/s whatever the size
 
     src = torch.empty(8 * 2**20 // 4)                        # an 8 MiB fp32 buffer
-    rows = ceilings.sized_reads(src, "slow", [2, 4, 8, 16, 2], kernel_ms=kernel_ms)
+    rows = ceilings.sized_reads(src, "slow", ("slow", src.numel()), [2, 4, 8, 16, 2], kernel_ms=kernel_ms)
     assert [r[0] for r in rows] == ["read_tbps_2mib", "read_tbps_4mib", "read_tbps_8mib"]
     assert ranked == [2 * 2**20, 4 * 2**20]                  # the whole buffer keeps read_tbps's winner
     assert timed == [("fast", 2**19), ("fast", 2**20), ("slow", 2**21)]

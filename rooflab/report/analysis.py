@@ -11,6 +11,7 @@ the seeds' designs (seed_*) are compared with separately, never mixed into the b
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -162,14 +163,16 @@ def bootstrap_geomean(values, level: float = 0.95) -> tuple[float | None, float 
         float(np.exp(np.percentile(draws, 100 - tail)))
 
 
+SIZED_READ = re.compile(r"read_tbps_(\d+)mib")   # the read over the first n MiB (rooflab.ceilings.sized_reads)
+
+
 def read_at(ceilings: dict, nbytes: float) -> float | None:
     """The read-only rate (TB/s) a transfer of nbytes can reach, from a GPU's read_tbps_<n>mib
     ceilings (rooflab.ceilings.sized_reads: the read over the first n MiB of the calibrate buffer):
     linear in log2(size) between the measured sizes, the nearest end's rate outside them; None
     without such rows."""
-    points = sorted((int(name[len("read_tbps_"):-len("mib")]) * 2**20, float(value))
-                    for name, value in ceilings.items()
-                    if name.startswith("read_tbps_") and name.endswith("mib") and value == value)
+    points = sorted((int(sized.group(1)) * 2**20, float(value)) for name, value in ceilings.items()
+                    if (sized := SIZED_READ.fullmatch(name)) and value == value)
     if not points:
         return None
     if nbytes <= points[0][0]:

@@ -1,12 +1,10 @@
 """Each GPU's environment record, clocks, uncertainty and measured ceilings (Appendix G)."""
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
 from rooflab import datasheet
-from rooflab.report.analysis import KERNEL_TIMING, LAUNCH_BOUND_BYTES, shape_label
+from rooflab.report.analysis import KERNEL_TIMING, LAUNCH_BOUND_BYTES, SIZED_READ, shape_label
 from rooflab.report.fmt import DASH, dt, num, pct
 from rooflab.report.load import MEASURED_CEILINGS, Aggregate
 from rooflab.report.markup import Table
@@ -28,9 +26,6 @@ CLOCK_KEYS = ("clocks.sm", "clocks.max.sm", "clocks.mem", "power.draw", "power.l
 def status_counts(frame: pd.DataFrame) -> dict:
     counts = frame["status"].value_counts()
     return {s: int(counts.get(s, 0)) for s in ("ok", "incorrect", "oom", "unsupported", "error")}
-
-
-SIZED_READ = re.compile(r"read_tbps_(\d+)mib")   # rooflab.ceilings.sized_reads
 
 
 def _label(name: str) -> str:

@@ -62,7 +62,17 @@ Kernel design
   163-177 TFLOP/s against 461-516 for the plain configs at D=128 (N=4096-8192, GQA, Nq=1024
   Nk=8192) and 381 against 425 at D=64. 128 x 64 with 3 stages gives NaN without a mask at
   some shapes (Nq=1024 Nk=8192, N=8192 bf16, N=1000) and 128 x 128 with 3 stages at D=64, so
-  neither is kept. Causal shapes therefore keep the plain configs.
+  neither is kept. A causal pass split in two launches was also measured and not kept: the
+  specialized 128 x 128 config over the key blocks every query of its block sees (one unmasked
+  loop of per-program length), its rows' base-2 log-sum-exp stored for a second, plain launch
+  that folds in the diagonal band from (acc = o, l = 1, m = lse). Each launch alone was correct
+  against float64 on the H200, but with the log-sum-exp stored through pointers after the
+  specialized loop the two together were wrong (max error 1-4), and a later autotuned call at
+  the same shape failed its check too, a sign of writes outside the buffer; a loop of no
+  iterations (a block with no fully visible key block) left m and l undefined. Stored through
+  a tensor descriptor it was correct but ran at 78-143 TFLOP/s; the wrong form ran at 494-526
+  at N >= 8192 (D=128), against 475-505 for the plain configs and 622-670 for cuDNN, so a fix
+  of it would not close the causal gap either. Causal shapes therefore keep the plain configs.
 
 Plan cache (kernels._plans)
 - A call's key is the layout of q, k and v (shapes, strides, dtypes, device, data pointers'

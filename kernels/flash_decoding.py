@@ -99,6 +99,10 @@ NO_SPLIT_FILL = 0.9          # B * Hkv programs on at least this share of the SM
 PAGED_PROGRAMS_PER_SM = 4    # paged caches: split a grid that fills the SMs once until each SM has
                              # about this many programs (H200, page 64, D = 128: B=16, Hkv=8, L=8192:
                              # S=1 2.12 TB/s, S=4 3.91; B=4, Hkv=32, L=16384: 2.11 vs 4.28)
+RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no longer than this (H200,
+                             # bf16, Hq=32 Hkv=8, ragged, kernel time: B=64 Lmax=32768 S=1 3.52 TB/s,
+                             # S=4 4.26, S=8 4.31; B=32 S=2 3.88, S=8 4.15; B=16 S=4 3.56, S=8 3.88;
+                             # B=64 Lmax=4096 S=1 3.64, S=2 3.27)
 LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG
 LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks)
 MERGE_BLOCK_S = 16           # splits merged per step by the last program
@@ -323,7 +327,11 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     program per (batch, kv head) would leave the whole launch waiting on the longest; the same
     split spreads each long sequence over several programs while the chunks past a short one's
     end exit at once (H200, bf16, D=128, Hq=32, ragged lengths: B=16 Hkv=8 Lmax=32768 S=1
-    443.6 us, S=2 356.3, S=4 318.8; B=64 Hkv=8 Lmax=4096 stays at S=1, 131.5 us).
+    443.6 us, S=2 356.3, S=4 318.8; B=64 Hkv=8 Lmax=4096 stays at S=1, 131.5 us). On a filled
+    grid such a call also cuts the cache into chunks of at most RAGGED_CHUNK_TOKENS, whatever
+    the whole-wave count: with many sequences of unequal length the programs of the short ones
+    exit at once, and the long ones would otherwise hold the launch (B=64 Hkv=8 Lmax=32768, read
+    rate 3.52 TB/s at S=1, 4.31 at S=8).
     """
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
@@ -333,7 +341,10 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     if programs >= NO_SPLIT_FILL * num_sms:
         if not (paged or lengths):
             return 1, n_blocks * block_n
-        return _chunking(n_blocks, max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
+        splits = max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS))
+        if lengths:
+            splits = max(splits, cdiv(cache_len, RAGGED_CHUNK_TOKENS))
+        return _chunking(n_blocks, splits, block_n)
     wave = max(1, num_sms // programs)   # one wave of programs (module docstring), at most one per tile
     if not paged:
         return _chunking(n_blocks, wave, block_n)

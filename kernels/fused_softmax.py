@@ -79,7 +79,12 @@ hold 16 KB of input (4096 fp32 columns, 8192 fp16/bf16) on 8 warps and its segme
 segments of 1, 2 and 4 tiles), fp32 8192-column tiles in segments of two were 4-13% ahead at
 four of those five shapes and 16% behind at 16x4194304, so both dtypes keep 16 KB tiles.
 One-tile segments held in registers across the wait (the fused launch in rounds) ran at
-0.6-2.5 TB/s there, below the L2 re-read. The thresholds and the table are first settings, to
+0.6-2.5 TB/s there, below the L2 re-read. A problem small enough that all its segments are
+resident at once (one round) takes shorter segments: one tile if they all fit, else two
+(SPLIT_ONE_ROUND_TILES). Kernel time in us for segments of one / two / four tiles: fp16 8x262144
+7.5 / 9.6 / 14.3 (torch.compile 10.0 in the committed run), 32x65536 7.5 / 9.6 / 14.2, 16x262144
+(one-tile segments need two rounds) 13.3 / 11.1 / 16.0; fp32 8x262144 10.2 / 9.9 / 12.8,
+16x131072 8.5 / 9.8 / 12.5, 16x262144 (two rounds of one-tile) 15.2 / 14.4 / 17.1. The thresholds and the table are first settings, to
 be checked against the study's ours_<strategy> rows, which time every strategy at every shape.
 """
 from __future__ import annotations
@@ -119,7 +124,9 @@ ROWS_MAX_TILE_ROWS_1COL = 512  # ... and for one-column rows
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SPLIT_TILE_BYTES = 16384     # split: bytes of input per segment tile (4096 fp32, 8192 fp16/bf16) ...
 SPLIT_MAX_PER_SM = 4         # split: resident programs per SM used at most
-SPLIT_SEG_TILES = 4          # split: tiles per segment on a GPU (64 KB of input)
+SPLIT_SEG_TILES = 4          # split: tiles per segment on a GPU (64 KB of input) when the problem
+                             # takes more than one round; shorter segments when it fits one:
+SPLIT_ONE_ROUND_TILES = (1, 2)  # ... the first of these whose segments are all resident at once
 SPLIT_WARPS = 8              # split: warps of a full tile
 VECTOR_BYTES = 16            # widest global access (ld.global.v4.b32)
 PARTIALS_BLOCK = 128         # partials combined this many at a time by split's phase 2
@@ -364,8 +371,7 @@ class Config:
     per_sm: int = 0        # persistent grid of per_sm programs per SM (0: one program per tile;
                            # split: as many as are resident, up to SPLIT_MAX_PER_SM)
     prefetch: bool = True  # split: load the next round's segment before waiting
-    seg_tiles: int = 0     # split: tiles per segment (0: one if the row's segments can all be
-                           # resident at once, else as few as make them so)
+    seg_tiles: int = 0     # split: tiles per segment (0: chosen at launch, `_launch_split`)
 
 
 def fills_row_block(cols: int) -> bool:
@@ -404,8 +410,7 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
         return Config(block=tile, num_warps=_clamp(tile * elem // (32 * LOOPED_THREAD_BYTES), 4, 16))
     if strategy == "split":
         tile = min(block, SPLIT_TILE_BYTES // elem)
-        return Config(block=tile, num_warps=_clamp(tile // (32 * ELEMS_PER_THREAD), 4, SPLIT_WARPS),
-                      seg_tiles=SPLIT_SEG_TILES)
+        return Config(block=tile, num_warps=_clamp(tile // (32 * ELEMS_PER_THREAD), 4, SPLIT_WARPS))
     raise ValueError(f"unknown strategy {strategy!r}; expected one of {tuple(STRATEGIES)}")
 
 
@@ -559,18 +564,17 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | No
         arrive, depart = _counters(x.device, rows)
         dummy = torch.empty(1, dtype=torch.float32, device=x.device)
         wide = max(rows, cols, abs(x.stride(0)), out.stride(0)) >= 2**31   # i64 size arguments
-        for one_tile in (True, False):
-            if cfg.seg_tiles and (cfg.seg_tiles == 1) != one_tile:
-                continue
+        for seg_tiles in (cfg.seg_tiles,) if cfg.seg_tiles else (*SPLIT_ONE_ROUND_TILES, SPLIT_SEG_TILES):
+            one_tile = seg_tiles == 1
             key = ("split", x.device, x.dtype, cfg.block, cfg.num_warps, cfg.prefetch, vec, one_tile,
                    wide, x.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)
             resident = _resident_per_sm(key, x.device, lambda: _split_kernel.warmup(
                 out, x, dummy, dummy, arrive, depart, x.stride(0), out.stride(0), rows, cols, 1, 1,
                 MODE=_FUSED.value, ONE_TILE=one_tile, launch_cooperative_grid=True, grid=(1,), **common))
             capacity = min(resident, cfg.per_sm or SPLIT_MAX_PER_SM) * num_sms(x.device)
-            seg_tiles = 1 if one_tile else (cfg.seg_tiles or cdiv(tiles, max(capacity, 1)))
             n_segs = cdiv(tiles, seg_tiles)
-            if n_segs > capacity:
+            if n_segs > capacity or (not cfg.seg_tiles and seg_tiles in SPLIT_ONE_ROUND_TILES
+                                     and rows * n_segs > capacity):
                 continue
             parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)  # max, sum
             # Rounds of rows_per_round rows, every segment of a round resident at once.
@@ -584,7 +588,7 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | No
                 if "cooperative" not in str(exc):
                     raise
     # Two launches (the interpreter runs programs one after another): partials, then the rest.
-    seg_tiles = cfg.seg_tiles or 1
+    seg_tiles = cfg.seg_tiles or SPLIT_SEG_TILES
     n_segs = cdiv(tiles, seg_tiles)
     parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)        # max, sum
     unused = torch.empty(1, dtype=torch.int32, device=x.device)                         # counters

@@ -174,10 +174,11 @@ def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
         assert paged[1] >= decode.MIN_CHUNK_BLOCKS * block_n
 
 
-@pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 32768, 4), (64, 8, 4096, 1), (1, 8, 1024, 16)])
+@pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 32768, 8), (64, 8, 32768, 8), (32, 8, 16384, 4),
+                                                            (16, 8, 4096, 4), (64, 8, 4096, 1), (1, 8, 1024, 16)])
 def test_choose_splits_with_lengths(batch, heads_kv, cache_len, splits):
     """Given lengths, a grid that fills the SMs once is split like a paged one (ragged work spread over
-    programs); below the fill the one-wave rule holds."""
+    programs), into chunks of at most RAGGED_CHUNK_TOKENS; below the fill the one-wave rule holds."""
     assert choose_splits(batch, heads_kv, cache_len, 64, 132, lengths=True)[0] == splits
     assert choose_splits(batch, heads_kv, cache_len, 64, 132)[0] == (1 if batch * heads_kv >= 119 else splits)
 

@@ -100,7 +100,7 @@ def test_one_column_rows_take_bigger_tiles():
 def test_split_tiles_hold_the_same_bytes_in_every_dtype():
     for dtype, block in [(torch.float32, 4096), (torch.float16, 8192), (torch.bfloat16, 8192)]:
         cfg = config("split", 1 << 20, dtype, rows=64, sms=132)
-        assert (cfg.block, cfg.num_warps, cfg.seg_tiles) == (block, sm.SPLIT_WARPS, sm.SPLIT_SEG_TILES)
+        assert (cfg.block, cfg.num_warps, cfg.seg_tiles) == (block, sm.SPLIT_WARPS, 0)   # chosen at launch
         assert cfg.block * torch.tensor([], dtype=dtype).element_size() == sm.SPLIT_TILE_BYTES
 
 
@@ -608,7 +608,12 @@ def test_split_launcher_returns_the_fused_launch(gpu_split, poison, rows, cols, 
     assert (a["MODE"], a["BLOCK"], a["VEC"], a["PARTIALS_BLOCK"], a["PREFETCH"]) == \
         (sm._FUSED.value, cfg.block, sm._vec(x, out), sm.PARTIALS_BLOCK, cfg.prefetch)
     assert (a["x_row_stride"], a["out_row_stride"], a["n_rows"], a["n_cols"]) == (cols, cols, rows, cols)
-    assert a["seg_tiles"] == cfg.seg_tiles and grid == (min(2 * 132 // a["n_segs"], rows) * a["n_segs"],)
+    # the first segment length whose segments all fit one round of 2 * 132 programs, else four tiles
+    tiles = triton_cdiv(cols, cfg.block)
+    one_round = [t for t in sm.SPLIT_ONE_ROUND_TILES if rows * triton_cdiv(tiles, t) <= 2 * 132]
+    assert a["seg_tiles"] == (one_round[0] if one_round else sm.SPLIT_SEG_TILES)
+    assert a["ONE_TILE"] == (a["seg_tiles"] == 1)
+    assert grid == (min(2 * 132 // a["n_segs"], rows) * a["n_segs"],)
     check(out, x)
 
 
@@ -618,7 +623,9 @@ def test_split_launcher_falls_back_to_two_launches_when_refused(gpu_split, poiso
     out = torch.empty(3, 5000, dtype=x.dtype)
     assert sm._launch_split(x, out, config("split", 5000, x.dtype, 3)) is None
     modes = [dict(zip(SPLIT_ARGS, args))["MODE"] for _, args, _ in sm._split_kernel.launches]
-    assert modes == [sm._FUSED.value, sm._PARTIALS.value, sm._FINISH.value]
+    # each segment length tried in a fused launch, then the two launches
+    tried = 1 + len(sm.SPLIT_ONE_ROUND_TILES)
+    assert modes == [sm._FUSED.value] * tried + [sm._PARTIALS.value, sm._FINISH.value]
     check(out, x)
     y = softmax(x)                                  # refused through softmax(): no direct launch kept
     check(y, x)

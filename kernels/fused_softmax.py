@@ -71,7 +71,13 @@ Launch table (`config`): register-resident tiles hold 16 elements a thread, the 
 fastest measured peer at each anchor shape on the H200 (4 warps at 1024-2048 columns, 8 at 4096,
 32 at 32768). A rows program takes at most 128 rows, 512 when rows have one column (1048576x1,
 kernel time: 128 rows 6.3 us fp32 and 6.2 bf16, 512 rows 3.8 and 3.0; at 7 columns 128 rows stay
-best: 19.9 us fp32 against 28.2 with 512). Looped tiles of 8192 columns give each thread 64 bytes of input a tile (8 warps in
+best: 19.9 us fp32 against 28.2 with 512). A problem of fewer rows than that many per SM takes
+the largest power of two of rows per program that still gives every SM a program (rows of two
+or more columns), on fewer warps when the tile holds under 512 elements (a warp per 128).
+Kernel time in us, rows per program x warps (fp16 / fp32): 4096x7 128x4 2.50 / 2.34, 16x1 1.73 /
+1.73, 32x4 1.63 / 1.63, 64x4 2.17 / 1.79 (torch 1.76 / 1.82); 256x256 8x4 2.27 / 2.27, 1x2 1.98 /
+2.08, 2x2 1.73 / 2.05 (torch 2.66 / 2.34); 512x512 4x4 2.34 / 2.62, 2x4 2.18 / 2.50, 1x1 2.14 /
+2.33; 1024x128 16x4 2.30 / 2.91, 4x4 1.89 / 1.98, 8x1 1.98 / 2.94. Looped tiles of 8192 columns give each thread 64 bytes of input a tile (8 warps in
 fp16/bf16, 16 in fp32; 4096x32768 fp16: 3.60 TB/s with 8 warps, 3.28 with 16). Split's tiles
 hold 16 KB of input (4096 fp32 columns, 8192 fp16/bf16) on 8 warps and its segments four tiles
 (64 KB): at 16x4194304 to 1024x131072 fp16 that gave 2.41-2.75 TB/s against 1.96-2.57 with the
@@ -121,6 +127,7 @@ LOOPED_LARGE_MAX_COLS = 4096  # ... (the range measured; row keeps longer ones)
 LOOPED_THREAD_BYTES = 64     # looped: input bytes each thread loads per tile (sets the warps)
 ROWS_MAX_TILE_ROWS = 128     # rows: rows a program takes at most ...
 ROWS_MAX_TILE_ROWS_1COL = 512  # ... and for one-column rows
+ROWS_THREAD_ELEMS = 128      # rows: a tile of fewer than 4 warps x this many elements takes fewer warps
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SPLIT_TILE_BYTES = 16384     # split: bytes of input per segment tile (4096 fp32, 8192 fp16/bf16) ...
 SPLIT_MAX_PER_SM = 4         # split: resident programs per SM used at most
@@ -400,7 +407,10 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
     if strategy == "rows":
         cap = ROWS_MAX_TILE_ROWS_1COL if block == 1 else ROWS_MAX_TILE_ROWS
         rows_per_tile = _clamp(ELEMS_PER_THREAD * 32 * 4 // block, 1, cap)
-        return Config(block=block, num_warps=4, rows=rows_per_tile)
+        if rows is not None and block > 1:     # a small problem: at least one tile per SM
+            rows_per_tile = min(rows_per_tile, 1 << (max(rows // sms, 1).bit_length() - 1))
+        return Config(block=block, num_warps=_clamp(rows_per_tile * block // ROWS_THREAD_ELEMS, 1, 4),
+                      rows=rows_per_tile)
     if strategy == "row":
         return Config(block=block, num_warps=_clamp(block // (32 * ELEMS_PER_THREAD), 4, 32))
     if strategy == "looped":
@@ -675,13 +685,17 @@ class _Plan:
     `fast` from a launch inside a capture (its buffers would belong to the graph's pool, the
     counters zeroed only by a replay) nor from a launch on a device other than x's.
     """
-    __slots__ = ("launch", "cfg", "moved_dim", "rows", "cols", "stream_bound", "fast", "stream")
+    __slots__ = ("launch", "cfg", "moved_dim", "rows", "cols", "stream_bound", "fast", "stream", "like")
 
-    def __init__(self, launch, cfg, moved_dim, rows, cols, stream_bound=False):
+    def __init__(self, launch, cfg, moved_dim, rows, cols, stream_bound=False, like=False):
         self.launch, self.cfg, self.moved_dim, self.rows, self.cols = launch, cfg, moved_dim, rows, cols
         self.stream_bound = stream_bound
         self.fast = None
         self.stream = None      # stream_bound: handle of the stream `fast` may launch on
+        # x is contiguous (so is every tensor of this plan's key, which holds the strides): the
+        # output of a replay is torch.empty_like(x), 3.5 us of host time on an H200 host against
+        # 7.7 for torch.empty(shape, dtype=, device=)
+        self.like = like
 
     def keep(self, launched: tuple, device: torch.device) -> None:
         """Keep a first launch's (compiled, grid, args) as `fast` (on a GPU, direct plans only)."""
@@ -721,6 +735,10 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     Measured on an H200 host (median host time of a repeat call): split shapes (8x2048 bf16,
     16x262144 fp16, 64x65537 bf16, 4x1048576 fp16, 1x4194304 fp32) 15-23 us with the direct
     launch, against ~120 us through Triton before (torch.softmax 7-9 us); 4096x2048 fp16 (row) 22 us.
+    With the launch straight into Triton's C launcher (kernels._plans) and empty_like for the
+    output, on another H200 host: 256x256 fp32 8.8 us (torch.softmax 6.5), 8x2048 bf16 (split)
+    14.9 (9.8), 8x262144 fp16 (split) 10.3 (9.5); the launch alone 6.9 -> 5.1, 11.4 -> 7.6 and
+    8.4 -> 5.7 us.
 
     Autograd: when x requires grad and grad mode is on, the call goes through `_Softmax`, whose
     forward is this same Triton kernel and whose backward, dx = y * (dy - sum(dy * y, dim)), is
@@ -737,7 +755,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         stream = plan.fast_stream()
         if stream is not None:
             launch, rest = plan.fast
-            out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+            out = torch.empty_like(x) if plan.like else torch.empty(x.shape, dtype=x.dtype, device=x.device)
             if out.data_ptr() % ALIGN == 0:
                 launch(stream, out, x, *rest)
                 return out
@@ -808,4 +826,4 @@ def _plan(x, dim) -> _Plan:
     cfg = config(name, cols, x.dtype, rows, num_sms(x.device))
     strategy = STRATEGIES[name]
     return _Plan(strategy.launch, cfg, (dim if dim != x.dim() - 1 else None), rows, cols,
-                 strategy.stream_bound)
+                 strategy.stream_bound, like=x.is_contiguous())

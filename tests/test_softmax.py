@@ -90,6 +90,20 @@ def test_launch_configs(name, cfg, rows, cols):
     check(run_poisoned(name, x, cfg), x)
 
 
+@pytest.mark.parametrize("rows,cols,dtype,tile_rows,warps", [
+    (4096, 7, torch.float16, 16, 1),          # 4096 // 132 = 31 rows an SM: 16 a program, 128 elements
+    (256, 256, torch.float32, 1, 2),          # fewer rows than SMs: one a program
+    (1024, 128, torch.float32, 4, 4),
+    (65536, 128, torch.float16, 16, 4),       # enough rows: the table's 2048-element tiles
+    (4096, 1, torch.float16, 512, 4),         # one-column rows keep their 512-row tiles
+])
+def test_small_rows_problems_give_every_sm_a_tile(rows, cols, dtype, tile_rows, warps):
+    cfg = config("rows", cols, dtype, rows=rows, sms=132)
+    assert (cfg.rows, cfg.num_warps) == (tile_rows, warps)
+    x = logits(rows, cols, dtype)
+    check(run_poisoned("rows", x, cfg), x)
+
+
 def test_one_column_rows_take_bigger_tiles():
     assert config("rows", 1, torch.float32).rows == sm.ROWS_MAX_TILE_ROWS_1COL
     assert config("rows", 7, torch.float32).rows == sm.ROWS_MAX_TILE_ROWS

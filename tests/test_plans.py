@@ -1,0 +1,64 @@
+"""kernels._plans.Launch: which launcher a replay goes through (a stand-in compiled kernel records
+the calls; no GPU needed)."""
+from types import SimpleNamespace
+
+import pytest
+from triton import knobs
+
+from kernels import _plans
+
+
+class _Runner:
+    """CompiledKernel.run as Triton 3.6's CUDA launcher exposes it: callable, with the C launch."""
+
+    def __init__(self, calls, scratch=0):
+        self.calls, self.global_scratch_size, self.profile_scratch_size = calls, scratch, 0
+        self.launch_cooperative_grid, self.launch_pdl = True, False
+
+    def __call__(self, *args):
+        self.calls.append(("run", args))
+
+    def launch(self, *args):
+        self.calls.append(("c", args))
+
+
+class _Compiled:
+    def __init__(self, calls, scratch=0):
+        self.run, self.function, self.packed_metadata = _Runner(calls, scratch), 1234, (4, 1, 0)
+
+    def launch_metadata(self, grid, stream, *args):
+        return "metadata"
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    active = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 77)
+    monkeypatch.setattr(_plans, "driver", SimpleNamespace(active=active))
+    return []
+
+
+def test_a_kernel_without_scratch_goes_straight_to_the_c_launcher(calls):
+    _plans.Launch(_Compiled(calls), (8, 2))(77, "out", "x", 5)
+    (kind, args), = calls
+    assert kind == "c"
+    assert args == (8, 2, 1, 77, 1234, True, False, None, None, (4, 1, 0), None, None, None, "out", "x", 5)
+
+
+def test_a_kernel_with_scratch_goes_through_its_runner(calls):
+    _plans.Launch(_Compiled(calls, scratch=128), (8,))(77, "out")
+    (kind, args), = calls
+    rt = knobs.runtime
+    assert kind == "run"
+    assert args == (8, 1, 1, 77, 1234, (4, 1, 0), "metadata", rt.launch_enter_hook, rt.launch_exit_hook, "out")
+
+
+def test_a_registered_launch_hook_is_honoured(calls):
+    seen = []
+    hook = seen.append
+    knobs.runtime.launch_enter_hook.add(hook)
+    try:
+        _plans.Launch(_Compiled(calls), (8,))(77, "out")
+    finally:
+        knobs.runtime.launch_enter_hook.remove(hook)
+    (kind, args), = calls
+    assert kind == "run" and args[6] == "metadata"

@@ -355,17 +355,21 @@ def test_decode_plan_cache_is_bounded(fresh_plans, monkeypatch):
     assert [key[1][0][2] for key in decode._PLANS] == [22, 23, 24]    # cache lengths, oldest dropped
 
 
-@pytest.mark.parametrize("num_splits,paged", [(1, False), (3, False), (3, True)])
-def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, monkeypatch, replay, num_splits, paged):
-    """The direct launch a GPU plan keeps gets the first launch's arguments with fresh buffers.
-
-    `Launch` (which needs a GPU) is replaced by one that records its arguments and runs them
-    through the interpreter.
-    """
-    replays = replay.calls
+@pytest.fixture
+def gpu_replays(monkeypatch, replay):
+    """The GPU path of the plans on the CPU: `Launch` (which needs a GPU) is replaced by one that
+    records its arguments and runs them through the interpreter; the list of replays' arguments."""
     monkeypatch.setattr(decode, "interpreting", lambda: False)
     monkeypatch.setattr(decode, "current_stream", lambda: 0)
     monkeypatch.setattr(decode, "Launch", replay.launcher(lambda grid, args: decode._decode_kernel[grid](*args)))
+    monkeypatch.setattr(decode, "_WORKSPACE", {})
+    return replay.calls
+
+
+@pytest.mark.parametrize("num_splits,paged", [(1, False), (3, False), (3, True)])
+def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, gpu_replays, num_splits, paged):
+    """The direct launch a GPU plan keeps gets the first launch's arguments with a fresh output."""
+    replays = gpu_replays
     q, k, v = _inputs(3, 8, 2, 150, 64, torch.float16)
     lens = _ragged(3, 150)
     ref = reference(q, k, v, lens)
@@ -385,6 +389,27 @@ def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, monkeypatch, rep
         assert args[6].shape == (3, 8, 2, 64) and int(args[8].abs().sum()) == 0   # 2 splits of 128 tokens
     torch.testing.assert_close(second, first, rtol=0, atol=0)
     _assert_close(second, ref, torch.float16)
+
+
+def test_split_partials_share_one_workspace_per_stream(fresh_plans, poison, gpu_replays):
+    """Split launches on one stream take their partials from one workspace: a repeat call allocates
+    none, a larger launch grows it, and the plans of smaller ones move to the new buffer."""
+    q, k, v = _inputs(3, 8, 2, 150, 64, torch.float16)
+    lens = _ragged(3, 150)
+    ref = reference(q, k, v, lens)
+    for _ in range(2):
+        _assert_close(decode_attention(q, k, v, lens, num_splits=3), ref, torch.float16)
+    (buf,) = decode._WORKSPACE.values()
+    part, lse = gpu_replays[-1][6:8]
+    assert part.shape == (3, 8, 2, 64) and lse.shape == (3, 8, 2)      # 2 splits of 128 tokens
+    assert part.data_ptr() == buf.data_ptr() and lse.data_ptr() % 16 == 0
+    assert buf.data_ptr() <= lse.data_ptr() < buf.data_ptr() + buf.numel() * 4
+    q2, k2, v2 = _inputs(4, 16, 4, 900, 64, torch.float16)
+    _assert_close(decode_attention(q2, k2, v2, num_splits=7), reference(q2, k2, v2), torch.float16)
+    (grown,) = decode._WORKSPACE.values()
+    assert grown is not buf and grown.numel() >= 4 * 16 * 7 * 65
+    _assert_close(decode_attention(q, k, v, lens, num_splits=3), ref, torch.float16)
+    assert gpu_replays[-1][6].data_ptr() == grown.data_ptr()
 
 
 # ---- paged caches (block_table) ----

@@ -399,8 +399,8 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
     Register-resident tiles give each thread ELEMS_PER_THREAD elements, the setting of the best
     peer measurement at every anchor shape (row/program with 4 warps at 1024-2048 columns, 8 at
     4096, 32 at 32768); looped and split tiles are sized in bytes (module docstring). The table
-    depends on `cols` and `dtype` only; `rows` and `sms` are taken so that callers can pass the
-    whole problem.
+    depends on `cols` and `dtype`, and for `rows` also on the number of rows per SM (a small
+    problem takes fewer rows a tile, `rows` None meaning a large one).
     """
     block = pow2(cols)
     elem = dtype.itemsize

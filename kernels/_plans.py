@@ -13,7 +13,8 @@ launcher without `JITFunction.run`'s per-call argument binding and cache-key has
 Triton's CPU interpreter the plan launches through the plain `kernel[grid](...)` path. A kernel
 that needs no global scratch goes straight to the compiled C launcher while no launch hook is
 registered (knobs.runtime.launch_enter_hook / launch_exit_hook, e.g. a profiler's): no launch
-metadata is built and no empty hook chain is called. H200 host, repeat softmax() call of a
+metadata is built and no empty hook chain is called. A kernel with scratch (tensor descriptors
+made on the device) goes through its runner, which allocates it, with the same savings. H200 host, repeat softmax() call of a
 256x256 fp32 tensor: 9.5 us through CompiledKernel.run, 5.5 us through the C launcher.
 """
 from __future__ import annotations
@@ -74,16 +75,17 @@ class Launch:
         return active.get_current_stream(device) if device == self.device else None
 
     def __call__(self, stream: int, *args) -> None:
-        grid, runtime, direct = self.grid, knobs.runtime, self.direct
-        if direct is not None and not runtime.launch_enter_hook.calls and not runtime.launch_exit_hook.calls:
+        grid, runtime, direct, k = self.grid, knobs.runtime, self.direct, self.compiled
+        if runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls:
+            k.run(grid[0], grid[1], grid[2], stream, k.function, k.packed_metadata,
+                  k.launch_metadata(grid, stream, *args), runtime.launch_enter_hook,
+                  runtime.launch_exit_hook, *args)
+        elif direct is not None:
             launch, cooperative, pdl, function, metadata = direct
             launch(grid[0], grid[1], grid[2], stream, function, cooperative, pdl, None, None, metadata,
                    None, None, None, *args)
-            return
-        k = self.compiled
-        k.run(grid[0], grid[1], grid[2], stream, k.function, k.packed_metadata,
-              k.launch_metadata(grid, stream, *args), runtime.launch_enter_hook,
-              runtime.launch_exit_hook, *args)
+        else:   # the runner allocates the kernel's scratch; no metadata or hooks to pass
+            k.run(grid[0], grid[1], grid[2], stream, k.function, k.packed_metadata, None, None, None, *args)
 
 
 def current_stream() -> int:

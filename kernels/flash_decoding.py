@@ -86,7 +86,7 @@ import triton.language as tl
 
 from kernels._checks import check_no_grad, check_same_device, check_tensor, interpreting
 from kernels._device import cdiv, pow2, sm_count
-from kernels._plans import Launch, aligned, current_stream, layout, remember
+from kernels._plans import Launch, aligned, current_stream, layout, new_output, remember
 
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
@@ -467,7 +467,7 @@ class _DecodePlan:
         self.grid, self.out_shape, self.part_shape, self.counters = grid, out_shape, part_shape, counters
         self.cache_len, self.num_pages, self.strides, self.rest = cache_len, num_pages, strides, rest
         self.options, self.fast = options or {}, None
-        self.like = like        # q is contiguous: the output is torch.empty_like(q), cheaper on the host
+        self.like = like        # q is contiguous: the output is kernels._plans.new_output's
         self.views = None       # (workspace, partials, lse): views of a stream's shared workspace
 
 
@@ -537,7 +537,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
     if plan is not None and plan.fast is not None:
         stream = plan.fast.stream()
         if stream is not None:
-            out = torch.empty_like(q) if plan.like else torch.empty(plan.out_shape, device=q.device, dtype=q.dtype)
+            out = new_output(q, plan.like)                                         # (B, Hq, D)
             part, lse, count = _scratch(plan, out, stream)
             if aligned(out, part, lse, count):
                 plan.fast(stream, q, k_cache, v_cache, q if seqlens is None else seqlens,
@@ -550,7 +550,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
                      block_n, num_warps, num_stages)
         if key is not None:
             remember(_PLANS, key, plan)
-    out = torch.empty(plan.out_shape, device=q.device, dtype=q.dtype)             # (B, Hq, D)
+    out = new_output(q, plan.like)                                                 # (B, Hq, D)
     lens, table = _to_device(seqlens, block_table, q.device, plan.cache_len, plan.num_pages)
     if plan.grid is None:                                                          # B = 0 or Hq = 0
         return out
@@ -593,13 +593,13 @@ def _scratch(plan: _DecodePlan, out: torch.Tensor, stream: int):
     key = (out.device, stream)
     buf = _WORKSPACE.get(key)
     if plan.views is None or plan.views[0] is not buf:
-        n_part = cdiv(math.prod(part_shape), 4) * 4          # the log-sum-exps start 16-byte aligned
-        need = n_part + math.prod(plan.part_shape)
+        n_part = math.prod(part_shape)
+        lse_at = cdiv(n_part, 4) * 4                          # the log-sum-exps start 16-byte aligned
+        need = lse_at + math.prod(plan.part_shape)
         if buf is None or buf.numel() < need:
             buf = torch.empty(pow2(need), device=out.device, dtype=torch.float32)   # room to grow
             _WORKSPACE[key] = buf
-        plan.views = (buf, buf[:math.prod(part_shape)].view(part_shape),
-                      buf[n_part:need].view(plan.part_shape))
+        plan.views = (buf, buf[:n_part].view(part_shape), buf[lse_at:need].view(plan.part_shape))
     return plan.views[1], plan.views[2], counters
 
 

@@ -77,7 +77,8 @@ or more columns), on fewer warps when the tile holds under 512 elements (a warp 
 Kernel time in us, rows per program x warps (fp16 / fp32): 4096x7 128x4 2.50 / 2.34, 16x1 1.73 /
 1.73, 32x4 1.63 / 1.63, 64x4 2.17 / 1.79 (torch 1.76 / 1.82); 256x256 8x4 2.27 / 2.27, 1x2 1.98 /
 2.08, 2x2 1.73 / 2.05 (torch 2.66 / 2.34); 512x512 4x4 2.34 / 2.62, 2x4 2.18 / 2.50, 1x1 2.14 /
-2.33; 1024x128 16x4 2.30 / 2.91, 4x4 1.89 / 1.98, 8x1 1.98 / 2.94. Looped tiles of 8192 columns give each thread 64 bytes of input a tile (8 warps in
+2.33; 1024x128 16x4 2.30 / 2.91, 4x4 1.89 / 1.98, 8x1 1.98 / 2.94. Looped tiles of 8192
+columns give each thread 64 bytes of input a tile (8 warps in
 fp16/bf16, 16 in fp32; 4096x32768 fp16: 3.60 TB/s with 8 warps, 3.28 with 16). Split's tiles
 hold 16 KB of input (4096 fp32 columns, 8192 fp16/bf16) on 8 warps and its segments four tiles
 (64 KB): at 16x4194304 to 1024x131072 fp16 that gave 2.41-2.75 TB/s against 1.96-2.57 with the
@@ -90,7 +91,8 @@ resident at once (one round) takes shorter segments: one tile if they all fit, e
 (SPLIT_ONE_ROUND_TILES). Kernel time in us for segments of one / two / four tiles: fp16 8x262144
 7.5 / 9.6 / 14.3 (torch.compile 10.0 in the committed run), 32x65536 7.5 / 9.6 / 14.2, 16x262144
 (one-tile segments need two rounds) 13.3 / 11.1 / 16.0; fp32 8x262144 10.2 / 9.9 / 12.8,
-16x131072 8.5 / 9.8 / 12.5, 16x262144 (two rounds of one-tile) 15.2 / 14.4 / 17.1. The thresholds and the table are first settings, to
+16x131072 8.5 / 9.8 / 12.5, 16x262144 (two rounds of one-tile) 15.2 / 14.4 / 17.1. The
+thresholds and the table are first settings, to
 be checked against the study's ours_<strategy> rows, which time every strategy at every shape.
 """
 from __future__ import annotations
@@ -107,7 +109,7 @@ import triton.language as tl
 from kernels._checks import check_tensor, interpreting
 from kernels._device import INTERPRETER_SMS, cdiv, pow2, properties
 from kernels._device import sm_count as num_sms
-from kernels._plans import ALIGN, Launch, aligned, remember
+from kernels._plans import ALIGN, Launch, aligned, new_output, remember
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -692,10 +694,7 @@ class _Plan:
         self.stream_bound = stream_bound
         self.fast = None
         self.stream = None      # stream_bound: handle of the stream `fast` may launch on
-        # x is contiguous (so is every tensor of this plan's key, which holds the strides): the
-        # output of a replay is torch.empty_like(x), 3.5 us of host time on an H200 host against
-        # 7.7 for torch.empty(shape, dtype=, device=)
-        self.like = like
+        self.like = like        # x is contiguous: a replay's output is kernels._plans.new_output's
 
     def keep(self, launched: tuple, device: torch.device) -> None:
         """Keep a first launch's (compiled, grid, args) as `fast` (on a GPU, direct plans only)."""
@@ -755,7 +754,7 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         stream = plan.fast_stream()
         if stream is not None:
             launch, rest = plan.fast
-            out = torch.empty_like(x) if plan.like else torch.empty(x.shape, dtype=x.dtype, device=x.device)
+            out = new_output(x, plan.like)
             if out.data_ptr() % ALIGN == 0:
                 launch(stream, out, x, *rest)
                 return out

@@ -62,3 +62,13 @@ def test_a_registered_launch_hook_is_honoured(calls):
     (kind, args), = calls
     rt = knobs.runtime
     assert kind == "run" and args[6:9] == ("metadata", rt.launch_enter_hook, rt.launch_exit_hook)
+
+
+def test_new_output_matches_the_input_or_is_contiguous():
+    import torch
+    x = torch.randn(4, 6, dtype=torch.float16)
+    like = _plans.new_output(x, True)
+    assert (like.shape, like.stride(), like.dtype) == (x.shape, x.stride(), x.dtype)
+    t = x.t()                                             # not contiguous: a contiguous output of its shape
+    out = _plans.new_output(t, False)
+    assert out.shape == t.shape and out.is_contiguous() and out.dtype == t.dtype

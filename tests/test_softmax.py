@@ -90,6 +90,44 @@ def test_launch_configs(name, cfg, rows, cols):
     check(run_poisoned(name, x, cfg), x)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("cols", [1, 3, 9, 33, 101])
+def test_looped_rows_off_the_vector_boundary(cols, dtype):
+    """Odd row lengths: every row starts at another offset from a 16-byte boundary, so looped
+    peels a head and a tail around an aligned body (rows shorter than the head included), with
+    -inf entries and an all -inf row in the body, the head and the tail."""
+    x = logits(11, cols, dtype)
+    x[4, -1] = NINF
+    x[5, 0] = 1e4 if dtype != torch.float16 else 6e4       # a large magnitude at a row's edge
+    assert sm._peeled_vec(x, torch.empty_like(x)) == 16 // x.element_size()
+    check(run_poisoned("looped", x, Config(block=16, num_warps=4)), x)
+
+
+def test_looped_output_rows_at_another_offset_narrow_the_vector():
+    """An output whose rows sit at other offsets from the boundary than x's: no common width."""
+    x = logits(6, 37, torch.float16)
+    wide = torch.full((6, 40), float("nan"), dtype=torch.float16)
+    out = wide[:, :37]                                 # row stride 40 against x's 37
+    assert sm._peeled_vec(x, out) == 1
+    STRATEGIES["looped"].run(x, out=out, cfg=Config(block=16, num_warps=4))
+    check(out, x)
+    assert wide[:, 37:].isnan().all()                  # nothing written past the rows
+
+
+@pytest.mark.parametrize("first,vec", [(0, 8), (3, 1)])
+def test_looped_strided_input_rows(first, vec):
+    """x and out rows every 24 elements (column slices of 17): rows of x and out at the same
+    offsets (width 8 in fp16) unless x's first element is off the boundary (width 1)."""
+    base = logits(7, 24, torch.float16)
+    x = base[:, first:first + 17]
+    wide = torch.full((7, 24), float("nan"), dtype=torch.float16)
+    out = wide[:, :17]
+    assert sm._peeled_vec(x, out) == vec
+    STRATEGIES["looped"].run(x, out=out, cfg=Config(block=8, num_warps=4))
+    check(out, x)
+    assert wide[:, 17:].isnan().all()
+
+
 @pytest.mark.parametrize("rows,cols,dtype,tile_rows,warps", [
     (4096, 7, torch.float16, 16, 1),          # 4096 // 132 = 31 rows an SM: 16 a program, 128 elements
     (256, 256, torch.float32, 1, 2),          # fewer rows than SMs: one a program
@@ -105,10 +143,15 @@ def test_small_rows_problems_give_every_sm_a_tile(rows, cols, dtype, tile_rows, 
 
 
 def test_one_column_rows_take_bigger_tiles():
-    assert config("rows", 1, torch.float32).rows == sm.ROWS_MAX_TILE_ROWS_1COL
+    assert config("rows", 1, torch.float32).rows == sm.ROWS_1COL_LARGE_TILE_ROWS        # a large problem
+    assert config("rows", 1, torch.float16, rows=1048576, sms=132).rows == sm.ROWS_1COL_LARGE_TILE_ROWS
+    assert config("rows", 1, torch.float16, rows=4096, sms=132).rows == sm.ROWS_MAX_TILE_ROWS_1COL
+    assert config("rows", 1, torch.float32, rows=1500, sms=132).rows == sm.ROWS_MAX_TILE_ROWS_1COL
     assert config("rows", 7, torch.float32).rows == sm.ROWS_MAX_TILE_ROWS
     x = logits(1500, 1, torch.float32)  # 512-row tiles, the last one partly empty
-    check(run_poisoned("rows", x), x)
+    check(run_poisoned("rows", x, config("rows", 1, torch.float32, rows=1500, sms=132)), x)
+    x = logits(2500, 1, torch.float32)  # 1024-row tiles, the last one partly empty
+    check(run_poisoned("rows", x, config("rows", 1, torch.float32)), x)
 
 
 def test_split_tiles_hold_the_same_bytes_in_every_dtype():

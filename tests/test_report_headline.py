@@ -308,6 +308,12 @@ def test_decode_large_shapes_beside_a_read_of_their_own_size(agg, cmp):
     assert sized["smallest_read"] == fmt.num(read_at(ceilings, smallest))
 
 
+def test_paper_says_the_size_matched_read_share():
+    """The committed H200 run measured sized reads: the decode section names the share of them."""
+    text = open("paper/paper.md").read()
+    assert "against a read of its own size each shape reaches a median" in text
+
+
 def test_ceiling_table_names_sized_reads_and_orders_them_by_size():
     from rooflab.report.views import environment
     names = ["read_tbps_1024mib", "datasheet_fp16_tflops", "read_tbps_128mib", "read_tbps_256mib"]

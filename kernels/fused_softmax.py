@@ -16,8 +16,8 @@ it peels each row's head and tail, fewer than VEC elements each, around an align
 time (H200, CUPTI, L2 flushed), peeled against the same kernel at one element an access, and
 torch: 2048x65537 fp16 192 us (2.80 TB/s) against 595 (torch 266), bf16 192 against 595, fp32
 411 against 509 (torch 530); 16384x4097 fp16 98 against 157 (torch 234), fp32 142 against 159;
-1024x4097 fp16 7.9 against 12.6 (torch 16.0), fp32 11.6 against 14.5. The committed run's looped
-kernel (no peeling) took 309 us at 2048x65537 fp16. The register-resident strategies (rows,
+1024x4097 fp16 7.9 against 12.6 (torch 16.0), fp32 11.6 against 14.5. The looped kernel (no
+peeling) took 309 us at 2048x65537 fp16 in the 2eec278 run. The register-resident strategies (rows,
 row) load with the default policy and store streaming (.cs): with evict_first on both, as
 before, a one-row-per-program kernel took 282.8 us at 4096x32768 fp32 against 265.9 (Liger's
 single-block kernel, which does the same: 264.5), 71.7 against 66.4 at 8192x4096 fp32, and
@@ -193,6 +193,35 @@ def _rows_kernel(out_ptr, x_ptr,
 
 
 @triton.jit
+def _row_body(row, x_row_stride, out_row_stride, n_cols, VEC: tl.constexpr):
+    """Where a row's aligned body lies: (x offset, out offset, head, body length) of the elements
+    from the first one on a VEC boundary, whole VEC groups of them. The head (fewer than VEC
+    elements before it) and the tail (fewer than VEC after it) are the row's edges (`_edges`);
+    x and out rows share their offset from the boundary (`_peeled_vec`)."""
+    x_start = tl.cast(row, tl.int64) * x_row_stride
+    head = tl.minimum((VEC - x_start % VEC) % VEC, n_cols)
+    o_off = tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride + head, VEC)
+    return tl.multiple_of(x_start + head, VEC), o_off, head, (n_cols - head) // VEC * VEC
+
+
+@triton.jit
+def _edges(head, n_body, n_cols, VEC: tl.constexpr):
+    """Offsets (from the body's start) and mask of a row's edges in 2 * VEC lanes: head lanes at
+    -head..-1, tail lanes from n_body."""
+    lane = tl.arange(0, 2 * VEC)
+    offs = tl.where(lane < VEC, lane - head, n_body + lane - VEC)
+    return offs, tl.where(lane < VEC, lane < head, offs < n_cols - head)
+
+
+@triton.jit
+def _merge_stats(m1, s1, m2, s2):
+    """(max, sum of exp(x - max)) of two parts from each part's own; (-inf, 0) if both are empty."""
+    m = tl.maximum(m1, m2)
+    m_safe = tl.where(m == -float("inf"), 0.0, m)
+    return m, s1 * tl.exp(m1 - m_safe) + s2 * tl.exp(m2 - m_safe)
+
+
+@triton.jit
 def _row_kernel(out_ptr, x_ptr,
                 x_row_stride, out_row_stride,
                 n_rows, n_cols,
@@ -252,28 +281,20 @@ def _looped_kernel(out_ptr, x_ptr,
                    BLOCK: tl.constexpr, VEC: tl.constexpr):
     """One row per program in tiles of BLOCK: online max and sum, then a normalising pass.
 
-    Rows need not start on a VEC boundary (an odd row length): each row is a head of fewer than
-    VEC elements up to the first aligned one, an aligned body of whole VEC groups in tiles, and a
-    tail of fewer than VEC elements, the head and tail in one small tile of 2 * VEC lanes. x and
-    out rows share their offset from the boundary (the wrapper's `_peeled_vec`).
+    Rows need not start on a VEC boundary (an odd row length): the tiles cover each row's aligned
+    body, and its edges, fewer than VEC elements on each side, take one small tile (`_row_body`).
     """
-    edge = tl.arange(0, 2 * VEC)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        x_start = tl.cast(row, tl.int64) * x_row_stride
-        head = tl.minimum((VEC - x_start % VEC) % VEC, n_cols)
-        n_body = (n_cols - head) // VEC * VEC
-        x_row = x_ptr + tl.multiple_of(x_start + head, VEC)          # the body's first element
-        o_row = out_ptr + tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride + head, VEC)
-        # head lanes at -head..-1, tail lanes at n_body..n_body + VEC - 1 (from the body's start)
-        e_offs = tl.where(edge < VEC, edge - head, n_body + edge - VEC)
-        e_mask = tl.where(edge < VEC, edge < head, e_offs < n_cols - head)
+        x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC)
+        x_row = x_ptr + x_off
+        o_row = out_ptr + o_off
+        e_offs, e_mask = _edges(head, n_body, n_cols, VEC)
         xe = tl.load(x_row + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
         m_e, s_e = _block_stats(xe)
         n_tiles = tl.cdiv(n_body, BLOCK)
         m_b, s_b = _tiles_stats(x_row, 0, n_tiles, n_body, BLOCK, VEC)
-        m = tl.maximum(m_e, m_b)
-        m_safe = tl.where(m == -float("inf"), 0.0, m)               # all -inf: stays NaN below
-        inv = 1.0 / (s_e * tl.exp(m_e - m_safe) + s_b * tl.exp(m_b - m_safe))
+        m, s = _merge_stats(m_e, s_e, m_b, s_b)
+        inv = 1.0 / s                                                # all -inf: NaN below
         _tiles_normalize(o_row, x_row, 0, n_tiles, n_body, m, inv, BLOCK, VEC)
         tl.store(o_row + e_offs, (tl.exp(xe - m) * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
 

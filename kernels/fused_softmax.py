@@ -10,9 +10,10 @@ computed). `rows`, `row` and `split` with one tile per segment read the input fr
 `looped` and split's longer segments read a tile a second time, from L2 while it is still
 there (the tiles are read back in reverse order, most recent first). All arithmetic is in fp32;
 the output has the input's dtype. Loads and stores use 16-byte accesses wherever the row
-length, strides and base addresses allow (the VEC hint). `looped` also where the row length
-does not (an odd number of columns puts every row at another offset from the 16-byte boundary):
-it peels each row's head and tail, fewer than VEC elements each, around an aligned body. Kernel
+length, strides and base addresses allow (the VEC hint). `row`, `looped` and `split` also
+where the row length does not (an odd number of columns puts every row at another offset from
+the 16-byte boundary): they peel each row's head and tail, fewer than VEC elements each, around
+an aligned body (`_row_body`); split's segment 0 takes the edges. Kernel
 time (H200, CUPTI, L2 flushed), peeled against the same kernel at one element an access, and
 torch: 2048x65537 fp16 192 us (2.80 TB/s) against 595 (torch 266), bf16 192 against 595, fp32
 411 against 509 (torch 530); 16384x4097 fp16 98 against 157 (torch 234), fp32 142 against 159;
@@ -226,16 +227,21 @@ def _row_kernel(out_ptr, x_ptr,
                 x_row_stride, out_row_stride,
                 n_rows, n_cols,
                 BLOCK: tl.constexpr, VEC: tl.constexpr):
-    """One row per program, held in registers; programs stride over the rows."""
+    """One row per program, held in registers; programs stride over the rows. A row off the VEC
+    boundary is its aligned body in the block and its edges in a small tile (`_row_body`)."""
     cols = tl.arange(0, BLOCK)
-    mask = tl.max_constancy(cols < n_cols, VEC)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        x_off = tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
-        o_off = tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
+        x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC)
+        mask = tl.max_constancy(cols < n_body, VEC)
+        e_offs, e_mask = _edges(head, n_body, n_cols, VEC)
         x = tl.load(x_ptr + x_off + cols, mask=mask, other=-float("inf")).to(tl.float32)   # (BLOCK,)
-        e = tl.exp(x - tl.max(x, axis=0))
-        y = e * (1.0 / tl.sum(e, axis=0))
-        tl.store(out_ptr + o_off + cols, y.to(out_ptr.dtype.element_ty), mask=mask, cache_modifier=".cs")
+        xe = tl.load(x_ptr + x_off + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
+        m = tl.maximum(tl.max(x, axis=0), tl.max(xe, axis=0))
+        e = tl.exp(x - m)
+        ee = tl.exp(xe - m)
+        inv = 1.0 / (tl.sum(e, axis=0) + tl.sum(ee, axis=0))
+        tl.store(out_ptr + o_off + cols, (e * inv).to(out_ptr.dtype.element_ty), mask=mask, cache_modifier=".cs")
+        tl.store(out_ptr + o_off + e_offs, (ee * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
 
 
 @triton.jit
@@ -357,6 +363,28 @@ def _depart(arrive_ptr, depart_ptr, row, n_segs):
 
 # Sizes and strides are not specialised on (the VEC hints carry their divisibility), so one
 # compiled kernel, and one occupancy, serves every shape of a dtype and configuration.
+@triton.jit
+def _segment(x_ptr, row, x_row_stride, out_row_stride, n_rows, n_cols, seg, start,
+             BLOCK: tl.constexpr, VEC: tl.constexpr, ONE_TILE: tl.constexpr):
+    """Segment `seg` of `row`: its tile loaded if ONE_TILE (else all -inf, the tiles being read in
+    the phases), and for segment 0 the row's edges (all -inf past the last row), with the offsets
+    and masks that address them (see `_row_body`)."""
+    x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC)
+    cols = start + tl.arange(0, BLOCK)
+    live = row < n_rows
+    mask = tl.max_constancy(cols < n_body, VEC)
+    e_offs, e_mask = _edges(head, n_body, n_cols, VEC)
+    e_mask = e_mask & (seg == 0)
+    if ONE_TILE:
+        x = tl.load(x_ptr + x_off + cols, mask=mask & live, other=-float("inf"), eviction_policy="evict_first")
+    else:
+        x = tl.full([BLOCK], -float("inf"), tl.float32)         # unused: the phases read the tiles
+    xe = tl.load(x_ptr + x_off + e_offs, mask=e_mask & live, other=-float("inf"))
+    return x, xe, x_off, o_off, n_body, mask, e_offs, e_mask
+
+
+# Sizes and strides are not specialised on (the VEC hints carry their divisibility), so one
+# compiled kernel, and one occupancy, serves every shape of a dtype and configuration.
 @triton.jit(do_not_specialize=["x_row_stride", "out_row_stride", "n_rows", "n_cols", "n_segs", "seg_tiles"])
 def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart_ptr,
                   x_row_stride, out_row_stride,
@@ -370,52 +398,52 @@ def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart
     ... with R = num_programs // n_segs (a single row unless MODE is _FUSED). With ONE_TILE the
     segment stays in registers between the phases (and the next round's segment is loaded while
     waiting if PREFETCH); otherwise phase 2 reads the segment again, from L2 where it still is.
+    Segments cover each row's aligned body (`_row_body`); segment 0 also takes the row's edges.
     """
     pid = tl.program_id(0)
     seg = pid % n_segs
     first = pid // n_segs
     rows_per_round = tl.num_programs(0) // n_segs
     start = seg * seg_tiles * BLOCK
-    cols = start + tl.arange(0, BLOCK)
-    mask = tl.max_constancy(cols < n_cols, VEC)
-    if ONE_TILE:
-        x = tl.load(x_ptr + tl.multiple_of(tl.cast(first, tl.int64) * x_row_stride, VEC) + cols,
-                    mask=mask & (first < n_rows), other=-float("inf"), eviction_policy="evict_first")
+    x, xe, x_off, o_off, n_body, mask, e_offs, e_mask = _segment(
+        x_ptr, first, x_row_stride, out_row_stride, n_rows, n_cols, seg, start, BLOCK, VEC, ONE_TILE)
     for row in range(first, n_rows, rows_per_round):
-        x_row = x_ptr + tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
-        o_row = out_ptr + tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
+        x_row = x_ptr + x_off
+        o_row = out_ptr + o_off
         part = tl.cast(row, tl.int64) * n_segs
         nxt = row + rows_per_round
+        xe32 = xe.to(tl.float32)
         if MODE != _FINISH:                                   # phase 1: this segment's partials
             if ONE_TILE:
                 m, s = _block_stats(x.to(tl.float32))
             else:
-                m, s = _tiles_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
+                m, s = _tiles_stats(x_row, start, seg_tiles, n_body, BLOCK, VEC)
+            m_e, s_e = _block_stats(xe32)
+            m, s = _merge_stats(m, s, m_e, s_e)
             _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + seg, row, m, s, MODE)
             if MODE == _FUSED:
                 if ONE_TILE and PREFETCH:   # the next round's segment streams in during the wait
-                    x_next = tl.load(x_ptr + tl.multiple_of(tl.cast(nxt, tl.int64) * x_row_stride, VEC)
-                                     + cols, mask=mask & (nxt < n_rows), other=-float("inf"),
-                                     eviction_policy="evict_first")
+                    x_n, xe_n, x_off_n, o_off_n, n_body_n, mask_n, e_offs_n, e_mask_n = _segment(
+                        x_ptr, nxt, x_row_stride, out_row_stride, n_rows, n_cols, seg, start, BLOCK, VEC, ONE_TILE)
                 _wait(arrive_ptr, row, n_segs)
         if MODE != _PARTIALS:                                 # phase 2: combine, normalise, write
             row_max, row_sum = _combine(part_max_ptr, part_sum_ptr, part, n_segs, PARTIALS_BLOCK)
+            inv = 1.0 / row_sum
             if ONE_TILE:
-                y = tl.exp(x.to(tl.float32) - row_max) * (1.0 / row_sum)
-                tl.store(o_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask,
+                y = tl.exp(x.to(tl.float32) - row_max) * inv
+                tl.store(o_row + start + tl.arange(0, BLOCK), y.to(out_ptr.dtype.element_ty), mask=mask,
                          eviction_policy="evict_first")
             else:
-                _tiles_normalize(o_row, x_row, start, seg_tiles, n_cols, row_max, 1.0 / row_sum,
-                                 BLOCK, VEC)
+                _tiles_normalize(o_row, x_row, start, seg_tiles, n_body, row_max, inv, BLOCK, VEC)
+            tl.store(o_row + e_offs, (tl.exp(xe32 - row_max) * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
             if MODE == _FUSED:
                 _depart(arrive_ptr, depart_ptr, row, n_segs)
-        if MODE == _FUSED and ONE_TILE:
-            if PREFETCH:
-                x = x_next
-            else:
-                x = tl.load(x_ptr + tl.multiple_of(tl.cast(nxt, tl.int64) * x_row_stride, VEC) + cols,
-                            mask=mask & (nxt < n_rows), other=-float("inf"),
-                            eviction_policy="evict_first")
+        if MODE == _FUSED and ONE_TILE and PREFETCH:
+            x, xe, x_off, o_off, n_body, mask, e_offs, e_mask = \
+                x_n, xe_n, x_off_n, o_off_n, n_body_n, mask_n, e_offs_n, e_mask_n
+        else:
+            x, xe, x_off, o_off, n_body, mask, e_offs, e_mask = _segment(
+                x_ptr, nxt, x_row_stride, out_row_stride, n_rows, n_cols, seg, start, BLOCK, VEC, ONE_TILE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -546,7 +574,7 @@ def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
 def _row_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
     return _row_kernel, (_grid(rows, cfg, x.device),), (out, x, x.stride(0), out.stride(0), rows, cols,
-                                                         cfg.block, _vec(x, out)), \
+                                                         cfg.block, _peeled_vec(x, out)), \
         dict(num_warps=cfg.num_warps, num_stages=1)
 
 
@@ -627,7 +655,7 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | No
     """
     rows, cols = x.shape
     tiles = cdiv(cols, cfg.block)
-    vec = _vec(x, out)
+    vec = _peeled_vec(x, out)
     common = dict(BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, PREFETCH=cfg.prefetch,
                   num_warps=cfg.num_warps)
 

@@ -90,17 +90,28 @@ def test_launch_configs(name, cfg, rows, cols):
     check(run_poisoned(name, x, cfg), x)
 
 
+PEELED = {"row": lambda cols: Config(block=triton_pow2(cols), num_warps=4),
+          "looped": lambda cols: Config(block=16, num_warps=4),
+          "split": lambda cols: Config(block=16, num_warps=4, seg_tiles=1),
+          "split_2": lambda cols: Config(block=16, num_warps=4, seg_tiles=2)}
+
+
+def triton_pow2(n):
+    return 1 << (n - 1).bit_length()
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("cols", [1, 3, 9, 33, 101])
-def test_looped_rows_off_the_vector_boundary(cols, dtype):
-    """Odd row lengths: every row starts at another offset from a 16-byte boundary, so looped
-    peels a head and a tail around an aligned body (rows shorter than the head included), with
-    -inf entries and an all -inf row in the body, the head and the tail."""
+@pytest.mark.parametrize("name", list(PEELED))
+def test_rows_off_the_vector_boundary(name, cols, dtype):
+    """Odd row lengths: every row starts at another offset from a 16-byte boundary, so row,
+    looped and split peel a head and a tail around an aligned body (rows shorter than the head
+    included), with -inf entries and an all -inf row in the body, the head and the tail."""
     x = logits(11, cols, dtype)
     x[4, -1] = NINF
     x[5, 0] = 1e4 if dtype != torch.float16 else 6e4       # a large magnitude at a row's edge
     assert sm._peeled_vec(x, torch.empty_like(x)) == 16 // x.element_size()
-    check(run_poisoned("looped", x, Config(block=16, num_warps=4)), x)
+    check(run_poisoned(name.split("_")[0], x, PEELED[name](cols)), x)
 
 
 def test_looped_output_rows_at_another_offset_narrow_the_vector():

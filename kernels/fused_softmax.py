@@ -13,7 +13,9 @@ the output has the input's dtype. Loads and stores use 16-byte accesses wherever
 length, strides and base addresses allow (the VEC hint). `row`, `looped` and `split` also
 where the row length does not (an odd number of columns puts every row at another offset from
 the 16-byte boundary): they peel each row's head and tail, fewer than VEC elements each, around
-an aligned body (`_row_body`); split's segment 0 takes the edges. Kernel
+an aligned body (`_row_body`); split's segment 0 takes the edges. Row and looped compile the
+edges' code only where a row needs it (`_access`), and size their blocks to the body: 4097
+columns take a 4096 block (`body_block`). Kernel
 time (H200, CUPTI, L2 flushed), peeled against the same kernel at one element an access, and
 torch: 2048x65537 fp16 192 us (2.80 TB/s) against 595 (torch 266), bf16 192 against 595, fp32
 411 against 509 (torch 530); 16384x4097 fp16 98 against 157 (torch 234), fp32 142 against 159;
@@ -30,7 +32,7 @@ Strategies (each a separate kernel; `STRATEGIES[name].run(x2d)` runs one on a 2-
 last dimension is contiguous):
 
     rows    several short rows per program: (ROWS, BLOCK) tiles, BLOCK = nextpow2(cols)
-    row     one row per program, the whole row in registers (BLOCK = nextpow2(cols))
+    row     one row per program, the whole row in registers (BLOCK = nextpow2(aligned body))
     looped  one row per program in tiles: pass 1 keeps a running max and a rescaled sum of
             exponentials, pass 2 reads the row again, normalises and writes
     split   each row cut into segments, one program a segment: phase 1 publishes the segment's
@@ -57,18 +59,27 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
                                                                 fp32 row is 2-4% behind looped; fp16
                                                                 and bf16 rows of 24576-32768 columns
                                                                 are 17-50% faster looped)
-      ... unless cols <= 4096 and the input holds       looped  (kernel time, us: fp32 8192x4096 looped
-      at least 96 MiB                                           65.1, row 69.6; 32768x4096 250.4 vs
-                                                                274.5; 32768x1000 63.6 vs 66.3; fp16
-                                                                32768x4096 130.9 vs 140.5. Smaller
+      ... unless fp32, cols <= 4096 and the input       looped  (kernel time, us: fp32 8192x4096 looped
+      holds at least 96 MiB                                     65.1, row 69.6; 32768x4096 250.4 vs
+                                                                274.5, again 250.5 vs 265.7 with the
+                                                                row kernel of `_access`; 32768x1000
+                                                                63.6 vs 66.3. fp16 and bf16 keep row:
+                                                                32768x4096 fp16 row 134.0, looped
+                                                                132.2, bf16 133.0 vs 140.6; 16384x4096
+                                                                fp16 67.8 vs 67.5. Smaller
                                                                 inputs keep row: fp32 4096x2048 16.7
                                                                 vs 18.0, 2048x2048 8.9 vs 9.7, 1024x1024
                                                                 3.2 vs 3.4; at 64 MiB the two are
                                                                 within 3%: fp32 4096x4096 34.3 vs
                                                                 33.9, 16384x1024 34.0 vs 33.4, fp16
                                                                 8192x4096 34.2 vs 35.2)
-      ... unless cols fill under 3/4 of the            looped  (16384x4097, 1024-column tiles: fp16 1.93
-      power-of-two row block                                    vs row 1.46-1.60; fp32 3.21 vs 2.55)
+      ... unless the aligned body (cols less cols      looped  (3001 columns; before the body rule,
+      modulo the 16-byte width) fills under 3/4                 16384x4097 in 1024-column tiles: fp16
+      of its power-of-two row block                             1.93 TB/s vs row's 8192 block 1.46-1.60.
+                                                                With the 4096 block, kernel time, us:
+                                                                16384x4097 fp16 row 73.0, 1024-column
+                                                                looped 99.1, torch 236.5; fp32 132.4,
+                                                                142.1, 241.0)
     longer rows and rows >= 4 * SMs                 -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
                                                                 split 2.27; 1024x131072 bf16: looped
                                                                 2.55, split 2.24)
@@ -194,15 +205,21 @@ def _rows_kernel(out_ptr, x_ptr,
 
 
 @triton.jit
-def _row_body(row, x_row_stride, out_row_stride, n_cols, VEC: tl.constexpr):
+def _row_body(row, x_row_stride, out_row_stride, n_cols, VEC: tl.constexpr, PEEL: tl.constexpr):
     """Where a row's aligned body lies: (x offset, out offset, head, body length) of the elements
-    from the first one on a VEC boundary, whole VEC groups of them. The head (fewer than VEC
-    elements before it) and the tail (fewer than VEC after it) are the row's edges (`_edges`);
-    x and out rows share their offset from the boundary (`_peeled_vec`)."""
+    from the first one on a VEC boundary, whole VEC groups of them. With PEEL the head (fewer than
+    VEC elements before it) and the tail (fewer than VEC after it) are the row's edges (`_edges`);
+    x and out rows share their offset from the boundary (`_peeled_vec`). Without, every row starts
+    on the boundary and is all body (`_access`)."""
     x_start = tl.cast(row, tl.int64) * x_row_stride
-    head = tl.minimum((VEC - x_start % VEC) % VEC, n_cols)
+    if PEEL:
+        head = tl.minimum((VEC - x_start % VEC) % VEC, n_cols)
+        n_body = (n_cols - head) // VEC * VEC
+    else:
+        head = 0
+        n_body = n_cols
     o_off = tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride + head, VEC)
-    return tl.multiple_of(x_start + head, VEC), o_off, head, (n_cols - head) // VEC * VEC
+    return tl.multiple_of(x_start + head, VEC), o_off, head, n_body
 
 
 @triton.jit
@@ -226,22 +243,28 @@ def _merge_stats(m1, s1, m2, s2):
 def _row_kernel(out_ptr, x_ptr,
                 x_row_stride, out_row_stride,
                 n_rows, n_cols,
-                BLOCK: tl.constexpr, VEC: tl.constexpr):
-    """One row per program, held in registers; programs stride over the rows. A row off the VEC
-    boundary is its aligned body in the block and its edges in a small tile (`_row_body`)."""
+                BLOCK: tl.constexpr, VEC: tl.constexpr, PEEL: tl.constexpr):
+    """One row per program, held in registers; programs stride over the rows. With PEEL a row off
+    the VEC boundary is its aligned body in the block and its edges in a small tile (`_row_body`)."""
     cols = tl.arange(0, BLOCK)
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC)
+        x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC, PEEL)
         mask = tl.max_constancy(cols < n_body, VEC)
-        e_offs, e_mask = _edges(head, n_body, n_cols, VEC)
         x = tl.load(x_ptr + x_off + cols, mask=mask, other=-float("inf")).to(tl.float32)   # (BLOCK,)
-        xe = tl.load(x_ptr + x_off + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
-        m = tl.maximum(tl.max(x, axis=0), tl.max(xe, axis=0))
-        e = tl.exp(x - m)
-        ee = tl.exp(xe - m)
-        inv = 1.0 / (tl.sum(e, axis=0) + tl.sum(ee, axis=0))
+        m = tl.max(x, axis=0)
+        if PEEL:
+            e_offs, e_mask = _edges(head, n_body, n_cols, VEC)
+            xe = tl.load(x_ptr + x_off + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
+            m = tl.maximum(m, tl.max(xe, axis=0))
+        e = tl.exp(x - m)              # a row of -inf gives max -inf and NaN throughout, as torch does
+        s = tl.sum(e, axis=0)
+        if PEEL:
+            ee = tl.exp(xe - m)
+            s += tl.sum(ee, axis=0)
+        inv = 1.0 / s
         tl.store(out_ptr + o_off + cols, (e * inv).to(out_ptr.dtype.element_ty), mask=mask, cache_modifier=".cs")
-        tl.store(out_ptr + o_off + e_offs, (ee * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
+        if PEEL:
+            tl.store(out_ptr + o_off + e_offs, (ee * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
 
 
 @triton.jit
@@ -284,25 +307,28 @@ def _tiles_normalize(o_row, x_row, start, n_tiles, n_cols, row_max, inv_sum,
 def _looped_kernel(out_ptr, x_ptr,
                    x_row_stride, out_row_stride,
                    n_rows, n_cols,
-                   BLOCK: tl.constexpr, VEC: tl.constexpr):
+                   BLOCK: tl.constexpr, VEC: tl.constexpr, PEEL: tl.constexpr):
     """One row per program in tiles of BLOCK: online max and sum, then a normalising pass.
 
-    Rows need not start on a VEC boundary (an odd row length): the tiles cover each row's aligned
-    body, and its edges, fewer than VEC elements on each side, take one small tile (`_row_body`).
+    With PEEL rows need not start on a VEC boundary (an odd row length): the tiles cover each
+    row's aligned body, and its edges, fewer than VEC elements on each side, take one small tile
+    (`_row_body`).
     """
     for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC)
+        x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC, PEEL)
         x_row = x_ptr + x_off
         o_row = out_ptr + o_off
-        e_offs, e_mask = _edges(head, n_body, n_cols, VEC)
-        xe = tl.load(x_row + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
-        m_e, s_e = _block_stats(xe)
         n_tiles = tl.cdiv(n_body, BLOCK)
-        m_b, s_b = _tiles_stats(x_row, 0, n_tiles, n_body, BLOCK, VEC)
-        m, s = _merge_stats(m_e, s_e, m_b, s_b)
+        m, s = _tiles_stats(x_row, 0, n_tiles, n_body, BLOCK, VEC)
+        if PEEL:
+            e_offs, e_mask = _edges(head, n_body, n_cols, VEC)
+            xe = tl.load(x_row + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
+            m_e, s_e = _block_stats(xe)
+            m, s = _merge_stats(m_e, s_e, m, s)
         inv = 1.0 / s                                                # all -inf: NaN below
         _tiles_normalize(o_row, x_row, 0, n_tiles, n_body, m, inv, BLOCK, VEC)
-        tl.store(o_row + e_offs, (tl.exp(xe - m) * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
+        if PEEL:
+            tl.store(o_row + e_offs, (tl.exp(xe - m) * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
 
 
 @triton.jit
@@ -369,7 +395,7 @@ def _segment(x_ptr, row, x_row_stride, out_row_stride, n_rows, n_cols, seg, star
     """Segment `seg` of `row`: its tile loaded if ONE_TILE (else all -inf, the tiles being read in
     the phases), and for segment 0 the row's edges (all -inf past the last row), with the offsets
     and masks that address them (see `_row_body`)."""
-    x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC)
+    x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC, True)
     cols = start + tl.arange(0, BLOCK)
     live = row < n_rows
     mask = tl.max_constancy(cols < n_body, VEC)
@@ -398,7 +424,9 @@ def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart
     ... with R = num_programs // n_segs (a single row unless MODE is _FUSED). With ONE_TILE the
     segment stays in registers between the phases (and the next round's segment is loaded while
     waiting if PREFETCH); otherwise phase 2 reads the segment again, from L2 where it still is.
-    Segments cover each row's aligned body (`_row_body`); segment 0 also takes the row's edges.
+    Segments cover each row's aligned body (`_row_body`, always peeled: aligned rows ran 1.5x
+    slower through split without the edges' code, 64x1048576 fp16 160 us against 104, H200);
+    segment 0 also takes the row's edges.
     """
     pid = tl.program_id(0)
     seg = pid % n_segs
@@ -462,10 +490,23 @@ class Config:
     seg_tiles: int = 0     # split: tiles per segment (0: chosen at launch, `_launch_split`)
 
 
-def fills_row_block(cols: int) -> bool:
-    """Whether a row fills at least ROW_MIN_FILL of its power-of-two register block (else: looped in
-    LOOPED_SHORT_BLOCK tiles, by `choose` and by looped's `config`)."""
-    return cols >= ROW_MIN_FILL * pow2(cols)
+def body_block(cols: int, vec: int) -> int:
+    """Power-of-two block holding a row's aligned body at access width `vec` (`_row_body`): at
+    most cols - cols % vec elements, the edges (fewer than vec on each side) in a tile of their
+    own. 4097 columns at 16-byte accesses take a 4096 block, not 8192."""
+    return pow2(max(cols - cols % vec, 1))
+
+
+def fills_row_block(cols: int, dtype: torch.dtype) -> bool:
+    """Whether a row's aligned body, at 16-byte accesses, fills at least ROW_MIN_FILL of its
+    power-of-two register block (else: looped in LOOPED_SHORT_BLOCK tiles, by `choose` and by
+    looped's `config`)."""
+    body = cols - cols % (VECTOR_BYTES // dtype.itemsize)    # 0: the row is all edges, no block
+    return body == 0 or body >= ROW_MIN_FILL * body_block(cols, VECTOR_BYTES // dtype.itemsize)
+
+
+def _row_warps(block: int) -> int:
+    return _clamp(block // (32 * ELEMS_PER_THREAD), 4, 32)
 
 
 def _clamp(v: int, lo: int, hi: int) -> int:
@@ -495,12 +536,13 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
             rows_per_tile = min(rows_per_tile, 1 << (max(rows // sms, 1).bit_length() - 1))
         return Config(block=block, num_warps=_clamp(rows_per_tile * block // ROWS_THREAD_ELEMS, 1, 4),
                       rows=rows_per_tile)
+    body = body_block(cols, VECTOR_BYTES // elem)      # row and looped: the aligned body's block
     if strategy == "row":
-        return Config(block=block, num_warps=_clamp(block // (32 * ELEMS_PER_THREAD), 4, 32))
+        return Config(block=body, num_warps=_row_warps(body))
     if strategy == "looped":
-        if cols <= ROW_MAX_COLS and not fills_row_block(cols):
+        if cols <= ROW_MAX_COLS and not fills_row_block(cols, dtype):
             return Config(block=LOOPED_SHORT_BLOCK, num_warps=4)
-        tile = min(block, 8192)
+        tile = min(body, 8192)
         return Config(block=tile, num_warps=_clamp(tile * elem // (32 * LOOPED_THREAD_BYTES), 4, 16))
     if strategy == "split":
         tile = min(block, SPLIT_TILE_BYTES // elem)
@@ -573,8 +615,12 @@ def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
 
 def _row_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
+    vec, peel = _access(x, out)
+    block = body_block(cols, vec)
+    if block > cfg.block:     # narrower accesses than the table assumed: a longer body, a bigger block
+        cfg = Config(block=block, num_warps=_row_warps(block), per_sm=cfg.per_sm)
     return _row_kernel, (_grid(rows, cfg, x.device),), (out, x, x.stride(0), out.stride(0), rows, cols,
-                                                         cfg.block, _peeled_vec(x, out)), \
+                                                         cfg.block, vec, peel), \
         dict(num_warps=cfg.num_warps, num_stages=1)
 
 
@@ -589,10 +635,19 @@ def _peeled_vec(x: torch.Tensor, out: torch.Tensor) -> int:
     return vec
 
 
+def _access(x: torch.Tensor, out: torch.Tensor) -> tuple[int, bool]:
+    """(VEC, PEEL) of row and looped: whole rows at `_vec`'s width when that is as wide as peeling
+    allows, else aligned bodies and peeled edges at `_peeled_vec`'s. An aligned row pays for the
+    edges' code (kernel time, H200, fp16: 16384x4096 row 71.7 us with it, 67.8 without; looped
+    77.0 and 67.5; 32768x4096 looped 149.8 and 132.2)."""
+    plain, peeled = _vec(x, out), _peeled_vec(x, out)
+    return (plain, False) if plain >= peeled else (peeled, True)
+
+
 def _looped_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
     return _looped_kernel, (_grid(rows, cfg, x.device),), (out, x, x.stride(0), out.stride(0), rows, cols,
-                                                            cfg.block, _peeled_vec(x, out)), \
+                                                            cfg.block, *_access(x, out)), \
         dict(num_warps=cfg.num_warps)
 
 
@@ -754,8 +809,9 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
         return "rows"
     row_max = ROW_MAX_COLS_FP32 if dtype == torch.float32 else ROW_MAX_COLS
     if cols <= row_max and rows >= ROW_MIN_ROWS_PER_SM * sms:
-        large = cols <= LOOPED_LARGE_MAX_COLS and rows * cols * dtype.itemsize >= LOOPED_MIN_BYTES
-        return "row" if fills_row_block(cols) and not large else "looped"
+        large = (dtype == torch.float32 and cols <= LOOPED_LARGE_MAX_COLS
+                 and rows * cols * dtype.itemsize >= LOOPED_MIN_BYTES)
+        return "row" if fills_row_block(cols, dtype) and not large else "looped"
     if cols > row_max and rows >= LOOPED_MIN_ROWS_PER_SM * sms:
         return "looped"
     return "split"

@@ -172,8 +172,24 @@ def test_split_tiles_hold_the_same_bytes_in_every_dtype():
         assert cfg.block * torch.tensor([], dtype=dtype).element_size() == sm.SPLIT_TILE_BYTES
 
 
+@pytest.mark.parametrize("name", ["row", "looped"])
+def test_aligned_rows_skip_the_edges_code(name):
+    """Rows on the vector boundary run without PEEL, odd rows with it; both match the reference."""
+    x = logits(6, 4096, torch.float16)
+    assert sm._access(x, torch.empty_like(x)) == (8, False)
+    check(run_poisoned(name, x), x)
+    x = logits(6, 4097, torch.float16)
+    assert sm._access(x, torch.empty_like(x)) == (8, True)
+    check(run_poisoned(name, x), x)
+
+
 def test_looped_tiles():
-    assert config("looped", 4097, torch.float16) == Config(block=sm.LOOPED_SHORT_BLOCK, num_warps=4)
+    assert config("looped", 3001, torch.float16) == Config(block=sm.LOOPED_SHORT_BLOCK, num_warps=4)
+    # 4097 columns: a 4096-column aligned body (one tile) and edges, not an 8192 block half empty
+    assert config("looped", 4097, torch.float16) == Config(block=4096, num_warps=4)
+    assert config("looped", 4097, torch.float32) == Config(block=4096, num_warps=8)
+    assert config("row", 4097, torch.bfloat16).block == 4096
+    assert config("looped", 7, torch.float16).block == 1          # all edges: no body
     assert config("looped", 32768, torch.float16) == Config(block=8192, num_warps=8)    # 64 B a thread
     assert config("looped", 32768, torch.float32) == Config(block=8192, num_warps=16)
     assert config("looped", 4096, torch.float32) == Config(block=4096, num_warps=8)
@@ -223,10 +239,12 @@ def test_dispatch_rule():
     assert choose(1000, 1024, torch.bfloat16, sms) == "row"         # 16-bit, fewer rows
     assert choose(8192, 4096, torch.float16, sms) == "row"          # 64 MiB
     assert choose(8192, 4096, torch.float32, sms) == "looped"       # 128 MiB
-    assert choose(32768, 4096, torch.bfloat16, sms) == "looped"
+    assert choose(32768, 4096, torch.bfloat16, sms) == "row"        # 16-bit keeps row at any size
+    assert choose(32768, 4096, torch.float32, sms) == "looped"
     assert choose(4096, 8192, torch.float32, sms) == "row"          # longer than LOOPED_LARGE_MAX_COLS
-    assert choose(16384, 4097, torch.float16, sms) == "looped"      # half the row block empty
-    assert choose(16384, 4097, torch.float32, sms) == "looped"
+    assert choose(16384, 4097, torch.float16, sms) == "row"         # a 4096 body and edges
+    assert choose(16384, 4097, torch.float32, sms) == "row"         # longer than LOOPED_LARGE_MAX_COLS
+    assert choose(16384, 3001, torch.float16, sms) == "looped"      # body fills under 3/4 of 4096
     assert choose(16384, 6144, torch.float16, sms) == "row"         # three quarters full
     assert choose(4096, 16384, torch.float32, sms) == "row"
     assert choose(4096, 32768, torch.bfloat16, sms) == "looped"

@@ -15,7 +15,7 @@ where the row length does not (an odd number of columns puts every row at anothe
 the 16-byte boundary): they peel each row's head and tail, fewer than VEC elements each, around
 an aligned body (`_row_body`); split's segment 0 takes the edges. Row and looped compile the
 edges' code only where a row needs it (`_access`), and size their blocks to the body: 4097
-columns take a 4096 block (`body_block`). Kernel
+columns take a 4096 block (`covered_cols`). Kernel
 time (H200, CUPTI, L2 flushed), peeled against the same kernel at one element an access, and
 torch: 2048x65537 fp16 192 us (2.80 TB/s) against 595 (torch 266), bf16 192 against 595, fp32
 411 against 509 (torch 530); 16384x4097 fp16 98 against 157 (torch 234), fp32 142 against 159;
@@ -161,6 +161,8 @@ SPLIT_SEG_TILES = 4          # split: tiles per segment on a GPU (64 KB of input
 SPLIT_ONE_ROUND_TILES = (1, 2)  # ... the first of these whose segments are all resident at once
 SPLIT_WARPS = 8              # split: warps of a full tile
 VECTOR_BYTES = 16            # widest global access (ld.global.v4.b32)
+PEEL_MIN_COLS = 1024         # row, looped: rows off the vector boundary peeled from this length on
+                             # (4096x7 fp32 looped 4.7 us unpeeled, 7.4 peeled; 4097 columns gain)
 PARTIALS_BLOCK = 128         # partials combined this many at a time by split's phase 2
 
 _PARTIALS, _FINISH, _FUSED = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)   # split kernel modes
@@ -205,21 +207,15 @@ def _rows_kernel(out_ptr, x_ptr,
 
 
 @triton.jit
-def _row_body(row, x_row_stride, out_row_stride, n_cols, VEC: tl.constexpr, PEEL: tl.constexpr):
+def _row_body(row, x_row_stride, out_row_stride, n_cols, VEC: tl.constexpr):
     """Where a row's aligned body lies: (x offset, out offset, head, body length) of the elements
-    from the first one on a VEC boundary, whole VEC groups of them. With PEEL the head (fewer than
-    VEC elements before it) and the tail (fewer than VEC after it) are the row's edges (`_edges`);
-    x and out rows share their offset from the boundary (`_peeled_vec`). Without, every row starts
-    on the boundary and is all body (`_access`)."""
+    from the first one on a VEC boundary, whole VEC groups of them. The head (fewer than VEC
+    elements before it) and the tail (fewer than VEC after it) are the row's edges (`_edges`);
+    x and out rows share their offset from the boundary (`_peeled_vec`)."""
     x_start = tl.cast(row, tl.int64) * x_row_stride
-    if PEEL:
-        head = tl.minimum((VEC - x_start % VEC) % VEC, n_cols)
-        n_body = (n_cols - head) // VEC * VEC
-    else:
-        head = 0
-        n_body = n_cols
+    head = tl.minimum((VEC - x_start % VEC) % VEC, n_cols)
     o_off = tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride + head, VEC)
-    return tl.multiple_of(x_start + head, VEC), o_off, head, n_body
+    return tl.multiple_of(x_start + head, VEC), o_off, head, (n_cols - head) // VEC * VEC
 
 
 @triton.jit
@@ -245,26 +241,32 @@ def _row_kernel(out_ptr, x_ptr,
                 n_rows, n_cols,
                 BLOCK: tl.constexpr, VEC: tl.constexpr, PEEL: tl.constexpr):
     """One row per program, held in registers; programs stride over the rows. With PEEL a row off
-    the VEC boundary is its aligned body in the block and its edges in a small tile (`_row_body`)."""
+    the VEC boundary is its aligned body in the block and its edges in a small tile (`_row_body`);
+    without, every row is on the boundary (`_access`). A row of -inf gives NaN, as torch does."""
     cols = tl.arange(0, BLOCK)
-    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC, PEEL)
-        mask = tl.max_constancy(cols < n_body, VEC)
-        x = tl.load(x_ptr + x_off + cols, mask=mask, other=-float("inf")).to(tl.float32)   # (BLOCK,)
-        m = tl.max(x, axis=0)
-        if PEEL:
+    if PEEL:
+        for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+            x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC)
+            mask = tl.max_constancy(cols < n_body, VEC)
             e_offs, e_mask = _edges(head, n_body, n_cols, VEC)
+            x = tl.load(x_ptr + x_off + cols, mask=mask, other=-float("inf")).to(tl.float32)   # (BLOCK,)
             xe = tl.load(x_ptr + x_off + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
-            m = tl.maximum(m, tl.max(xe, axis=0))
-        e = tl.exp(x - m)              # a row of -inf gives max -inf and NaN throughout, as torch does
-        s = tl.sum(e, axis=0)
-        if PEEL:
+            m = tl.maximum(tl.max(x, axis=0), tl.max(xe, axis=0))
+            e = tl.exp(x - m)
             ee = tl.exp(xe - m)
-            s += tl.sum(ee, axis=0)
-        inv = 1.0 / s
-        tl.store(out_ptr + o_off + cols, (e * inv).to(out_ptr.dtype.element_ty), mask=mask, cache_modifier=".cs")
-        if PEEL:
+            inv = 1.0 / (tl.sum(e, axis=0) + tl.sum(ee, axis=0))
+            tl.store(out_ptr + o_off + cols, (e * inv).to(out_ptr.dtype.element_ty), mask=mask,
+                     cache_modifier=".cs")
             tl.store(out_ptr + o_off + e_offs, (ee * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
+    else:
+        mask = tl.max_constancy(cols < n_cols, VEC)
+        for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+            x_off = tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
+            o_off = tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
+            x = tl.load(x_ptr + x_off + cols, mask=mask, other=-float("inf")).to(tl.float32)   # (BLOCK,)
+            e = tl.exp(x - tl.max(x, axis=0))
+            y = e * (1.0 / tl.sum(e, axis=0))
+            tl.store(out_ptr + o_off + cols, y.to(out_ptr.dtype.element_ty), mask=mask, cache_modifier=".cs")
 
 
 @triton.jit
@@ -314,21 +316,27 @@ def _looped_kernel(out_ptr, x_ptr,
     row's aligned body, and its edges, fewer than VEC elements on each side, take one small tile
     (`_row_body`).
     """
-    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
-        x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC, PEEL)
-        x_row = x_ptr + x_off
-        o_row = out_ptr + o_off
-        n_tiles = tl.cdiv(n_body, BLOCK)
-        m, s = _tiles_stats(x_row, 0, n_tiles, n_body, BLOCK, VEC)
-        if PEEL:
+    if PEEL:
+        for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+            x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC)
+            x_row = x_ptr + x_off
+            o_row = out_ptr + o_off
             e_offs, e_mask = _edges(head, n_body, n_cols, VEC)
             xe = tl.load(x_row + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
             m_e, s_e = _block_stats(xe)
-            m, s = _merge_stats(m_e, s_e, m, s)
-        inv = 1.0 / s                                                # all -inf: NaN below
-        _tiles_normalize(o_row, x_row, 0, n_tiles, n_body, m, inv, BLOCK, VEC)
-        if PEEL:
+            n_tiles = tl.cdiv(n_body, BLOCK)
+            m_b, s_b = _tiles_stats(x_row, 0, n_tiles, n_body, BLOCK, VEC)
+            m, s = _merge_stats(m_e, s_e, m_b, s_b)
+            inv = 1.0 / s                                                # all -inf: NaN below
+            _tiles_normalize(o_row, x_row, 0, n_tiles, n_body, m, inv, BLOCK, VEC)
             tl.store(o_row + e_offs, (tl.exp(xe - m) * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
+    else:
+        n_tiles = tl.cdiv(n_cols, BLOCK)
+        for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+            x_row = x_ptr + tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
+            o_row = out_ptr + tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
+            m, s = _tiles_stats(x_row, 0, n_tiles, n_cols, BLOCK, VEC)
+            _tiles_normalize(o_row, x_row, 0, n_tiles, n_cols, m, 1.0 / s, BLOCK, VEC)
 
 
 @triton.jit
@@ -395,7 +403,7 @@ def _segment(x_ptr, row, x_row_stride, out_row_stride, n_rows, n_cols, seg, star
     """Segment `seg` of `row`: its tile loaded if ONE_TILE (else all -inf, the tiles being read in
     the phases), and for segment 0 the row's edges (all -inf past the last row), with the offsets
     and masks that address them (see `_row_body`)."""
-    x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC, True)
+    x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC)
     cols = start + tl.arange(0, BLOCK)
     live = row < n_rows
     mask = tl.max_constancy(cols < n_body, VEC)
@@ -424,9 +432,10 @@ def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart
     ... with R = num_programs // n_segs (a single row unless MODE is _FUSED). With ONE_TILE the
     segment stays in registers between the phases (and the next round's segment is loaded while
     waiting if PREFETCH); otherwise phase 2 reads the segment again, from L2 where it still is.
-    Segments cover each row's aligned body (`_row_body`, always peeled: aligned rows ran 1.5x
-    slower through split without the edges' code, 64x1048576 fp16 160 us against 104, H200);
-    segment 0 also takes the row's edges.
+    Segments cover each row's aligned body (`_row_body`) at every row, and segment 0 also takes
+    the row's edges. That costs aligned rows 2-12% against 2eec278's unpeeled kernel (H200 kernel
+    time, fp16: 2048x2048 36.4 us against 32.6, 64x1048576 105.3 against 102.7); a PEEL switch
+    inside this loop ran them 1.5x slower (160 us at 64x1048576).
     """
     pid = tl.program_id(0)
     seg = pid % n_segs
@@ -490,19 +499,19 @@ class Config:
     seg_tiles: int = 0     # split: tiles per segment (0: chosen at launch, `_launch_split`)
 
 
-def body_block(cols: int, vec: int) -> int:
-    """Power-of-two block holding a row's aligned body at access width `vec` (`_row_body`): at
-    most cols - cols % vec elements, the edges (fewer than vec on each side) in a tile of their
-    own. 4097 columns at 16-byte accesses take a 4096 block, not 8192."""
-    return pow2(max(cols - cols % vec, 1))
+def covered_cols(cols: int, vec: int) -> int:
+    """Columns of a row that the row and looped blocks cover at access width `vec`: a row that
+    peels (PEEL_MIN_COLS columns on) has its aligned body there, at most cols - cols % vec
+    elements, and its edges in a tile of their own; 4097 columns at 16-byte accesses take a 4096
+    block, not 8192. A shorter row is covered whole."""
+    return cols - cols % vec if cols >= PEEL_MIN_COLS else cols
 
 
 def fills_row_block(cols: int, dtype: torch.dtype) -> bool:
-    """Whether a row's aligned body, at 16-byte accesses, fills at least ROW_MIN_FILL of its
-    power-of-two register block (else: looped in LOOPED_SHORT_BLOCK tiles, by `choose` and by
-    looped's `config`)."""
-    body = cols - cols % (VECTOR_BYTES // dtype.itemsize)    # 0: the row is all edges, no block
-    return body == 0 or body >= ROW_MIN_FILL * body_block(cols, VECTOR_BYTES // dtype.itemsize)
+    """Whether the columns a block covers at 16-byte accesses fill at least ROW_MIN_FILL of its
+    power of two (else: looped in LOOPED_SHORT_BLOCK tiles, by `choose` and by looped's `config`)."""
+    covered = covered_cols(cols, VECTOR_BYTES // dtype.itemsize)
+    return covered >= ROW_MIN_FILL * pow2(covered)
 
 
 def _row_warps(block: int) -> int:
@@ -536,7 +545,7 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
             rows_per_tile = min(rows_per_tile, 1 << (max(rows // sms, 1).bit_length() - 1))
         return Config(block=block, num_warps=_clamp(rows_per_tile * block // ROWS_THREAD_ELEMS, 1, 4),
                       rows=rows_per_tile)
-    body = body_block(cols, VECTOR_BYTES // elem)      # row and looped: the aligned body's block
+    body = pow2(covered_cols(cols, VECTOR_BYTES // elem))      # row and looped blocks
     if strategy == "row":
         return Config(block=body, num_warps=_row_warps(body))
     if strategy == "looped":
@@ -616,7 +625,7 @@ def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
 def _row_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
     vec, peel = _access(x, out)
-    block = body_block(cols, vec)
+    block = pow2(covered_cols(cols, vec) if peel else cols)
     if block > cfg.block:     # narrower accesses than the table assumed: a longer body, a bigger block
         cfg = Config(block=block, num_warps=_row_warps(block), per_sm=cfg.per_sm)
     return _row_kernel, (_grid(rows, cfg, x.device),), (out, x, x.stride(0), out.stride(0), rows, cols,
@@ -639,9 +648,13 @@ def _access(x: torch.Tensor, out: torch.Tensor) -> tuple[int, bool]:
     """(VEC, PEEL) of row and looped: whole rows at `_vec`'s width when that is as wide as peeling
     allows, else aligned bodies and peeled edges at `_peeled_vec`'s. An aligned row pays for the
     edges' code (kernel time, H200, fp16: 16384x4096 row 71.7 us with it, 67.8 without; looped
-    77.0 and 67.5; 32768x4096 looped 149.8 and 132.2)."""
+    77.0 and 67.5; 32768x4096 looped 149.8 and 132.2). The unpeeled loops are 2eec278's own: with
+    the switch inside one shared loop instead, 32768x1000 fp16 looped took 68.2 us against 51.1
+    and 4096x7 fp32 7.4 against 4.7 (now 51.1 and 4.7). Rows under PEEL_MIN_COLS never peel."""
     plain, peeled = _vec(x, out), _peeled_vec(x, out)
-    return (plain, False) if plain >= peeled else (peeled, True)
+    if plain >= peeled or x.shape[1] < PEEL_MIN_COLS:
+        return plain, False
+    return peeled, True
 
 
 def _looped_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):

@@ -189,7 +189,7 @@ def test_looped_tiles():
     assert config("looped", 4097, torch.float16) == Config(block=4096, num_warps=4)
     assert config("looped", 4097, torch.float32) == Config(block=4096, num_warps=8)
     assert config("row", 4097, torch.bfloat16).block == 4096
-    assert config("looped", 7, torch.float16).block == 1          # all edges: no body
+    assert config("looped", 7, torch.float32).block == 8          # shorter than PEEL_MIN_COLS: whole
     assert config("looped", 32768, torch.float16) == Config(block=8192, num_warps=8)    # 64 B a thread
     assert config("looped", 32768, torch.float32) == Config(block=8192, num_warps=16)
     assert config("looped", 4096, torch.float32) == Config(block=4096, num_warps=8)

@@ -141,7 +141,8 @@ ROWS_MIN_ROWS_PER_SM = 64    # at least this many per SM
 ROW_MAX_COLS = 16384         # one row per program up to here (fp32: ROW_MAX_COLS_FP32) ...
 ROW_MAX_COLS_FP32 = 32768    # ... fp32 rows keep one program a row up to here
 ROW_MIN_ROWS_PER_SM = 2      # ... when there are at least this many rows per SM; else split
-ROW_MIN_FILL = 0.75          # ... and cols fill at least this share of the power-of-two block;
+ROW_MIN_FILL = 0.75          # ... and the columns it covers (covered_cols) fill at least this share
+                             # of the power-of-two block;
                              # emptier blocks go to looped in LOOPED_SHORT_BLOCK tiles
 LOOPED_SHORT_BLOCK = 1024    # looped tile for rows that would waste a quarter of a row block
 LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows per SM, else split
@@ -625,7 +626,7 @@ def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
 def _row_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
     vec, peel = _access(x, out)
-    block = pow2(covered_cols(cols, vec) if peel else cols)
+    block = pow2(covered_cols(cols, vec))     # without PEEL vec divides cols: the whole row
     if block > cfg.block:     # narrower accesses than the table assumed: a longer body, a bigger block
         cfg = Config(block=block, num_warps=_row_warps(block), per_sm=cfg.per_sm)
     return _row_kernel, (_grid(rows, cfg, x.device),), (out, x, x.stride(0), out.stride(0), rows, cols,

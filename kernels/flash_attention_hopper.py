@@ -85,9 +85,10 @@ MAX_ROWS = 2**31 - 1         # B * Hq * N rows: TMA coordinates and row offsets 
 
 # ---------------------------------------------------------------- predicate
 
-def device_capability(device: torch.device) -> tuple[int, int]:
-    """Compute capability of a CUDA device (a function of its own so tests can replace it)."""
-    return torch.cuda.get_device_capability(device)
+def device_capability(t: torch.Tensor) -> tuple[int, int] | None:
+    """Compute capability of the CUDA device t is on, None off CUDA (a function of its own so
+    that tests can stand in for a GPU)."""
+    return torch.cuda.get_device_capability(t.device) if t.is_cuda else None
 
 
 def _tma_ready(t: torch.Tensor) -> bool:
@@ -103,7 +104,7 @@ def supports(q, k, v, causal: bool) -> bool:
     tensors = (q, k, v)
     if not all(isinstance(t, torch.Tensor) and t.dim() == 4 for t in tensors):
         return False
-    if not (q.is_cuda and k.device == q.device and v.device == q.device):
+    if k.device != q.device or v.device != q.device:
         return False
     if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
         return False
@@ -118,7 +119,7 @@ def supports(q, k, v, causal: bool) -> bool:
         return False
     if not all(_tma_ready(t) for t in tensors):
         return False
-    return device_capability(q.device) == CAPABILITY
+    return device_capability(q) == CAPABILITY
 
 
 # ---------------------------------------------------------------- kernel

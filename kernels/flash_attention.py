@@ -103,10 +103,10 @@ Plan cache (kernels._plans)
   its kernel path: a Hopper-path repeat call skips the checks and the path decision, and
   launches the Gluon kernel through Gluon's JIT (no direct launch). attention_triton's calls
   have plans of their own.
-- Measured on an H200 host (median host time of a repeat call): B=1 Hq=32 Hkv=8 N=2048 D=128
-  causal bf16, 157-200 us through the autotuner before, 32-36 us with the plan (SDPA 21-29 us);
-  B=4 H=32 N=4096 D=128 fp16, 26-37 us (SDPA 21-41 us). Correct on every repeat call and inside
-  a CUDA graph replay.
+- Measured on an H200 host (median host time of a repeat call), on the Triton kernel's direct
+  launch, before the Hopper path existed: B=1 Hq=32 Hkv=8 N=2048 D=128 causal bf16, 157-200 us
+  through the autotuner before, 32-36 us with the plan (SDPA 21-29 us); B=4 H=32 N=4096 D=128
+  fp16, 26-37 us (SDPA 21-41 us). Correct on every repeat call and inside a CUDA graph replay.
 """
 from __future__ import annotations
 
@@ -540,8 +540,8 @@ def _lookup(q, k, v, causal, sm_scale, triton_only):
     return key, plan
 
 
-def _plan(q, k, v, causal, sm_scale, o, hopper: bool) -> _Plan:
-    """The launch of a checked call with output o (non-empty, Nk > 0); `hopper`: the Gluon
+def _plan(q, k, v, causal, sm_scale, o, allow_hopper: bool) -> _Plan:
+    """The launch of a checked call with output o (non-empty, Nk > 0); `allow_hopper`: the Gluon
     kernel may take it (kernel_path; it also needs o contiguous and 16-byte aligned)."""
     batch, heads_q, seqlen_q, head_dim = q.shape
     heads_kv, seqlen_k = k.shape[1], k.shape[2]
@@ -552,7 +552,7 @@ def _plan(q, k, v, causal, sm_scale, o, hopper: bool) -> _Plan:
     meta = dict(HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)), CAUSAL=causal,
                 USE_TMA=_use_tma(q, k, v, o))
     path = TRITON_PATH
-    if hopper and o.is_contiguous() and aligned(o):
+    if allow_hopper and o.is_contiguous() and aligned(o):
         path = kernel_path(q, k, v, causal)
     return _Plan(path, scale, rest, meta, seqlen_q, batch * heads_q)
 
@@ -622,7 +622,7 @@ def _forward(q, k, v, causal, sm_scale, config: dict | None = None, triton_only:
     if plan is None or ((plan.meta["USE_TMA"] or plan.path == HOPPER_PATH) and o.data_ptr() % ALIGN):
         # A planned TMA or Hopper launch needs a 16-byte aligned output (torch's allocators
         # always give one); an output off that grid gets a launch of its own, which is not kept.
-        fresh = _plan(q, k, v, causal, sm_scale, o, hopper=config is None and not triton_only)
+        fresh = _plan(q, k, v, causal, sm_scale, o, allow_hopper=config is None and not triton_only)
         if plan is None and key is not None and config is None:
             remember(_PLANS, key, fresh)
         else:

@@ -57,6 +57,7 @@ timings moved 5-10% between runs, so differences under ~5% are noise):
 from __future__ import annotations
 
 import functools
+import math
 
 import torch
 from triton.experimental import gluon
@@ -66,7 +67,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernels._checks import interpreting
-from kernels.flash_attention import LOG2E
 
 CAPABILITY = (9, 0)          # Hopper: wgmma, TMA, setmaxnreg
 DTYPES = (torch.float16, torch.bfloat16)
@@ -81,6 +81,7 @@ LOADER_REGS = 24
 CONSUMER_REGS = 240
 ALIGN = 16                   # bytes: TMA needs 16-byte aligned global addresses
 MAX_ROWS = 2**31 - 1         # B * Hq * N rows: TMA coordinates and row offsets are 32-bit
+LOG2E = math.log2(math.e)    # exp(x) == exp2(x * log2(e))
 
 
 # ---------------------------------------------------------------- predicate

@@ -75,7 +75,8 @@ def counted_checks(monkeypatch):
 # ---------------------------------------------------------------- the predicate
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
-@pytest.mark.parametrize("shape", [(1, 4, 4, 128), (2, 8, 2, 384), (1, 32, 8, 1024)], ids=lambda s: "b{}h{}/{}n{}".format(*s))
+@pytest.mark.parametrize("shape", [(1, 4, 4, 128), (2, 8, 2, 384), (1, 32, 8, 1024)],
+                         ids=lambda s: "b{}h{}/{}n{}".format(*s))
 @pytest.mark.parametrize("causal", [True, False])
 def test_supports_its_scope(on_hopper_standin, shape, dtype, causal):
     b, hq, hkv, n = shape
@@ -211,9 +212,9 @@ def test_attention_triton_forces_the_triton_kernel(on_hopper_standin, fresh_plan
 
 def test_an_output_off_16_bytes_takes_the_triton_kernel(on_hopper_standin):
     q, k, v = _qkv()
-    assert attn._plan(q, k, v, False, None, torch.empty_like(q), hopper=True).path == attn.HOPPER_PATH
-    assert attn._plan(q, k, v, False, None, _offset(q), hopper=True).path == attn.TRITON_PATH
-    assert attn._plan(q, k, v, False, None, torch.empty_like(q), hopper=False).path == attn.TRITON_PATH
+    assert attn._plan(q, k, v, False, None, torch.empty_like(q), allow_hopper=True).path == attn.HOPPER_PATH
+    assert attn._plan(q, k, v, False, None, _offset(q), allow_hopper=True).path == attn.TRITON_PATH
+    assert attn._plan(q, k, v, False, None, torch.empty_like(q), allow_hopper=False).path == attn.TRITON_PATH
 
 
 def test_an_explicit_config_takes_the_triton_kernel(on_hopper_standin, fresh_plans, hopper_launches):

@@ -18,6 +18,9 @@ Conventions
   scores too, which puts correct fp16 rows near 1e-3 and correct bf16 rows near 5e-3-1e-2;
   a wrong mask or a wrong row moves the error to 1e-1 or more.
 - memory_bytes(impl, shape, dtype) is the analytic footprint used to draw OOM cut-offs.
+- `ours` is kernels.flash_attention.attention, which runs the Gluon Hopper kernel where it
+  applies (its rows' `strategy` is then `gluon-hopper`, else the Triton config autotuning
+  chose); `ours_triton` (attention_triton) runs the Triton kernel everywhere.
 """
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ import kernels.flash_attention as attn
 import kernels.flash_attention_hopper as hopper
 from kernels._checks import interpreting
 from rooflab.studies import attention as study
+from test_attention import counted_checks, fresh_plans  # noqa: F401  (the plan cache's fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}        # relative L2 error vs float64, as tests/test_attention.py
@@ -57,19 +58,6 @@ def on_hopper_standin(monkeypatch):
     """CPU tensors look as if they were on a compute capability 9.0 GPU, outside the interpreter."""
     monkeypatch.setattr(hopper, "interpreting", lambda: False)
     monkeypatch.setattr(hopper, "device_capability", lambda t: (9, 0))
-
-
-@pytest.fixture
-def fresh_plans(monkeypatch):
-    monkeypatch.setattr(attn, "_PLANS", {})
-
-
-@pytest.fixture
-def counted_checks(monkeypatch):
-    calls = []
-    original = attn._check
-    monkeypatch.setattr(attn, "_check", lambda *a: calls.append(1) or original(*a))
-    return calls
 
 
 # ---------------------------------------------------------------- the predicate

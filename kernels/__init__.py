@@ -6,7 +6,8 @@ Public API (each raises ValueError on a bad shape, dtype or device):
     decode_attention(q, k_cache, v_cache, seqlens=None, sm_scale=None, num_splits=None, block_table=None)
                                          block_table: paged caches (num_pages, page_size, Hkv, D)
 attention and decode_attention are forward-only: inputs requiring grad raise ValueError unless
-grad mode is off (torch.no_grad(), torch.inference_mode()).
+grad mode is off (torch.no_grad(), torch.inference_mode()). On Hopper, attention runs a Gluon
+kernel (kernels.flash_attention_hopper) for the shapes it supports, imported on first use.
 
 Importing defines the kernels; nothing is compiled or launched until a first call. Repeat calls
 with the same layout reuse a checked plan (kernels._plans).

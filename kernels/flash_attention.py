@@ -1,7 +1,10 @@
-"""Flash attention forward (the FlashAttention-2 algorithm), written for Hopper in Triton.
+"""Flash attention forward (the FlashAttention-2 algorithm), written for Hopper in Triton, with a
+Gluon kernel (kernels.flash_attention_hopper) taking the shapes it supports on Hopper.
 
 attention(q, k, v, causal=False, sm_scale=None) -> o
     q (B, Hq, Nq, D), k and v (B, Hkv, Nk, D), Hq % Hkv == 0; o (B, Hq, Nq, D) in q's dtype.
+attention_triton(...)  the same through the Triton kernel on every device and shape.
+kernel_path(q, k, v, causal) -> "gluon-hopper" or "triton": the kernel attention() runs.
 
 Conventions
 - Grouped-query attention: query head h reads key/value head h // (Hq // Hkv); K and V are
@@ -28,6 +31,17 @@ count the visible pairs exactly. Memory traffic (`attention_bytes`): q, k, v rea
 o written once.
 
 Kernel design
+- Hopper path: on a GPU of compute capability 9.0, fp16/bf16 inputs with D = 128, Nq == Nk a
+  multiple of 128 (at least 128), Hq % Hkv == 0, and contiguous, 16-byte aligned q, k, v and
+  output run the Gluon kernel of kernels.flash_attention_hopper (warp-specialized: a TMA loader
+  warp and two 4-warp consumer partitions of 64 query rows each, the two matrix products of
+  consecutive key blocks overlapped, a 3-stage K/V ring). On an H200 (B=4 H=32 D=128, do_bench,
+  the slower of two rounds) it ran at 0.91-1.11x cuDNN: fp16 588 / 585 TFLOP/s at N = 4096 /
+  8192 (cuDNN 648 / 587), causal 529 / 572 / 592 at N = 4096 / 8192 / 16384 (cuDNN 513 / 549 /
+  533); bf16 600 / 613 (586 / 581), causal 550 / 589 / 610 (535 / 542 / 585). It was correct at
+  every shape (max abs error against fp32 SDPA math 6e-5 to 7.7e-3, as cuDNN's). Its module
+  docstring has the steps that led there. Every other shape, dtype, layout and device, and
+  Triton's interpreter, run the Triton kernel below; attention_triton() forces it.
 - One program per (block of BLOCK_M queries, batch * query head). Programs of one head are
   adjacent in launch order, so the K/V tiles they stream are shared in L2; with a causal mask
   the heaviest query blocks of each head start first, so the lightest ones fill the tail.
@@ -85,15 +99,19 @@ Plan cache (kernels._plans)
   autotuner, no argument binding, no checks. Inputs that require grad while grad mode is on are
   refused on every call. A plan keeps the config chosen when it was made, even if autotuning's
   cache is cleared later. `_forward(config=...)` (tests, probes) makes no plan; in the
-  interpreter a plan skips the checks and launches through `_attn_fwd[grid]`.
-- Measured on an H200 host (median host time of a repeat call): B=1 Hq=32 Hkv=8 N=2048 D=128
-  causal bf16, 157-200 us through the autotuner before, 32-36 us with the plan (SDPA 21-29 us);
-  B=4 H=32 N=4096 D=128 fp16, 26-37 us (SDPA 21-41 us). Correct on every repeat call and inside
-  a CUDA graph replay.
+  interpreter a plan skips the checks and launches through `_attn_fwd[grid]`. A plan records
+  its kernel path: a Hopper-path repeat call skips the checks and the path decision, and
+  launches the Gluon kernel through Gluon's JIT (no direct launch). attention_triton's calls
+  have plans of their own.
+- Measured on an H200 host (median host time of a repeat call), on the Triton kernel's direct
+  launch, before the Hopper path existed: B=1 Hq=32 Hkv=8 N=2048 D=128 causal bf16, 157-200 us
+  through the autotuner before, 32-36 us with the plan (SDPA 21-29 us); B=4 H=32 N=4096 D=128
+  fp16, 26-37 us (SDPA 21-41 us). Correct on every repeat call and inside a CUDA graph replay.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 
 import torch
@@ -445,6 +463,38 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = 
     return _forward(q, k, v, causal, sm_scale)
 
 
+def attention_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,
+                     sm_scale: float | None = None) -> torch.Tensor:
+    """attention() through the Triton kernel whatever the device and shape (the Hopper path off),
+    for comparisons between the two kernels."""
+    return _forward(q, k, v, causal, sm_scale, triton_only=True)
+
+
+# ---------------------------------------------------------------- dispatch
+
+HOPPER_PATH = "gluon-hopper"    # kernels.flash_attention_hopper
+TRITON_PATH = "triton"          # _attn_fwd
+
+
+@functools.lru_cache(maxsize=1)
+def _hopper():
+    """kernels.flash_attention_hopper, imported on first use; None where Triton has no Gluon."""
+    try:
+        import kernels.flash_attention_hopper as hopper
+    except (ImportError, AttributeError):
+        return None
+    return hopper
+
+
+def kernel_path(q, k, v, causal: bool) -> str:
+    """The kernel attention() runs for these inputs: HOPPER_PATH where the Gluon kernel supports
+    them (kernels.flash_attention_hopper.supports: compute capability 9.0, fp16/bf16, D = 128,
+    Nq == Nk a multiple of 128, contiguous 16-byte aligned tensors, not in the interpreter),
+    else TRITON_PATH."""
+    hopper = _hopper()
+    return HOPPER_PATH if hopper is not None and hopper.supports(q, k, v, causal) else TRITON_PATH
+
+
 _PLANS: dict = {}   # layouts of q, k, v (kernels._plans), causal, sm_scale and their types -> _Plan
 
 # The kernel's constexpr parameters in signature order. Triton's launcher takes every parameter
@@ -456,14 +506,18 @@ _CONSTEXPRS = tuple(_attn_fwd.arg_names[_attn_fwd.arg_names.index("HEAD_DIM"):])
 class _Plan:
     """A checked call's launch.
 
-    `rest` holds the kernel's runtime arguments after O (strides, sizes, scale, autotuning
-    buckets), `meta` the constexprs the layout fixes (HEAD_DIM, BLOCK_D, CAUSAL, USE_TMA).
-    `fast` (GPU only, set after the first launch) is (kernels._plans.Launch of the compiled
-    kernel the autotuner ran, every argument after O in signature order, constexprs included).
+    `path` is the kernel that runs it (HOPPER_PATH or TRITON_PATH), `sm_scale` the resolved
+    scale. For the Triton kernel, `rest` holds its runtime arguments after O (strides, sizes,
+    scale, autotuning buckets), `meta` the constexprs the layout fixes (HEAD_DIM, BLOCK_D,
+    CAUSAL, USE_TMA), and `fast` (GPU only, set after the first launch) is
+    (kernels._plans.Launch of the compiled kernel the autotuner ran, every argument after O in
+    signature order, constexprs included). A HOPPER_PATH plan launches through Gluon's JIT on
+    every call and keeps no `fast`.
     """
-    __slots__ = ("rest", "meta", "seqlen_q", "programs", "fast")
+    __slots__ = ("path", "sm_scale", "rest", "meta", "seqlen_q", "programs", "fast")
 
-    def __init__(self, rest: tuple, meta: dict, seqlen_q: int, programs: int):
+    def __init__(self, path: str, sm_scale: float, rest: tuple, meta: dict, seqlen_q: int, programs: int):
+        self.path, self.sm_scale = path, sm_scale
         self.rest, self.meta, self.seqlen_q, self.programs = rest, meta, seqlen_q, programs
         self.fast = None
 
@@ -471,12 +525,13 @@ class _Plan:
         return (cdiv(self.seqlen_q, block_m), self.programs)
 
 
-def _lookup(q, k, v, causal, sm_scale):
+def _lookup(q, k, v, causal, sm_scale, triton_only):
     """(key, plan) of a call: key None when the arguments cannot form one (they are not
     tensors, or are unhashable; the checks refuse them), plan None when the call needs the
-    checks (first call with this key, or inputs requiring grad with grad mode on)."""
+    checks (first call with this key, or inputs requiring grad with grad mode on).
+    attention_triton's calls (triton_only) have keys of their own."""
     try:
-        key = (layout(q), layout(k), layout(v), causal, type(causal), sm_scale, type(sm_scale))
+        key = (layout(q), layout(k), layout(v), causal, type(causal), sm_scale, type(sm_scale), triton_only)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):
         return None, None
@@ -485,8 +540,9 @@ def _lookup(q, k, v, causal, sm_scale):
     return key, plan
 
 
-def _plan(q, k, v, causal, sm_scale, o) -> _Plan:
-    """The launch of a checked call with output o (non-empty, Nk > 0)."""
+def _plan(q, k, v, causal, sm_scale, o, allow_hopper: bool) -> _Plan:
+    """The launch of a checked call with output o (non-empty, Nk > 0); `allow_hopper`: the Gluon
+    kernel may take it (kernel_path; it also needs o contiguous and 16-byte aligned)."""
     batch, heads_q, seqlen_q, head_dim = q.shape
     heads_kv, seqlen_k = k.shape[1], k.shape[2]
     scale = float(sm_scale) if sm_scale is not None else 1.0 / math.sqrt(head_dim)
@@ -495,7 +551,10 @@ def _plan(q, k, v, causal, sm_scale, o) -> _Plan:
             _bucket(seqlen_q), _bucket(seqlen_k))
     meta = dict(HEAD_DIM=head_dim, BLOCK_D=max(16, triton.next_power_of_2(head_dim)), CAUSAL=causal,
                 USE_TMA=_use_tma(q, k, v, o))
-    return _Plan(rest, meta, seqlen_q, batch * heads_q)
+    path = TRITON_PATH
+    if allow_hopper and o.is_contiguous() and aligned(o):
+        path = kernel_path(q, k, v, causal)
+    return _Plan(path, scale, rest, meta, seqlen_q, batch * heads_q)
 
 
 def _replay(plan: _Plan, q, k, v) -> torch.Tensor | None:
@@ -538,16 +597,17 @@ def _launch_tuned(plan: _Plan, args: tuple):
     return compiled, plan.grid(bound["BLOCK_M"]), tuple(bound[name] for name in _CONSTEXPRS)
 
 
-def _forward(q, k, v, causal, sm_scale, config: dict | None = None) -> torch.Tensor:
+def _forward(q, k, v, causal, sm_scale, config: dict | None = None, triton_only: bool = False) -> torch.Tensor:
     """attention() with an optional fixed config (BLOCK_M, BLOCK_N, WARP_SPEC, num_warps,
     num_stages) instead of the autotuned (GPU) or interpreter one; used by tests and probes.
 
-    Without a config, calls go through the plan cache (see the module docstring); with one,
-    every call is checked and launched through Triton.
+    Without a config, calls go through the plan cache (see the module docstring) and take the
+    Hopper path where kernel_path gives it, unless `triton_only`; with a config, every call is
+    checked and launched through Triton.
     """
     key = plan = None
     if config is None:
-        key, plan = _lookup(q, k, v, causal, sm_scale)
+        key, plan = _lookup(q, k, v, causal, sm_scale, triton_only)
         if plan is not None and plan.fast is not None:
             o = _replay(plan, q, k, v)
             if o is not None:
@@ -559,16 +619,19 @@ def _forward(q, k, v, causal, sm_scale, config: dict | None = None) -> torch.Ten
         return o
     if k.shape[2] == 0:  # nothing to attend to: zeros, like the rows that see no key
         return o.zero_()
-    if plan is None or (plan.meta["USE_TMA"] and o.data_ptr() % ALIGN):
-        # A planned TMA launch needs a 16-byte aligned output (torch's allocators always give
-        # one); an output off that grid gets a launch of its own, which is not kept.
-        fresh = _plan(q, k, v, causal, sm_scale, o)
+    if plan is None or ((plan.meta["USE_TMA"] or plan.path == HOPPER_PATH) and o.data_ptr() % ALIGN):
+        # A planned TMA or Hopper launch needs a 16-byte aligned output (torch's allocators
+        # always give one); an output off that grid gets a launch of its own, which is not kept.
+        fresh = _plan(q, k, v, causal, sm_scale, o, allow_hopper=config is None and not triton_only)
         if plan is None and key is not None and config is None:
             remember(_PLANS, key, fresh)
         else:
             key = None
         plan = fresh
 
+    if plan.path == HOPPER_PATH:
+        with torch.cuda.device(q.device) if q.is_cuda else contextlib.nullcontext():
+            return _hopper().forward(q, k, v, causal, plan.sm_scale, o)
     use_tma = plan.meta["USE_TMA"]
     if use_tma and not interpreting():
         triton.set_allocator(_scratch)

@@ -425,7 +425,7 @@ def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart
                   x_row_stride, out_row_stride,
                   n_rows, n_cols, n_segs, seg_tiles,
                   BLOCK: tl.constexpr, VEC: tl.constexpr, PARTIALS_BLOCK: tl.constexpr,
-                  MODE: tl.constexpr, ONE_TILE: tl.constexpr, PREFETCH: tl.constexpr):
+                  MODE: tl.constexpr, ONE_TILE: tl.constexpr, PREFETCH: tl.constexpr, PEEL: tl.constexpr):
     """Each row cut into n_segs segments of seg_tiles tiles of BLOCK columns, one program a segment.
 
     part_max, part_sum: (n_rows, n_segs) fp32; arrive, depart: (n_rows,) int32, zero on entry and
@@ -433,55 +433,97 @@ def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart
     ... with R = num_programs // n_segs (a single row unless MODE is _FUSED). With ONE_TILE the
     segment stays in registers between the phases (and the next round's segment is loaded while
     waiting if PREFETCH); otherwise phase 2 reads the segment again, from L2 where it still is.
-    Segments cover each row's aligned body (`_row_body`) at every row, and segment 0 also takes
-    the row's edges. That costs aligned rows 2-12% against 2eec278's unpeeled kernel (H200 kernel
-    time, fp16: 2048x2048 36.4 us against 32.6, 64x1048576 105.3 against 102.7); a PEEL switch
-    inside this loop ran them 1.5x slower (160 us at 64x1048576).
+    With PEEL segments cover each row's aligned body (`_row_body`) and segment 0 also takes the
+    row's edges; without, every row is on the VEC boundary (`_access`) and its own code runs (the
+    edges' code cost aligned rows 2-12%: 2048x2048 fp16 36.4 us against 32.6, 64x1048576 105.3
+    against 102.7, H200 kernel time).
     """
     pid = tl.program_id(0)
     seg = pid % n_segs
     first = pid // n_segs
     rows_per_round = tl.num_programs(0) // n_segs
     start = seg * seg_tiles * BLOCK
-    x, xe, x_off, o_off, n_body, mask, e_offs, e_mask = _segment(
-        x_ptr, first, x_row_stride, out_row_stride, n_rows, n_cols, seg, start, BLOCK, VEC, ONE_TILE)
-    for row in range(first, n_rows, rows_per_round):
-        x_row = x_ptr + x_off
-        o_row = out_ptr + o_off
-        part = tl.cast(row, tl.int64) * n_segs
-        nxt = row + rows_per_round
-        xe32 = xe.to(tl.float32)
-        if MODE != _FINISH:                                   # phase 1: this segment's partials
-            if ONE_TILE:
-                m, s = _block_stats(x.to(tl.float32))
+    if PEEL:
+        x, xe, x_off, o_off, n_body, mask, e_offs, e_mask = _segment(
+            x_ptr, first, x_row_stride, out_row_stride, n_rows, n_cols, seg, start, BLOCK, VEC, ONE_TILE)
+        for row in range(first, n_rows, rows_per_round):
+            x_row = x_ptr + x_off
+            o_row = out_ptr + o_off
+            part = tl.cast(row, tl.int64) * n_segs
+            nxt = row + rows_per_round
+            xe32 = xe.to(tl.float32)
+            if MODE != _FINISH:                                   # phase 1: this segment's partials
+                if ONE_TILE:
+                    m, s = _block_stats(x.to(tl.float32))
+                else:
+                    m, s = _tiles_stats(x_row, start, seg_tiles, n_body, BLOCK, VEC)
+                m_e, s_e = _block_stats(xe32)
+                m, s = _merge_stats(m, s, m_e, s_e)
+                _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + seg, row, m, s, MODE)
+                if MODE == _FUSED:
+                    if ONE_TILE and PREFETCH:   # the next round's segment streams in during the wait
+                        x_n, xe_n, x_off_n, o_off_n, n_body_n, mask_n, e_offs_n, e_mask_n = _segment(
+                            x_ptr, nxt, x_row_stride, out_row_stride, n_rows, n_cols, seg, start, BLOCK, VEC, ONE_TILE)
+                    _wait(arrive_ptr, row, n_segs)
+            if MODE != _PARTIALS:                                 # phase 2: combine, normalise, write
+                row_max, row_sum = _combine(part_max_ptr, part_sum_ptr, part, n_segs, PARTIALS_BLOCK)
+                inv = 1.0 / row_sum
+                if ONE_TILE:
+                    y = tl.exp(x.to(tl.float32) - row_max) * inv
+                    tl.store(o_row + start + tl.arange(0, BLOCK), y.to(out_ptr.dtype.element_ty), mask=mask,
+                             eviction_policy="evict_first")
+                else:
+                    _tiles_normalize(o_row, x_row, start, seg_tiles, n_body, row_max, inv, BLOCK, VEC)
+                tl.store(o_row + e_offs, (tl.exp(xe32 - row_max) * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
+                if MODE == _FUSED:
+                    _depart(arrive_ptr, depart_ptr, row, n_segs)
+            if MODE == _FUSED and ONE_TILE and PREFETCH:
+                x, xe, x_off, o_off, n_body, mask, e_offs, e_mask = \
+                    x_n, xe_n, x_off_n, o_off_n, n_body_n, mask_n, e_offs_n, e_mask_n
             else:
-                m, s = _tiles_stats(x_row, start, seg_tiles, n_body, BLOCK, VEC)
-            m_e, s_e = _block_stats(xe32)
-            m, s = _merge_stats(m, s, m_e, s_e)
-            _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + seg, row, m, s, MODE)
-            if MODE == _FUSED:
-                if ONE_TILE and PREFETCH:   # the next round's segment streams in during the wait
-                    x_n, xe_n, x_off_n, o_off_n, n_body_n, mask_n, e_offs_n, e_mask_n = _segment(
-                        x_ptr, nxt, x_row_stride, out_row_stride, n_rows, n_cols, seg, start, BLOCK, VEC, ONE_TILE)
-                _wait(arrive_ptr, row, n_segs)
-        if MODE != _PARTIALS:                                 # phase 2: combine, normalise, write
-            row_max, row_sum = _combine(part_max_ptr, part_sum_ptr, part, n_segs, PARTIALS_BLOCK)
-            inv = 1.0 / row_sum
-            if ONE_TILE:
-                y = tl.exp(x.to(tl.float32) - row_max) * inv
-                tl.store(o_row + start + tl.arange(0, BLOCK), y.to(out_ptr.dtype.element_ty), mask=mask,
-                         eviction_policy="evict_first")
-            else:
-                _tiles_normalize(o_row, x_row, start, seg_tiles, n_body, row_max, inv, BLOCK, VEC)
-            tl.store(o_row + e_offs, (tl.exp(xe32 - row_max) * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
-            if MODE == _FUSED:
-                _depart(arrive_ptr, depart_ptr, row, n_segs)
-        if MODE == _FUSED and ONE_TILE and PREFETCH:
-            x, xe, x_off, o_off, n_body, mask, e_offs, e_mask = \
-                x_n, xe_n, x_off_n, o_off_n, n_body_n, mask_n, e_offs_n, e_mask_n
-        else:
-            x, xe, x_off, o_off, n_body, mask, e_offs, e_mask = _segment(
-                x_ptr, nxt, x_row_stride, out_row_stride, n_rows, n_cols, seg, start, BLOCK, VEC, ONE_TILE)
+                x, xe, x_off, o_off, n_body, mask, e_offs, e_mask = _segment(
+                    x_ptr, nxt, x_row_stride, out_row_stride, n_rows, n_cols, seg, start, BLOCK, VEC, ONE_TILE)
+    else:
+        cols = start + tl.arange(0, BLOCK)
+        mask = tl.max_constancy(cols < n_cols, VEC)
+        if ONE_TILE:
+            x = tl.load(x_ptr + tl.multiple_of(tl.cast(first, tl.int64) * x_row_stride, VEC) + cols,
+                        mask=mask & (first < n_rows), other=-float("inf"), eviction_policy="evict_first")
+        for row in range(first, n_rows, rows_per_round):
+            x_row = x_ptr + tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
+            o_row = out_ptr + tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
+            part = tl.cast(row, tl.int64) * n_segs
+            nxt = row + rows_per_round
+            if MODE != _FINISH:                                   # phase 1: this segment's partials
+                if ONE_TILE:
+                    m, s = _block_stats(x.to(tl.float32))
+                else:
+                    m, s = _tiles_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
+                _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + seg, row, m, s, MODE)
+                if MODE == _FUSED:
+                    if ONE_TILE and PREFETCH:   # the next round's segment streams in during the wait
+                        x_next = tl.load(x_ptr + tl.multiple_of(tl.cast(nxt, tl.int64) * x_row_stride, VEC)
+                                         + cols, mask=mask & (nxt < n_rows), other=-float("inf"),
+                                         eviction_policy="evict_first")
+                    _wait(arrive_ptr, row, n_segs)
+            if MODE != _PARTIALS:                                 # phase 2: combine, normalise, write
+                row_max, row_sum = _combine(part_max_ptr, part_sum_ptr, part, n_segs, PARTIALS_BLOCK)
+                if ONE_TILE:
+                    y = tl.exp(x.to(tl.float32) - row_max) * (1.0 / row_sum)
+                    tl.store(o_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask,
+                             eviction_policy="evict_first")
+                else:
+                    _tiles_normalize(o_row, x_row, start, seg_tiles, n_cols, row_max, 1.0 / row_sum,
+                                     BLOCK, VEC)
+                if MODE == _FUSED:
+                    _depart(arrive_ptr, depart_ptr, row, n_segs)
+            if MODE == _FUSED and ONE_TILE:
+                if PREFETCH:
+                    x = x_next
+                else:
+                    x = tl.load(x_ptr + tl.multiple_of(tl.cast(nxt, tl.int64) * x_row_stride, VEC) + cols,
+                                mask=mask & (nxt < n_rows), other=-float("inf"),
+                                eviction_policy="evict_first")
 
 
 # --------------------------------------------------------------------------------------------
@@ -646,7 +688,7 @@ def _peeled_vec(x: torch.Tensor, out: torch.Tensor) -> int:
 
 
 def _access(x: torch.Tensor, out: torch.Tensor) -> tuple[int, bool]:
-    """(VEC, PEEL) of row and looped: whole rows at `_vec`'s width when that is as wide as peeling
+    """(VEC, PEEL) of row, looped and split: whole rows at `_vec`'s width when that is as wide as peeling
     allows, else aligned bodies and peeled edges at `_peeled_vec`'s. An aligned row pays for the
     edges' code (kernel time, H200, fp16: 16384x4096 row 71.7 us with it, 67.8 without; looped
     77.0 and 67.5; 32768x4096 looped 149.8 and 132.2). The unpeeled loops are 2eec278's own: with
@@ -724,15 +766,15 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | No
     """
     rows, cols = x.shape
     tiles = cdiv(cols, cfg.block)
-    vec = _peeled_vec(x, out)
-    common = dict(BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, PREFETCH=cfg.prefetch,
+    vec, peel = _access(x, out)
+    common = dict(BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, PREFETCH=cfg.prefetch, PEEL=peel,
                   num_warps=cfg.num_warps)
 
     def arguments(mode, one_tile, seg_tiles, parts, arrive, depart):
         """The kernel's arguments in signature order, constexprs included."""
         return (out, x, parts[0], parts[1], arrive, depart, x.stride(0), out.stride(0),
                 rows, cols, cdiv(tiles, seg_tiles), seg_tiles,
-                cfg.block, vec, PARTIALS_BLOCK, mode.value, one_tile, cfg.prefetch)
+                cfg.block, vec, PARTIALS_BLOCK, mode.value, one_tile, cfg.prefetch, peel)
 
     if not interpreting():
         arrive, depart = _counters(x.device, rows)
@@ -740,7 +782,7 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | No
         wide = max(rows, cols, abs(x.stride(0)), out.stride(0)) >= 2**31   # i64 size arguments
         for seg_tiles in (cfg.seg_tiles,) if cfg.seg_tiles else (*SPLIT_ONE_ROUND_TILES, SPLIT_SEG_TILES):
             one_tile = seg_tiles == 1
-            key = ("split", x.device, x.dtype, cfg.block, cfg.num_warps, cfg.prefetch, vec, one_tile,
+            key = ("split", x.device, x.dtype, cfg.block, cfg.num_warps, cfg.prefetch, vec, peel, one_tile,
                    wide, x.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)
             resident = _resident_per_sm(key, x.device, lambda: _split_kernel.warmup(
                 out, x, dummy, dummy, arrive, depart, x.stride(0), out.stride(0), rows, cols, 1, 1,

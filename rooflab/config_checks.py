@@ -18,7 +18,7 @@ SOFTMAX_STRATEGIES = ("rows", "row", "looped", "split")          # kernels.fused
 STUDY_IMPLS: dict[str, tuple[str, ...]] = {
     "softmax": ("ours", *(f"ours_{s}" for s in SOFTMAX_STRATEGIES), "torch", "torch_compile", "liger",
                 "seed_rowwise", "seed_multipass"),
-    "attention": ("ours", "seed_attention", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "eager"),
+    "attention": ("ours", "ours_triton", "seed_attention", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "eager"),
     "decode": ("ours", "ours_nosplit", "ours_paged", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"),
 }
 # The implementations the CPU-interpreter verification may run: our own kernels only.

@@ -6,8 +6,9 @@ carries a `source` column). The two kernel gates compare kernel time (`cupti`) w
 rows have it, else the plain-call time (`events`). Gates:
 
 ours_vs_strategy  the dispatcher's pick (`ours`, strategy s) against the same strategy forced
-                  (`ours_<s>` for softmax, `ours_nosplit` for decode's nosplit): the same code,
-                  so medians more than 10% apart with disjoint intervals mean a noisy run.
+                  (`ours_<s>` for softmax, `ours_nosplit` for decode's nosplit, `ours_triton` for
+                  attention on the Triton kernel, any s but `gluon-hopper`): the same code, so
+                  medians more than 10% apart with disjoint intervals mean a noisy run.
 dtype_twin        one impl at one shape in float16 and bfloat16 (memory-bound studies: the same
                   bytes move): more than 15% apart with disjoint intervals. The slower twin is
                   the line's dtype (a one-off slowdown is the usual cause), and is re-measured.
@@ -96,6 +97,17 @@ def _apart(a: dict, b: dict, limit: float):
     return ratio, ratio > limit and not _overlap(a, b)
 
 
+def _forced_twin(study: str, strategy: str) -> str | None:
+    """The impl that forces the code `ours` ran with this strategy, if the study has one."""
+    if study == "softmax":
+        return f"ours_{strategy}"
+    if study == "decode":
+        return "ours_nosplit" if strategy == "nosplit" else None
+    if study == "attention":
+        return "ours_triton" if strategy != "gluon-hopper" else None
+    return None
+
+
 def _ours_vs_strategy(rows: pd.DataFrame, study: str, limit: float) -> list[dict]:
     lines = []
     index = _index(rows, study)
@@ -106,7 +118,7 @@ def _ours_vs_strategy(rows: pd.DataFrame, study: str, limit: float) -> list[dict
                          if isinstance(r.get("strategy"), str) and r["strategy"].strip()), None)
         if strategy is None:
             continue
-        forced = f"ours_{strategy}" if study == "softmax" else "ours_nosplit" if strategy == "nosplit" else None
+        forced = _forced_twin(study, strategy)
         if forced is None or (forced, dtype, shape) not in index:
             continue
         pair = _pair(timings, index[(forced, dtype, shape)])
@@ -213,7 +225,7 @@ def flags(frame: pd.DataFrame, thresholds: dict | None = None) -> pd.DataFrame:
     for study, part in rows.groupby("study", sort=True) if not rows.empty else []:
         if study not in SHAPE_COLUMNS:
             continue
-        if study in ("softmax", "decode"):
+        if study in ("softmax", "decode", "attention"):
             lines += _ours_vs_strategy(part, study, limits["ours_vs_strategy"])
         if study in MEMORY_BOUND:
             lines += _dtype_twin(part, study, limits["dtype_twin"])

@@ -8,10 +8,12 @@ from rooflab.schema import read_results
 
 SOFTMAX = {"rows": 8192, "cols": 4096}
 DECODE = {"batch": 4, "heads_q": 32, "heads_kv": 8, "cache_len": 32768, "head_dim": 128, "ragged": True}
+ATTENTION = {"batch": 4, "heads_q": 32, "heads_kv": 32, "seqlen_q": 4096, "seqlen_k": 4096, "head_dim": 128,
+             "causal": True}
 
 
 def row(study="softmax", impl="ours", dtype="float16", timing="events", ms=1.0, half=0.01, **extra):
-    shape = {"softmax": SOFTMAX, "decode": DECODE,
+    shape = {"softmax": SOFTMAX, "decode": DECODE, "attention": ATTENTION,
              "e2e": {"phase": "prefill", "seqlen": 2048, "cache_len": 0, "width": 4096, "heads": 32,
                      "part": "total"}}[study]
     return {"gpu": "g", "study": study, "impl": impl, "dtype": dtype, **shape, "timing": timing,
@@ -57,6 +59,17 @@ def test_ours_vs_strategy_decode_nosplit_only():
     split = [row("decode", impl="ours", ms=0.10, half=0.001, strategy="split4"),
              row("decode", impl="ours_nosplit", ms=0.30, half=0.001)]
     assert gates(split) == []
+
+
+def test_ours_vs_strategy_attention_triton_configs_only():
+    """ours_triton forces the Triton kernel: the twin of `ours` wherever ours ran a Triton config,
+    not where it ran the Gluon Hopper kernel."""
+    triton = [row("attention", impl="ours", ms=1.00, strategy="64x64 w4 s3 tma"),
+              row("attention", impl="ours_triton", ms=1.20)]
+    assert gates(triton) == [("ours_vs_strategy", "ours", "float16")]
+    gluon = [row("attention", impl="ours", ms=1.00, strategy="gluon-hopper"),
+             row("attention", impl="ours_triton", ms=1.20)]
+    assert gates(gluon) == []
 
 
 def test_kernel_gates_prefer_cupti_rows():

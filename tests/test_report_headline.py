@@ -119,6 +119,27 @@ def test_attention_headline_against_flash_and_cudnn_one_at_a_time(agg, cmp):
     assert h["vs_seeds"]["n"] == 3
 
 
+def test_attention_headline_names_the_hopper_path_and_the_triton_kernel_alone(agg):
+    raw = agg.study("attention")
+    assert headline.hopper_path(raw) is None                  # no row ran the Gluon kernel
+    frame = raw.copy()
+    frame["strategy"] = frame["strategy"].astype(object)      # empty (all NaN) in the fixture
+    hopper = (frame["impl"] == "ours") & (frame["head_dim"] == 128)
+    frame.loc[hopper, "strategy"] = headline.HOPPER_PATH
+    triton = frame[hopper].copy()
+    triton["impl"] = headline.TRITON_ALONE
+    for col in ("median_ms", "ci_low_ms", "ci_high_ms"):
+        triton[col] = triton[col] * 1.25                       # the Triton kernel 1.25x slower there
+    h = headline.hopper_path(pd.concat([frame, triton], ignore_index=True))
+    cases = judged(frame[hopper], "attention")
+    assert h["n"] == len(cases) and h["gain"] == "1.25x"
+    ours = [_ms(raw, "sdpa_cudnn", seqlen_q=n, head_dim=128) / _ms(raw, "ours", seqlen_q=n, head_dim=128)
+            for n in (4096, 16384)]
+    assert h["cudnn"] == f"{min(ours):.2f}x–{max(ours):.2f}x"
+    alone = [r / 1.25 for r in ours]
+    assert h["triton_cudnn"] == f"{min(alone):.2f}x–{max(alone):.2f}x"
+
+
 def test_decode_headline(agg, cmp):
     raw = agg.study("decode")
     h = headline.decode(cmp, raw, agg.ceiling(GPU))

@@ -12,7 +12,8 @@ DTYPE_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
 IMPL_LABELS = {
     "ours_rows": "ours, rows: several rows a program", "ours_row": "ours, row: one row a program",
     "ours_looped": "ours, looped: one row a program in tiles", "ours_split": "ours, split: row segments",
-    "ours_nosplit": "ours without split-KV", "torch_compile": "torch.compile", "sdpa_flash": "FlashAttention-2",
+    "ours_nosplit": "ours without split-KV", "ours_triton": "ours, Triton kernel only",
+    "torch_compile": "torch.compile", "sdpa_flash": "FlashAttention-2",
     "sdpa_cudnn": "cuDNN", "sdpa_efficient": "memory-efficient SDPA", "eager": "eager PyTorch",
     "seed_rowwise": "seed design: fused row-wise", "seed_multipass": "seed design: multi-pass",
     "seed_attention": "seed design: fused attention", "ours_softmax": "eager + our softmax",

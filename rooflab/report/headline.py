@@ -19,10 +19,10 @@ from __future__ import annotations
 import pandas as pd
 
 from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, bootstrap_geomean, counts,
-                                     is_peer, is_seed, read_at)
+                                     is_peer, is_seed, judged, read_at)
 from rooflab.report.derive import select
 from rooflab.report.fmt import DASH, DTYPE_SHORT, dt, listing, megabytes, num, pct, ratio, span
-from rooflab.schema import HOST_TIMING
+from rooflab.schema import HOST_TIMING, SHAPE_COLUMNS
 
 LARGE_SOFTMAX_BYTES = 128e6     # large enough that every peer streams at its sustained rate
 LARGE_DECODE_BYTES = 256e6      # a KV read this large dwarfs the 60 MB L2 and any launch cost
@@ -166,7 +166,35 @@ def attention(cmp: pd.DataFrame, frame: pd.DataFrame) -> dict | None:
         out["d64"] = {"n": len(d64), "flash": _range(d64), "outcomes": _outcomes(d64), "worst": _at(d64, "vs_best"),
                       "lengths": span(num(d64["seqlen_q"].min()), num(d64["seqlen_q"].max()))}
     out["vs_seeds"] = tally(select(cmp, "attention", "seed"))
+    out["hopper"] = hopper_path(frame)
     return out
+
+
+HOPPER_PATH = "gluon-hopper"    # the strategy of `ours` rows that ran the Gluon Hopper kernel
+TRITON_ALONE = "ours_triton"    # our Triton kernel forced at the same shapes
+
+
+def hopper_path(frame: pd.DataFrame) -> dict | None:
+    """The shapes where `ours` ran the Gluon Hopper kernel: how many, and cuDNN's time over ours and
+    over our Triton kernel alone (`ours_triton`) there, in the judged timing of each case."""
+    ok = frame[(frame["status"] == "ok") & frame["median_ms"].notna()]
+    keys = ["gpu", "dtype", *SHAPE_COLUMNS["attention"]]
+    cases = judged(ok, "attention")
+    hopper = cases[(cases["impl"] == "ours") & (cases["strategy"] == HOPPER_PATH)].set_index(keys).index
+    if hopper.empty:
+        return None
+    times = cases.pivot_table(index=keys, columns="impl", values="median_ms")
+    times = times[times.index.isin(hopper)]
+
+    def over(impl):
+        if impl not in times or "sdpa_cudnn" not in times:
+            return None
+        values = (times["sdpa_cudnn"] / times[impl]).dropna()
+        return span(ratio(values.min()), ratio(values.max())) if not values.empty else None
+
+    gain = (times[TRITON_ALONE] / times["ours"]).dropna() if TRITON_ALONE in times else pd.Series(dtype=float)
+    return {"n": len(times), "cudnn": over("ours"), "triton_cudnn": over(TRITON_ALONE),
+            "gain": span(ratio(gain.min()), ratio(gain.max())) if not gain.empty else None}
 
 
 # ---------------------------------------------------------------- decode

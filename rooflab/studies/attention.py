@@ -18,6 +18,9 @@ Conventions
   scores too, which puts correct fp16 rows near 1e-3 and correct bf16 rows near 5e-3-1e-2;
   a wrong mask or a wrong row moves the error to 1e-1 or more.
 - memory_bytes(impl, shape, dtype) is the analytic footprint used to draw OOM cut-offs.
+- `ours` is kernels.flash_attention.attention, which runs the Gluon Hopper kernel where it
+  applies (its rows' `strategy` is then `gluon-hopper`, else the Triton config autotuning
+  chose); `ours_triton` (attention_triton) runs the Triton kernel everywhere.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from kernels.flash_attention import attention, attention_bytes, attention_flops
+from kernels.flash_attention import attention, attention_bytes, attention_flops, attention_triton
 from rooflab.bench import Ceiling, Unsupported, error_metrics, is_oom
 
 STUDY = "attention"
@@ -153,9 +156,12 @@ def memory_bytes(impl: str, shape: dict, dtype: str) -> int:
 # ---- implementations: each factory takes the inputs and returns a zero-argument callable ----
 
 def strategy(shape: dict, dtype: str, inputs: dict) -> str | None:
-    """The config autotuning picked for `ours` here, e.g. `128x64 w8 s3 tma` (BLOCK_M x BLOCK_N,
-    warps, pipeline stages, load path); None before the first call or in the interpreter."""
-    from kernels.flash_attention import chosen_config
+    """The kernel `ours` ran here: `gluon-hopper` for the Gluon Hopper kernel, else the config
+    autotuning picked for the Triton kernel, e.g. `128x64 w8 s3 tma` (BLOCK_M x BLOCK_N, warps,
+    pipeline stages, load path); None before the first call or in the interpreter."""
+    from kernels.flash_attention import HOPPER_PATH, chosen_config, kernel_path
+    if kernel_path(inputs["q"], inputs["k"], inputs["v"], inputs["causal"]) == HOPPER_PATH:
+        return HOPPER_PATH
     cfg = chosen_config(inputs["q"], inputs["k"], inputs["causal"])
     if cfg is None:
         return None
@@ -172,6 +178,12 @@ def _tma(inputs) -> bool:
 def _ours(inputs):
     q, k, v, causal = inputs["q"], inputs["k"], inputs["v"], inputs["causal"]
     return lambda: attention(q, k, v, causal=causal)
+
+
+def _ours_triton(inputs):
+    """Our Triton kernel wherever `ours` would take the Gluon Hopper kernel (the same call elsewhere)."""
+    q, k, v, causal = inputs["q"], inputs["k"], inputs["v"], inputs["causal"]
+    return lambda: attention_triton(q, k, v, causal=causal)
 
 
 def _seed(inputs):
@@ -277,5 +289,5 @@ def _eager(inputs):
 
 
 def impls() -> dict:
-    return {"ours": _ours, "seed_attention": _seed, "sdpa_flash": _sdpa("sdpa_flash"),
+    return {"ours": _ours, "ours_triton": _ours_triton, "seed_attention": _seed, "sdpa_flash": _sdpa("sdpa_flash"),
             "sdpa_cudnn": _sdpa("sdpa_cudnn"), "sdpa_efficient": _sdpa("sdpa_efficient"), "eager": _eager}

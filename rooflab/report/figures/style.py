@@ -24,7 +24,7 @@ IMPL_COLORS = {
     "ours_nosplit": "#ff7f0e", "sdpa": "#1f77b4", "ours_softmax": "#ff7f0e", "ours_attention": "#d62728",
     # our softmax strategies forced one at a time, and the paged decode layout: one colour each in every panel
     "ours_rows": "#bcbd22", "ours_row": "#2ca02c", "ours_looped": "#ff7f0e", "ours_split": "#17becf",
-    "ours_paged": "#e377c2",
+    "ours_paged": "#e377c2", "ours_triton": "#9467bd",
 }
 EXTRA_COLORS = ["#e377c2", "#ff7f0e", "#2ca02c", "#bcbd22", "#17becf", "#9467bd"]
 PART_COLORS = {"norms": "#c7c7c7", "projections": "#1f77b4", "attention": "#d62728", "softmax": "#ff7f0e",

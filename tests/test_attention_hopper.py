@@ -1,0 +1,433 @@
+"""kernels.flash_attention_hopper, the Gluon kernel attention() runs on Hopper for the shapes it supports.
+
+Triton's interpreter cannot run Gluon kernels. On the CPU these tests check the scope predicate
+(with a stand-in for a compute capability 9.0 GPU), the dispatch in kernels.flash_attention and
+its plans, and (test_sm90_*) an offline sm_90 compile of the kernel: no register spills, shared
+memory within Hopper's limit, the softmax overlapped with the P V product in the SASS.
+The tests named test_gpu_* run the kernel; they need a compute capability 9.0 GPU (H100, H200).
+
+Both groups need a session outside the interpreter, which tests/conftest.py turns on for every
+test; test_offline_sm90_checks and (on such a GPU) test_compiled_gpu_checks run them in a child
+pytest without the conftest, as one can by hand:
+
+    python -m pytest -q --noconftest tests/test_attention_hopper.py -k "test_sm90_ or test_gpu_"
+"""
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import kernels.flash_attention as attn
+import kernels.flash_attention_hopper as hopper
+from kernels._checks import interpreting
+from rooflab.studies import attention as study
+from test_attention import counted_checks, fresh_plans  # noqa: F401  (the plan cache's fixtures)
+
+ROOT = Path(__file__).resolve().parent.parent
+TOL = {torch.float16: 3e-3, torch.bfloat16: 2e-2}        # relative L2 error vs float64, as tests/test_attention.py
+MAX_ABS = {torch.float16: 1e-2, torch.bfloat16: 4e-2}    # largest elementwise error vs float64
+
+
+def _qkv(b=1, hq=4, hkv=2, nq=256, nk=None, d=128, dtype=torch.float16, device="cpu"):
+    gen = torch.Generator(device=device).manual_seed(0)
+    nk = nq if nk is None else nk
+    q = torch.randn(b, hq, nq, d, generator=gen, device=device).to(dtype)      # (B, Hq, Nq, D)
+    k = torch.randn(b, hkv, nk, d, generator=gen, device=device).to(dtype)     # (B, Hkv, Nk, D)
+    v = torch.randn(b, hkv, nk, d, generator=gen, device=device).to(dtype)
+    return q, k, v
+
+
+def _offset(t, elements=1):
+    """A copy of t starting `elements` elements into its buffer (data pointer off 16 bytes)."""
+    flat = torch.empty(t.numel() + elements, dtype=t.dtype, device=t.device)
+    return flat[elements:].view(t.shape).copy_(t)
+
+
+def _rel(out, ref):
+    return float((out.double() - ref).norm() / ref.norm())
+
+
+@pytest.fixture
+def on_hopper_standin(monkeypatch):
+    """CPU tensors look as if they were on a compute capability 9.0 GPU, outside the interpreter."""
+    monkeypatch.setattr(hopper, "interpreting", lambda: False)
+    monkeypatch.setattr(hopper, "device_capability", lambda t: (9, 0))
+
+
+# ---------------------------------------------------------------- the predicate
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("shape", [(1, 4, 4, 128), (2, 8, 2, 384), (1, 32, 8, 1024)],
+                         ids=lambda s: "b{}h{}/{}n{}".format(*s))
+@pytest.mark.parametrize("causal", [True, False])
+def test_supports_its_scope(on_hopper_standin, shape, dtype, causal):
+    b, hq, hkv, n = shape
+    q, k, v = _qkv(b, hq, hkv, n, dtype=dtype)
+    assert hopper.supports(q, k, v, causal)
+
+
+def _transposed(t):
+    """t's values in (B, N, H, D) storage: the same shape, not contiguous, rows still 16-byte aligned."""
+    return t.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+REFUSED = {
+    "capability 8.0": lambda q, k, v: ((q, k, v), {"capability": (8, 0)}),
+    "capability 8.9": lambda q, k, v: ((q, k, v), {"capability": (8, 9)}),
+    "capability 10.0": lambda q, k, v: ((q, k, v), {"capability": (10, 0)}),
+    "not on CUDA": lambda q, k, v: ((q, k, v), {"capability": None}),
+    "interpreter": lambda q, k, v: ((q, k, v), {"interpreting": True}),
+    "fp32": lambda q, k, v: ((q.float(), k.float(), v.float()), {}),
+    "mixed dtypes": lambda q, k, v: ((q, k.bfloat16(), v.bfloat16()), {}),
+    "v dtype": lambda q, k, v: ((q, k, v.bfloat16()), {}),
+    "D=64": lambda q, k, v: (_qkv(d=64), {}),
+    "D=256": lambda q, k, v: (_qkv(d=256), {}),
+    "D=96": lambda q, k, v: (_qkv(d=96), {}),
+    "Nq != Nk": lambda q, k, v: (_qkv(nq=256, nk=384), {}),
+    "Nq < Nk, both multiples": lambda q, k, v: (_qkv(nq=128, nk=256), {}),
+    "N=64": lambda q, k, v: (_qkv(nq=64), {}),
+    "N=200": lambda q, k, v: (_qkv(nq=200), {}),
+    "N=1000": lambda q, k, v: (_qkv(nq=1000), {}),
+    "N=0": lambda q, k, v: (_qkv(nq=0), {}),
+    "q strided": lambda q, k, v: ((_transposed(q), k, v), {}),
+    "k strided": lambda q, k, v: ((q, _transposed(k), v), {}),
+    "v strided": lambda q, k, v: ((q, k, _transposed(v)), {}),
+    "q off 16 bytes": lambda q, k, v: ((_offset(q), k, v), {}),
+    "k off 16 bytes": lambda q, k, v: ((q, _offset(k), v), {}),
+    "v off 16 bytes": lambda q, k, v: ((q, k, _offset(v, 3)), {}),
+    "Hq % Hkv": lambda q, k, v: (_qkv(hq=4, hkv=3), {}),
+    "no kv heads": lambda q, k, v: (_qkv(hq=4, hkv=0), {}),
+    "k, v shapes": lambda q, k, v: ((q, k, v[:, :1]), {}),
+    "batch": lambda q, k, v: ((q, torch.cat([k, k]), torch.cat([v, v])), {}),
+    "3-D q": lambda q, k, v: ((q[0], k, v), {}),
+    "k not a tensor": lambda q, k, v: ((q, k.tolist(), v), {}),
+    "k on another device": lambda q, k, v: ((q, k.to("meta"), v), {}),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_refuses_outside_its_scope(on_hopper_standin, monkeypatch, case):
+    q, k, v = _qkv()
+    assert hopper.supports(q, k, v, True) and hopper.supports(q, k, v, False)
+    (q, k, v), stand_in = REFUSED[case](q, k, v)
+    if "capability" in stand_in:
+        monkeypatch.setattr(hopper, "device_capability", lambda t: stand_in["capability"])
+    if "interpreting" in stand_in:
+        monkeypatch.setattr(hopper, "interpreting", lambda: True)
+    assert not hopper.supports(q, k, v, True) and not hopper.supports(q, k, v, False)
+
+
+def test_refuses_more_rows_than_32_bit_offsets_reach(on_hopper_standin, monkeypatch):
+    q, k, v = _qkv(b=1, hq=4, hkv=2, nq=256)                     # B * Hq * N = 1024 rows
+    monkeypatch.setattr(hopper, "MAX_ROWS", 1024)
+    assert hopper.supports(q, k, v, False)
+    monkeypatch.setattr(hopper, "MAX_ROWS", 1023)
+    assert not hopper.supports(q, k, v, False)
+
+
+def test_without_a_stand_in_the_interpreter_and_the_cpu_are_refused():
+    assert interpreting()
+    assert not hopper.supports(*_qkv(), False)
+    assert attn.kernel_path(*_qkv(), False) == attn.TRITON_PATH
+
+
+def test_kernel_path(on_hopper_standin):
+    assert attn.kernel_path(*_qkv(), True) == attn.HOPPER_PATH
+    assert attn.kernel_path(*_qkv(d=64), True) == attn.TRITON_PATH
+
+
+def test_a_triton_without_gluon_keeps_the_triton_path(on_hopper_standin, monkeypatch):
+    monkeypatch.setattr(attn, "_hopper", lambda: None)
+    assert attn.kernel_path(*_qkv(), True) == attn.TRITON_PATH
+
+
+# ---------------------------------------------------------------- dispatch
+
+@pytest.fixture
+def hopper_launches(monkeypatch):
+    """hopper.forward replaced by a recorder that writes the float64 reference into o."""
+    calls = []
+
+    def forward(q, k, v, causal, sm_scale, o):
+        calls.append((q, k, v, causal, sm_scale, o))
+        return o.copy_(attn.reference(q, k, v, causal, sm_scale))
+
+    monkeypatch.setattr(hopper, "forward", forward)
+    return calls
+
+
+def test_the_interpreter_never_takes_the_hopper_path(fresh_plans, monkeypatch, hopper_launches):
+    """Even with a compute capability 9.0 device: the predicate refuses the interpreter."""
+    monkeypatch.setattr(hopper, "device_capability", lambda t: (9, 0))
+    q, k, v = _qkv(b=1, hq=2, hkv=1, nq=128)
+    for causal in (True, False):
+        out = attn.attention(q, k, v, causal=causal)
+        assert _rel(out, attn.reference(q, k, v, causal)) < TOL[torch.float16]
+    assert not hopper_launches
+    assert [plan.path for plan in attn._PLANS.values()] == [attn.TRITON_PATH] * 2
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_the_plan_records_the_hopper_path(on_hopper_standin, fresh_plans, counted_checks, hopper_launches, causal):
+    q, k, v = _qkv(b=1, hq=4, hkv=1, nq=128)
+    first, second = (attn.attention(q, k, v, causal=causal) for _ in range(2))
+    assert len(counted_checks) == 1 and len(hopper_launches) == 2        # the repeat call skips the checks
+    (plan,) = attn._PLANS.values()
+    assert plan.path == attn.HOPPER_PATH and plan.fast is None
+    for call, out in zip(hopper_launches, (first, second)):
+        assert call[:4] == (q, k, v, causal) and call[5] is out
+        assert call[4] == pytest.approx(1 / math.sqrt(128))                # the default scale, resolved
+    assert first.data_ptr() != second.data_ptr()
+    attn.attention(q, k, v, causal=causal, sm_scale=0.3)
+    assert hopper_launches[-1][4] == 0.3 and len(attn._PLANS) == 2
+
+
+def test_attention_triton_forces_the_triton_kernel(on_hopper_standin, fresh_plans, hopper_launches):
+    q, k, v = _qkv(b=1, hq=2, hkv=1, nq=128)
+    out = attn.attention_triton(q, k, v, causal=True)
+    assert not hopper_launches
+    assert _rel(out, attn.reference(q, k, v, True)) < TOL[torch.float16]
+    attn.attention(q, k, v, causal=True)                                   # a plan of its own
+    assert len(hopper_launches) == 1
+    assert [plan.path for plan in attn._PLANS.values()] == [attn.TRITON_PATH, attn.HOPPER_PATH]
+
+
+def test_an_output_off_16_bytes_takes_the_triton_kernel(on_hopper_standin):
+    q, k, v = _qkv()
+    assert attn._plan(q, k, v, False, None, torch.empty_like(q), allow_hopper=True).path == attn.HOPPER_PATH
+    assert attn._plan(q, k, v, False, None, _offset(q), allow_hopper=True).path == attn.TRITON_PATH
+    assert attn._plan(q, k, v, False, None, torch.empty_like(q), allow_hopper=False).path == attn.TRITON_PATH
+
+
+def test_an_explicit_config_takes_the_triton_kernel(on_hopper_standin, fresh_plans, hopper_launches):
+    q, k, v = _qkv(b=1, hq=2, hkv=1, nq=128)
+    cfg = {"BLOCK_M": 32, "BLOCK_N": 32, "WARP_SPEC": False, "num_warps": 4, "num_stages": 1}
+    out = attn._forward(q, k, v, False, None, config=cfg)
+    assert not hopper_launches and not attn._PLANS
+    assert _rel(out, attn.reference(q, k, v, False)) < TOL[torch.float16]
+
+
+def test_bad_input_still_raises_in_the_hopper_scope(on_hopper_standin, fresh_plans, hopper_launches):
+    q, k, v = _qkv()
+    attn.attention(q, k, v, causal=True)
+    for args, match in [(dict(causal=1), "causal"), (dict(causal=True, sm_scale=-1.0), "sm_scale"),
+                        (dict(causal=True, sm_scale=float("inf")), "sm_scale")]:
+        with pytest.raises(ValueError, match=match):
+            attn.attention(q, k, v, **args)
+    with pytest.raises(ValueError, match="has no backward"):
+        attn.attention(q.clone().requires_grad_(), k, v, causal=True)
+    assert len(hopper_launches) == 1
+
+
+def test_the_study_names_the_path(on_hopper_standin):
+    shape = {"batch": 1, "heads_q": 4, "heads_kv": 1, "seqlen_q": 128, "seqlen_k": 128, "head_dim": 128,
+             "causal": True}
+    inputs = study.make_inputs(shape, torch.float16, "cpu")
+    assert study.strategy(shape, "float16", inputs) == attn.HOPPER_PATH
+    other = study.make_inputs(dict(shape, head_dim=64), torch.float16, "cpu")
+    assert study.strategy(shape, "float16", other) is None                # no autotuning in the interpreter
+
+
+def test_the_study_runs_ours_triton():
+    shape = {"batch": 1, "heads_q": 2, "heads_kv": 1, "seqlen_q": 33, "seqlen_k": 33, "head_dim": 64,
+             "causal": True}
+    inputs = study.make_inputs(shape, torch.float16, "cpu")
+    _, rel = study.check(study.impls()["ours_triton"](inputs)(), study.reference(inputs), inputs)
+    assert rel < study.tolerance("float16")
+
+
+# ---------------------------------------------------------------- offline compile (no GPU)
+
+def _ptxas_spills(ptx: str) -> tuple[int, int]:
+    """(spill store bytes, spill load bytes) as ptxas -v reports them for sm_90a."""
+    from triton import knobs
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "k.ptx").write_text(ptx)
+        run = subprocess.run([knobs.nvidia.ptxas.path, "--gpu-name", "sm_90a", "-v", f"{tmp}/k.ptx",
+                              "-o", f"{tmp}/k.cubin"], capture_output=True, text=True, check=True)
+    found = re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", run.stderr)
+    assert found, run.stderr
+    return max(int(s) for s, _ in found), max(int(ld) for _, ld in found)
+
+
+def _sass(cubin: bytes) -> list[str]:
+    from triton import knobs
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "k.cubin").write_bytes(cubin)
+        run = subprocess.run([knobs.nvidia.cuobjdump.path, "-sass", f"{tmp}/k.cubin"],
+                             capture_output=True, text=True, check=True)
+    return re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]+);", run.stdout)
+
+
+def _exp2_while_pv_runs(sass: list[str]) -> list[int]:
+    """For each wait that leaves one wgmma group in flight (the overlapped step's P V), the MUFU.EX2
+    (exp2) until the next wgmma wait: the softmax that runs while P V does."""
+    counts, open_count = [], None
+    for ins in sass:
+        if "WARPGROUP.DEPBAR" in ins:
+            if open_count is not None:
+                counts.append(open_count)
+            open_count = 0 if ins.rstrip().endswith("0x1") else None
+        elif open_count is not None and "MUFU.EX2" in ins:
+            open_count += 1
+    return counts
+
+
+def _child_pytest(selector: str) -> None:
+    """Run this file's tests matching `selector` in a child pytest without tests/conftest.py, hence
+    outside Triton's interpreter (under it, Gluon compiles fail: Triton's own jit functions that
+    Gluon calls become interpreted ones when TRITON_INTERPRET=1 is set at import)."""
+    env = {name: value for name, value in os.environ.items() if name != "TRITON_INTERPRET"}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "--noconftest", "-p", "no:cacheprovider",
+                          str(Path(__file__).relative_to(ROOT)), "-k", selector],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    assert re.search(r"\d+ passed", run.stdout) and "skipped" not in run.stdout, run.stdout[-3000:]
+
+
+compiled_only = pytest.mark.skipif(interpreting(), reason="runs outside the interpreter (a child pytest of "
+                                                          "test_offline_sm90_checks or test_compiled_gpu_checks)")
+
+
+in_the_interpreter = pytest.mark.skipif(not interpreting(), reason="this session is already outside the interpreter")
+
+
+@in_the_interpreter
+def test_offline_sm90_checks():
+    """The test_sm90_* tests (no GPU needed), in a child pytest outside the interpreter."""
+    _child_pytest("test_sm90_")
+
+
+@compiled_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_sm90_compile_without_spills(causal, dtype):
+    compiled = hopper.compile_for_sm90(causal, dtype)
+    ptx = compiled.asm["ptx"]
+    assert _ptxas_spills(ptx) == (0, 0)
+    assert not re.search(r"\b(ld|st)\.local", ptx)
+    assert compiled.metadata.num_warps == 12                                 # 2 consumer warpgroups + loader
+    assert compiled.metadata.shared <= attn.SMEM_BYTES
+    assert ptx.count("wgmma.mma_async") == (96 if causal else 64)
+    # every overlapped step (one loop per consumer, two when causal) computes its 64 exp2 of the
+    # 64 x 128 scores a thread (and 2 for the row rescale) while P V is in flight
+    assert _exp2_while_pv_runs(_sass(compiled.asm["cubin"])) == [66] * (4 if causal else 2)
+
+
+# ---------------------------------------------------------------- on a compute capability 9.0 GPU
+
+HOPPER_HERE = torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+on_hopper = pytest.mark.skipif(not HOPPER_HERE, reason="needs a compute capability 9.0 GPU")
+
+
+@on_hopper
+@in_the_interpreter
+def test_compiled_gpu_checks():
+    """The test_gpu_* tests, in a child pytest outside the interpreter."""
+    _child_pytest("test_gpu_")
+
+
+@pytest.fixture
+def nan_empty(monkeypatch):
+    """Every torch.empty starts as NaN, so any element a kernel leaves unwritten shows (as
+    tests/conftest.py's `poison`, which this file's GPU session runs without)."""
+    empty = torch.empty
+
+    def poisoned(*args, **kwargs):
+        t = empty(*args, **kwargs)
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+
+    monkeypatch.setattr(torch, "empty", poisoned)
+
+
+def _check_close(out, ref, dtype):
+    assert torch.isfinite(out).all(), "non-finite output (an element left unwritten?)"
+    assert _rel(out, ref) < TOL[dtype]
+    assert (out.double() - ref).abs().max() < MAX_ABS[dtype]
+
+
+@on_hopper
+@compiled_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("group", [1, 4], ids=["mha", "gqa4"])
+@pytest.mark.parametrize("n", [128, 384, 1024])
+def test_gpu_hopper_path_matches_reference(fresh_plans, nan_empty, n, group, causal, dtype):
+    q, k, v = _qkv(b=2, hq=8, hkv=8 // group, nq=n, dtype=dtype, device="cuda")
+    assert attn.kernel_path(q, k, v, causal) == attn.HOPPER_PATH
+    out = attn.attention(q, k, v, causal=causal)
+    (plan,) = attn._PLANS.values()
+    assert plan.path == attn.HOPPER_PATH
+    ref = attn.reference(q, k, v, causal)
+    _check_close(out, ref, dtype)
+    direct = torch.full_like(q, float("nan"))                               # the launcher on a NaN-filled output
+    hopper.forward(q, k, v, causal, 1 / math.sqrt(128), direct)
+    torch.testing.assert_close(direct, out, rtol=0, atol=0)
+
+
+@on_hopper
+@compiled_only
+@pytest.mark.parametrize("causal", [True, False])
+def test_gpu_hopper_path_takes_sm_scale(fresh_plans, nan_empty, causal):
+    q, k, v = _qkv(b=1, hq=4, hkv=1, nq=384, device="cuda")
+    for sm_scale in (0.02, 0.3):
+        _check_close(attn.attention(q, k, v, causal=causal, sm_scale=sm_scale),
+                     attn.reference(q, k, v, causal, sm_scale), torch.float16)
+
+
+@on_hopper
+@compiled_only
+@pytest.mark.parametrize("causal", [True, False])
+def test_gpu_repeat_call_equals_the_cold_call(fresh_plans, counted_checks, nan_empty, causal):
+    q, k, v = _qkv(b=2, hq=8, hkv=2, nq=1024, dtype=torch.bfloat16, device="cuda")
+    cold = attn.attention(q, k, v, causal=causal)
+    warm = [attn.attention(q, k, v, causal=causal) for _ in range(3)]
+    assert len(counted_checks) == 1 and len(attn._PLANS) == 1
+    (plan,) = attn._PLANS.values()
+    assert plan.path == attn.HOPPER_PATH and plan.fast is None
+    for out in warm:
+        torch.testing.assert_close(out, cold, rtol=0, atol=0)
+    _check_close(cold, attn.reference(q, k, v, causal), torch.bfloat16)
+
+
+@on_hopper
+@compiled_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("causal", [True, False])
+def test_gpu_attention_triton_matches_reference(fresh_plans, nan_empty, causal, dtype):
+    q, k, v = _qkv(b=2, hq=8, hkv=2, nq=384, dtype=dtype, device="cuda")
+    out = attn.attention_triton(q, k, v, causal=causal)
+    (plan,) = attn._PLANS.values()
+    assert plan.path == attn.TRITON_PATH
+    _check_close(out, attn.reference(q, k, v, causal), dtype)
+    again = attn.attention_triton(q, k, v, causal=causal)                   # replayed through the plan
+    torch.testing.assert_close(again, out, rtol=0, atol=0)
+
+
+@on_hopper
+@compiled_only
+@pytest.mark.parametrize("shape", [dict(nq=1000), dict(nq=256, d=64), dict(nq=128, nk=384)],
+                         ids=["N=1000", "D=64", "Nq<Nk"])
+def test_gpu_other_shapes_take_the_triton_kernel(fresh_plans, nan_empty, shape):
+    q, k, v = _qkv(b=1, hq=4, hkv=2, device="cuda", **shape)
+    assert attn.kernel_path(q, k, v, True) == attn.TRITON_PATH
+    _check_close(attn.attention(q, k, v, causal=True), attn.reference(q, k, v, True), torch.float16)
+    assert [plan.path for plan in attn._PLANS.values()] == [attn.TRITON_PATH]
+
+
+@on_hopper
+@compiled_only
+def test_gpu_study_strategy_names_the_path():
+    shape = {"batch": 1, "heads_q": 8, "heads_kv": 2, "seqlen_q": 512, "seqlen_k": 512, "head_dim": 128,
+             "causal": True}
+    inputs = study.make_inputs(shape, torch.float16, "cuda")
+    study.impls()["ours"](inputs)()
+    assert study.strategy(shape, "float16", inputs) == attn.HOPPER_PATH
+    _, rel = study.check(study.impls()["ours"](inputs)(), study.reference(inputs), inputs)
+    assert rel < study.tolerance("float16")

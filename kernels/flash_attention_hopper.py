@@ -314,19 +314,61 @@ def _constexprs(causal: bool) -> dict:
                 LOADER_REGS=LOADER_REGS, CONSUMER_REGS=CONSUMER_REGS)
 
 
+def grid(q: torch.Tensor) -> tuple[int, int]:
+    """(N / BLOCK_M, B * Hq): one program per 128 query rows of a head."""
+    batch, heads_q, seqlen, _ = q.shape
+    return (seqlen // BLOCK_M, batch * heads_q)
+
+
+def _scalars(q: torch.Tensor, k: torch.Tensor, sm_scale: float) -> tuple:
+    """The kernel's runtime arguments after the descriptors: N, H, GROUP, qk_scale."""
+    heads_q = q.shape[1]
+    return (q.shape[2], heads_q, heads_q // k.shape[1], float(sm_scale) * LOG2E)
+
+
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
-            o: torch.Tensor) -> torch.Tensor:
+            o: torch.Tensor):
     """o = attention(q, k, v, causal, sm_scale) for inputs `supports` accepts; o (B, Hq, N, 128)
-    contiguous and 16-byte aligned, in q's dtype. Launches on the current CUDA device's stream."""
+    contiguous and 16-byte aligned, in q's dtype. Launches through Gluon's JIT on the current CUDA
+    device's stream and returns the compiled kernel that ran (for `replay_args`)."""
     if o.shape != q.shape or o.dtype != q.dtype or not _tma_ready(o):
         raise ValueError("o must be a contiguous, 16-byte aligned tensor of q's shape and dtype")
-    batch, heads_q, seqlen, _ = q.shape
-    heads_kv = k.shape[1]
-    grid = (seqlen // BLOCK_M, batch * heads_q)
-    _attn_fwd[grid](_descriptor(q, QROWS), _descriptor(k, BLOCK_N), _descriptor(v, BLOCK_N), _descriptor(o, QROWS),
-                    seqlen, heads_q, heads_q // heads_kv, float(sm_scale) * LOG2E, **_constexprs(causal),
-                    num_warps=NUM_WARPS, maxnreg=MAXNREG)
-    return o
+    return _attn_fwd[grid(q)](_descriptor(q, QROWS), _descriptor(k, BLOCK_N), _descriptor(v, BLOCK_N),
+                              _descriptor(o, QROWS), *_scalars(q, k, sm_scale), **_constexprs(causal),
+                              num_warps=NUM_WARPS, maxnreg=MAXNREG)
+
+
+# ---------------------------------------------------------------- repeat launches
+
+class LaunchDescriptor:
+    """A host tensor descriptor as Triton's launcher reads it (base, shape, strides, padding) for
+    a contiguous (..., HEAD_DIM) tensor. A repeat launch of the compiled kernel (kernels._plans.Launch)
+    passes these: the block shapes and shared layouts are the compiled kernel's own (its
+    tensordesc metadata), and TensorDescriptor's checks held on the first launch of the same
+    layout, so only the base changes. Building four TensorDescriptors and binding them through
+    Gluon's JIT cost 31-46 us of host time a call on an H200 host, more than the flush that
+    event timing hides host work behind."""
+    __slots__ = ("base", "shape", "strides", "padding")
+
+    def __init__(self, t: torch.Tensor):
+        self.base, self.padding = t, "zero"
+        self.shape, self.strides = [t.numel() // HEAD_DIM, HEAD_DIM], [HEAD_DIM, 1]
+
+
+_CONSTEXPR_ORDER = tuple(_attn_fwd.arg_names[_attn_fwd.arg_names.index("qk_scale") + 1:])
+
+
+def replay_args(q: torch.Tensor, k: torch.Tensor, causal: bool, sm_scale: float) -> tuple:
+    """The arguments after the four descriptors of a direct launch of the compiled kernel, in
+    signature order, constexprs included (Triton's launcher takes every parameter positionally)."""
+    constexprs = _constexprs(causal)
+    return (*_scalars(q, k, sm_scale), *(constexprs[name] for name in _CONSTEXPR_ORDER))
+
+
+def launch_descriptors(q, k, v, o) -> tuple:
+    """The four descriptor arguments of a direct launch, for tensors with the layout of the
+    launch that compiled the kernel."""
+    return LaunchDescriptor(q), LaunchDescriptor(k), LaunchDescriptor(v), LaunchDescriptor(o)
 
 
 def compile_for_sm90(causal: bool, dtype: torch.dtype = torch.float16):

@@ -151,12 +151,13 @@ def test_a_triton_without_gluon_keeps_the_triton_path(on_hopper_standin, monkeyp
 
 @pytest.fixture
 def hopper_launches(monkeypatch):
-    """hopper.forward replaced by a recorder that writes the float64 reference into o."""
+    """hopper.forward replaced by a recorder that writes the float64 reference into o (and, having
+    compiled nothing, returns no kernel to replay)."""
     calls = []
 
     def forward(q, k, v, causal, sm_scale, o):
         calls.append((q, k, v, causal, sm_scale, o))
-        return o.copy_(attn.reference(q, k, v, causal, sm_scale))
+        o.copy_(attn.reference(q, k, v, causal, sm_scale))
 
     monkeypatch.setattr(hopper, "forward", forward)
     return calls
@@ -387,13 +388,26 @@ def test_gpu_hopper_path_takes_sm_scale(fresh_plans, nan_empty, causal):
 def test_gpu_repeat_call_equals_the_cold_call(fresh_plans, counted_checks, nan_empty, causal):
     q, k, v = _qkv(b=2, hq=8, hkv=2, nq=1024, dtype=torch.bfloat16, device="cuda")
     cold = attn.attention(q, k, v, causal=causal)
+    (plan,) = attn._PLANS.values()
+    assert plan.path == attn.HOPPER_PATH and plan.fast is not None          # the compiled kernel, kept
     warm = [attn.attention(q, k, v, causal=causal) for _ in range(3)]
     assert len(counted_checks) == 1 and len(attn._PLANS) == 1
-    (plan,) = attn._PLANS.values()
-    assert plan.path == attn.HOPPER_PATH and plan.fast is None
     for out in warm:
         torch.testing.assert_close(out, cold, rtol=0, atol=0)
     _check_close(cold, attn.reference(q, k, v, causal), torch.bfloat16)
+
+
+@on_hopper
+@compiled_only
+@pytest.mark.parametrize("causal", [True, False])
+def test_gpu_replay_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty, causal):
+    """A direct launch encodes its descriptors from the call's tensors, not the first call's."""
+    first = _qkv(b=1, hq=4, hkv=2, nq=384, device="cuda")
+    attn.attention(*first, causal=causal)
+    for _ in range(2):
+        q, k, v = (torch.randn_like(t) for t in first)                      # same layout, new data
+        _check_close(attn.attention(q, k, v, causal=causal), attn.reference(q, k, v, causal), torch.float16)
+    assert len(counted_checks) == 1 and len(attn._PLANS) == 1
 
 
 @on_hopper

@@ -80,11 +80,18 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
                                                                 16384x4097 fp16 row 73.0, 1024-column
                                                                 looped 99.1, torch 236.5; fp32 132.4,
                                                                 142.1, 241.0)
-    longer rows and rows >= 4 * SMs                 -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
-                                                                split 2.27; 1024x131072 bf16: looped
-                                                                2.55, split 2.24)
-    otherwise (a few long rows)                     -> split   (256x262144 fp32: split 2.80, looped
-                                                                2.62; 64x1048576 fp32: 2.76 vs 1.38)
+    longer rows and rows >= 4 * SMs, the aligned    -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
+      body at most 128 KiB                                      split 2.27; kernel time, us, bf4aa10
+                                                                run: 2048x65537 fp16 looped 192.7,
+                                                                split 267.3; 4096x32768 fp16 147.4
+                                                                vs 190.9)
+    otherwise (a few long rows, or longer rows)     -> split   (256x262144 fp32: split 2.80, looped
+                                                                2.62; 64x1048576 fp32: 2.76 vs 1.38;
+                                                                bf4aa10 run, us: 1024x131072 split
+                                                                194.8 / 194.6 / 368.1 against looped
+                                                                201.4 / 201.6 / 377.9 in bf16 / fp16
+                                                                / fp32; 2048x65537 fp32 393.3 vs
+                                                                415.3)
 
 Launch table (`config`): register-resident tiles hold 16 elements a thread, the setting of the
 fastest measured peer at each anchor shape on the H200 (4 warps at 1024-2048 columns, 8 at 4096,
@@ -145,7 +152,8 @@ ROW_MIN_FILL = 0.75          # ... and the columns it covers (covered_cols) fill
                              # of the power-of-two block;
                              # emptier blocks go to looped in LOOPED_SHORT_BLOCK tiles
 LOOPED_SHORT_BLOCK = 1024    # looped tile for rows that would waste a quarter of a row block
-LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows per SM, else split
+LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows per SM ...
+LOOPED_MAX_ROW_BYTES = 128 << 10  # ... and the aligned body holds at most this many bytes; else split
 LOOPED_MIN_BYTES = 96 << 20  # rows of up to LOOPED_LARGE_MAX_COLS go looped from this input size ...
 LOOPED_LARGE_MAX_COLS = 4096  # ... (the range measured; row keeps longer ones)
 LOOPED_THREAD_BYTES = 64     # looped: input bytes each thread loads per tile (sets the warps)
@@ -868,7 +876,8 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
         large = (dtype == torch.float32 and cols <= LOOPED_LARGE_MAX_COLS
                  and rows * cols * dtype.itemsize >= LOOPED_MIN_BYTES)
         return "row" if fills_row_block(cols, dtype) and not large else "looped"
-    if cols > row_max and rows >= LOOPED_MIN_ROWS_PER_SM * sms:
+    body_bytes = covered_cols(cols, VECTOR_BYTES // dtype.itemsize) * dtype.itemsize
+    if cols > row_max and rows >= LOOPED_MIN_ROWS_PER_SM * sms and body_bytes <= LOOPED_MAX_ROW_BYTES:
         return "looped"
     return "split"
 

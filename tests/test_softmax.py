@@ -250,9 +250,12 @@ def test_dispatch_rule():
     assert choose(4096, 32768, torch.bfloat16, sms) == "looped"
     assert choose(4096, 32768, torch.float32, sms) == "row"         # fp32 keeps row up to 32768
     assert choose(512, 32768, torch.float32, sms) == "row"
-    assert choose(1024, 65536, torch.float32, sms) == "looped"
+    assert choose(1024, 32768, torch.float16, sms) == "looped"
+    assert choose(2048, 65537, torch.float16, sms) == "looped"        # a 128 KiB body and edges
+    assert choose(2048, 65537, torch.float32, sms) == "split"         # a 256 KiB body: over LOOPED_MAX_ROW_BYTES
+    assert choose(1024, 65536, torch.float32, sms) == "split"
     assert choose(64, 4096, torch.float16, sms) == "split"          # too few rows to fill the GPU
-    assert choose(1024, 131072, torch.bfloat16, sms) == "looped"
+    assert choose(1024, 131072, torch.bfloat16, sms) == "split"       # 256 KiB rows
     assert choose(256, 262144, torch.float32, sms) == "split"      # two rows an SM: split the rows
     assert choose(16, 4194304, torch.bfloat16, sms) == "split"
     for rows, cols in [(1, 1), (5, 1025), (10**6, 8), (3, 10**7)]:

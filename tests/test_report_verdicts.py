@@ -129,6 +129,21 @@ def test_a_ratio_from_another_gpu_is_judged_as_a_ratio():
     assert ratio_claims(published, near)[0].verdict == REPRODUCED
 
 
+def test_a_host_bound_ratio_gives_the_kernel_time_ratio():
+    """A plain call that times the wrapper (seed_rowwise here: 23.3 us against 3.1 us of kernel) says so, and the
+    note gives the ratio on kernel time; plain calls near their kernel time add nothing."""
+    published = pd.DataFrame([claim(median_ms=0.048), claim(impl="torch", median_ms=0.048 * 1.01)])
+    kernel = [row(gpu="nvidia-h200", ms=0.0031, timing="cupti"), row(gpu="nvidia-h200", impl="torch", ms=0.0051,
+                                                                      timing="cupti")]
+    measured = results(row(gpu="nvidia-h200", ms=0.0233), row(gpu="nvidia-h200", impl="torch", ms=0.0074), *kernel)
+    (r,) = ratio_claims(published, measured)
+    assert r.ours == pytest.approx(0.0074 / 0.0233)                  # judged on plain calls, as published
+    assert "host-bound: a plain call of seed_rowwise 23.3 us against 3.1 us of kernel;" in r.note
+    assert "on kernel time torch over seed_rowwise is 1.65x" in r.note
+    quiet = results(row(gpu="nvidia-h200", ms=0.0040), row(gpu="nvidia-h200", impl="torch", ms=0.0060), *kernel)
+    assert "host-bound" not in ratio_claims(published, quiet)[0].note
+
+
 def test_other_gpu_time_claim_reports_our_throughput_with_its_unit():
     v = judge(claim(impl="torch", median_ms=0.1334), results(row(gpu="nvidia-h200", impl="torch", ms=0.109)))
     assert v.verdict == NOT_COMPARABLE and v.metric == "median_ms"

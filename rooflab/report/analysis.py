@@ -94,6 +94,7 @@ def primary_gpu(results: pd.DataFrame, fresh_slug: str | None = None, lead: str 
 # Bytes below which a softmax call is launch-bound: the softmax summary and figures split their
 # shapes there (plain calls against kernel time below it; the peers' contest above it).
 LAUNCH_BOUND_BYTES = 8e6
+HOST_BOUND = 1.5          # a plain call this many times its kernel time (CUPTI) times the host, not the kernel
 
 
 def judged(frame: pd.DataFrame, study: str) -> pd.DataFrame:

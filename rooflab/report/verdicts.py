@@ -32,7 +32,8 @@ import pandas as pd
 import yaml
 
 from rooflab import datasheet
-from rooflab.report.analysis import KERNEL_TIMING, LAUNCH_BOUND_BYTES, PLAIN_TIMING, is_seed, shape_label, versus
+from rooflab.report.analysis import (HOST_BOUND, KERNEL_TIMING, LAUNCH_BOUND_BYTES, PLAIN_TIMING, is_seed,
+                                     shape_label, versus)
 from rooflab.schema import SHAPE_COLUMNS
 
 TOLERANCE = 0.05   # interval widening: clocks, drivers and timing code differ between runs
@@ -191,6 +192,32 @@ def _launch_caveat(claim, study: str, results: pd.DataFrame) -> str:
     kernel = kernel[kernel["status"] == "ok"]
     tail = f"; the kernel alone takes {float(kernel.iloc[0]['median_ms']) * 1e3:.3g} us here" if not kernel.empty else ""
     return f"; launch-bound ({nbytes / 1e6:.3g} MB): a plain call times the launch as much as the kernel{tail}"
+
+
+def _host_caveat(fast, slow, study: str, results: pd.DataFrame, gpu: str) -> str:
+    """A note for a ratio whose plain calls time the host: where either implementation's plain call takes
+    HOST_BOUND times its kernel time or more on `gpu`, the plain-call times beside the kernel times and the
+    ratio on kernel time (CUPTI)."""
+    rows = []
+    for impl in (fast, slow):
+        found = []
+        for timing in (PLAIN_TIMING, KERNEL_TIMING):
+            m = _matches(results, impl, study, timing=timing)
+            m = m[(m["status"] == "ok") & (m["gpu"] == gpu)]
+            if m.empty:
+                return ""
+            found.append(m.iloc[0])
+        rows.append(found)
+    (_, f_kernel), (_, s_kernel) = rows
+    bound = [(impl["impl"], float(plain["median_ms"]), float(kernel["median_ms"]))
+             for impl, (plain, kernel) in zip((fast, slow), rows)
+             if float(plain["median_ms"]) >= HOST_BOUND * float(kernel["median_ms"])]
+    if not bound:
+        return ""
+    calls = ", ".join(f"{name} {p * 1e3:.3g} us against {k * 1e3:.3g} us of kernel" for name, p, k in bound)
+    ratio, low, high, _ = versus(f_kernel, s_kernel)
+    return (f"; host-bound: a plain call of {calls}; on kernel time {slow['impl']} over {fast['impl']} is "
+            f"{ratio:.2f}x [{low:.2f}, {high:.2f}]")
 
 
 def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: float = TOLERANCE,
@@ -371,7 +398,7 @@ def _judge_ratio(source, study, fast, slow, claimed, results, order, tol) -> Rat
     if is_seed(fast["impl"]) and not ours.empty:
         ratio, low, high, result = versus(ours.iloc[0], s)
         rv.note += f"; ours over {slow['impl']}: {ratio:.2f}x [{low:.2f}, {high:.2f}], a {result}"
-    rv.note += _launch_caveat(fast, study, results)
+    rv.note += _launch_caveat(fast, study, results) or _host_caveat(fast, slow, study, results, gpu)
     return rv
 
 

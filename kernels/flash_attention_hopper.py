@@ -67,6 +67,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
 from kernels._checks import interpreting
+from kernels._plans import aligned
 
 CAPABILITY = (9, 0)          # Hopper: wgmma, TMA, setmaxnreg
 DTYPES = (torch.float16, torch.bfloat16)
@@ -79,7 +80,6 @@ NUM_WARPS = 4                # the default (first consumer) partition; 12 warps 
 MAXNREG = 168                # registers a thread over all 12 warps: (2 * 4 * 240 + 4 * 24) / 12
 LOADER_REGS = 24
 CONSUMER_REGS = 240
-ALIGN = 16                   # bytes: TMA needs 16-byte aligned global addresses
 MAX_ROWS = 2**31 - 1         # B * Hq * N rows: TMA coordinates and row offsets are 32-bit
 LOG2E = math.log2(math.e)    # exp(x) == exp2(x * log2(e))
 
@@ -93,7 +93,8 @@ def device_capability(t: torch.Tensor) -> tuple[int, int] | None:
 
 
 def _tma_ready(t: torch.Tensor) -> bool:
-    return t.is_contiguous() and t.data_ptr() % ALIGN == 0
+    """Contiguous, and 16-byte aligned as TMA's global addresses must be."""
+    return t.is_contiguous() and aligned(t)
 
 
 def supports(q, k, v, causal: bool) -> bool:

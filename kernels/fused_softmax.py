@@ -558,10 +558,15 @@ def covered_cols(cols: int, vec: int) -> int:
     return cols - cols % vec if cols >= PEEL_MIN_COLS else cols
 
 
+def wide_body(cols: int, dtype: torch.dtype) -> int:
+    """covered_cols at 16-byte accesses, the width the launch table and the dispatch rule assume."""
+    return covered_cols(cols, VECTOR_BYTES // dtype.itemsize)
+
+
 def fills_row_block(cols: int, dtype: torch.dtype) -> bool:
     """Whether the columns a block covers at 16-byte accesses fill at least ROW_MIN_FILL of its
     power of two (else: looped in LOOPED_SHORT_BLOCK tiles, by `choose` and by looped's `config`)."""
-    covered = covered_cols(cols, VECTOR_BYTES // dtype.itemsize)
+    covered = wide_body(cols, dtype)
     return covered >= ROW_MIN_FILL * pow2(covered)
 
 
@@ -596,7 +601,7 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
             rows_per_tile = min(rows_per_tile, 1 << (max(rows // sms, 1).bit_length() - 1))
         return Config(block=block, num_warps=_clamp(rows_per_tile * block // ROWS_THREAD_ELEMS, 1, 4),
                       rows=rows_per_tile)
-    body = pow2(covered_cols(cols, VECTOR_BYTES // elem))      # row and looped blocks
+    body = pow2(wide_body(cols, dtype))                        # row and looped blocks
     if strategy == "row":
         return Config(block=body, num_warps=_row_warps(body))
     if strategy == "looped":
@@ -876,8 +881,8 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
         large = (dtype == torch.float32 and cols <= LOOPED_LARGE_MAX_COLS
                  and rows * cols * dtype.itemsize >= LOOPED_MIN_BYTES)
         return "row" if fills_row_block(cols, dtype) and not large else "looped"
-    body_bytes = covered_cols(cols, VECTOR_BYTES // dtype.itemsize) * dtype.itemsize
-    if cols > row_max and rows >= LOOPED_MIN_ROWS_PER_SM * sms and body_bytes <= LOOPED_MAX_ROW_BYTES:
+    if (cols > row_max and rows >= LOOPED_MIN_ROWS_PER_SM * sms
+            and wide_body(cols, dtype) * dtype.itemsize <= LOOPED_MAX_ROW_BYTES):
         return "looped"
     return "split"
 

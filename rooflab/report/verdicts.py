@@ -194,28 +194,24 @@ def _launch_caveat(claim, study: str, results: pd.DataFrame) -> str:
     return f"; launch-bound ({nbytes / 1e6:.3g} MB): a plain call times the launch as much as the kernel{tail}"
 
 
-def _host_caveat(fast, slow, study: str, results: pd.DataFrame, gpu: str) -> str:
-    """A note for a ratio whose plain calls time the host: where either implementation's plain call takes
-    HOST_BOUND times its kernel time or more on `gpu`, the plain-call times beside the kernel times and the
-    ratio on kernel time (CUPTI)."""
-    rows = []
-    for impl in (fast, slow):
-        found = []
-        for timing in (PLAIN_TIMING, KERNEL_TIMING):
-            m = _matches(results, impl, study, timing=timing)
-            m = m[(m["status"] == "ok") & (m["gpu"] == gpu)]
-            if m.empty:
-                return ""
-            found.append(m.iloc[0])
-        rows.append(found)
-    (_, f_kernel), (_, s_kernel) = rows
-    bound = [(impl["impl"], float(plain["median_ms"]), float(kernel["median_ms"]))
-             for impl, (plain, kernel) in zip((fast, slow), rows)
+def _host_caveat(fast, slow, study: str, results: pd.DataFrame) -> str:
+    """A note for a ratio whose plain calls time the host. `fast` and `slow` are our plain-call rows of
+    the two implementations on one GPU: where either takes HOST_BOUND times its kernel time (CUPTI) or
+    more, the plain-call times beside the kernel times and the ratio on kernel time."""
+    kernels = []
+    for plain in (fast, slow):
+        m = _matches(results, plain, study, timing=KERNEL_TIMING)
+        m = m[(m["status"] == "ok") & (m["gpu"] == plain["gpu"])]
+        if m.empty:
+            return ""
+        kernels.append(m.iloc[0])
+    bound = [(plain["impl"], float(plain["median_ms"]), float(kernel["median_ms"]))
+             for plain, kernel in zip((fast, slow), kernels)
              if float(plain["median_ms"]) >= HOST_BOUND * float(kernel["median_ms"])]
     if not bound:
         return ""
     calls = ", ".join(f"{name} {p * 1e3:.3g} us against {k * 1e3:.3g} us of kernel" for name, p, k in bound)
-    ratio, low, high, _ = versus(f_kernel, s_kernel)
+    ratio, low, high, _ = versus(*kernels)
     return (f"; host-bound: a plain call of {calls}; on kernel time {slow['impl']} over {fast['impl']} is "
             f"{ratio:.2f}x [{low:.2f}, {high:.2f}]")
 
@@ -398,7 +394,7 @@ def _judge_ratio(source, study, fast, slow, claimed, results, order, tol) -> Rat
     if is_seed(fast["impl"]) and not ours.empty:
         ratio, low, high, result = versus(ours.iloc[0], s)
         rv.note += f"; ours over {slow['impl']}: {ratio:.2f}x [{low:.2f}, {high:.2f}], a {result}"
-    rv.note += _launch_caveat(fast, study, results) or _host_caveat(fast, slow, study, results, gpu)
+    rv.note += _launch_caveat(fast, study, results) or _host_caveat(f, s, study, results)
     return rv
 
 

@@ -500,6 +500,44 @@ def test_gpu_hopper_path_matches_reference(fresh_plans, nan_empty, n, group, cau
 
 @on_hopper
 @compiled_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("heads", [(4, 4), (8, 2), (32, 4)], ids=["mha", "gqa4", "gqa8"])
+@pytest.mark.parametrize("nq, nk, causal", [(nq, nk, causal) for nq, nk in UNEQUAL for causal in (True, False)
+                                            if nq <= nk or not causal],     # causal Nq > Nk: the Triton kernel
+                         ids=lambda x: str(x))
+def test_gpu_hopper_path_nq_ne_nk_matches_reference(fresh_plans, nan_empty, nq, nk, causal, heads, dtype):
+    hq, hkv = heads
+    q, k, v = _qkv(b=2 if nk < 8192 else 1, hq=hq, hkv=hkv, nq=nq, nk=nk, dtype=dtype, device="cuda")
+    assert attn.kernel_path(q, k, v, causal) == attn.HOPPER_PATH
+    out = attn.attention(q, k, v, causal=causal)
+    assert [plan.path for plan in attn._PLANS.values()] == [attn.HOPPER_PATH]
+    _check_close(out, attn.reference(q, k, v, causal), dtype)
+    direct = torch.full_like(q, float("nan"))
+    hopper.forward(q, k, v, causal, 1 / math.sqrt(128), direct)
+    torch.testing.assert_close(direct, out, rtol=0, atol=0)
+
+
+@on_hopper
+@compiled_only
+def test_gpu_bottom_right_mask_hides_exactly_the_later_keys(fresh_plans, nan_empty):
+    """Causal Nq = 128, Nk = 384: query i sees keys j <= i + 256. V holds one-hot rows, so each
+    output row is the softmax weights of the keys; a key past the diagonal must get weight 0 and
+    every visible key some weight (q = 0: uniform weights)."""
+    q = torch.zeros(1, 1, 128, 128, dtype=torch.float16, device="cuda")
+    k = torch.randn(1, 1, 384, 128, device="cuda").half()
+    v = torch.zeros(1, 1, 384, 128, dtype=torch.float16, device="cuda")
+    v[0, 0, torch.arange(384), torch.arange(384) % 128] = 1.0            # key j writes column j % 128
+    out = attn.attention(q, k, v, causal=True)[0, 0].float()            # (128, 128)
+    rows = torch.arange(128, device="cuda")[:, None]
+    cols = torch.arange(128, device="cuda")[None, :]
+    visible = (rows + 256 + 1).float()                                   # keys 0 .. i + 256
+    # column c sums the keys c, c + 128, c + 256 that row i sees: 2 + (c <= i) of them
+    expected = (2.0 + (cols <= rows).float()) / visible
+    torch.testing.assert_close(out, expected, rtol=2e-3, atol=1e-4)
+
+
+@on_hopper
+@compiled_only
 @pytest.mark.parametrize("causal", [True, False])
 def test_gpu_hopper_path_takes_sm_scale(fresh_plans, nan_empty, causal):
     q, k, v = _qkv(b=1, hq=4, hkv=1, nq=384, device="cuda")
@@ -538,6 +576,24 @@ def test_gpu_replay_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty
 
 @on_hopper
 @compiled_only
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("heads", [(8, 2), (32, 4)], ids=["gqa4", "gqa8"])
+def test_gpu_replay_nq_ne_nk_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty, heads, causal):
+    """The kept direct launch of an Nq != Nk plan: q/o descriptors of Nq rows a head, k/v of Nk."""
+    hq, hkv = heads
+    first = _qkv(b=2, hq=hq, hkv=hkv, nq=256, nk=640, device="cuda")
+    cold = attn.attention(*first, causal=causal)
+    (plan,) = attn._PLANS.values()
+    assert plan.path == attn.HOPPER_PATH and plan.fast is not None
+    torch.testing.assert_close(attn.attention(*first, causal=causal), cold, rtol=0, atol=0)
+    for _ in range(2):
+        q, k, v = (torch.randn_like(t) for t in first)                      # same layout, new data
+        _check_close(attn.attention(q, k, v, causal=causal), attn.reference(q, k, v, causal), torch.float16)
+    assert len(counted_checks) == 1 and len(attn._PLANS) == 1
+
+
+@on_hopper
+@compiled_only
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("causal", [True, False])
 def test_gpu_attention_triton_matches_reference(fresh_plans, nan_empty, causal, dtype):
@@ -552,8 +608,8 @@ def test_gpu_attention_triton_matches_reference(fresh_plans, nan_empty, causal, 
 
 @on_hopper
 @compiled_only
-@pytest.mark.parametrize("shape", [dict(nq=1000), dict(nq=256, d=64), dict(nq=128, nk=384)],
-                         ids=["N=1000", "D=64", "Nq<Nk"])
+@pytest.mark.parametrize("shape", [dict(nq=1000), dict(nq=256, d=64), dict(nq=128, nk=1000), dict(nq=384, nk=128)],
+                         ids=["N=1000", "D=64", "Nk=1000", "Nq>Nk"])
 def test_gpu_other_shapes_take_the_triton_kernel(fresh_plans, nan_empty, shape):
     q, k, v = _qkv(b=1, hq=4, hkv=2, device="cuda", **shape)
     assert attn.kernel_path(q, k, v, True) == attn.TRITON_PATH

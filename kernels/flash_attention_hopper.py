@@ -2,15 +2,20 @@
 FlashAttention-3 style. kernels.flash_attention.attention() launches it for the shapes `supports`
 accepts; everything else runs the Triton kernel there.
 
-Scope: fp16 / bf16, head dim 128, Nq == Nk == N with N a multiple of 128 (the causal mask is the
-square lower triangle), grouped-query attention (Hq % Hkv == 0), contiguous q, k, v and o with
+Scope: fp16 / bf16, head dim 128, Nq and Nk multiples of 128 (any such pair without a mask;
+Nq <= Nk with the causal mask, aligned bottom-right as kernels.flash_attention's: query i sees
+keys j <= i + (Nk - Nq)), grouped-query attention (Hq % Hkv == 0), contiguous q, k, v and o with
 16-byte aligned data. sm_scale is any positive number; softmax runs in fp32 with exp2, log2(e)
 folded into the scale. Work is counted by kernels.flash_attention.attention_flops.
 
 Kernel
-- q, k, v, o contiguous (B, H, N, 128), seen as (B*H*N, 128) matrices through TMA descriptors.
-  Grid (N/128, B*Hq): one program per 128 query rows of one head; with a causal mask the heaviest
-  query blocks of a head start first.
+- q, o contiguous (B, Hq, Nq, 128) and k, v (B, Hkv, Nk, 128), seen as (B*Hq*Nq, 128) and
+  (B*Hkv*Nk, 128) matrices through TMA descriptors. Grid (Nq/128, B*Hq): one program per 128
+  query rows of one head; with a causal mask the heaviest query blocks of a head start first.
+- Causal key range: Nk - Nq is a multiple of 128, so the program of query rows [m, m + 128)
+  sees key blocks 0 .. (m + Nk - Nq) / 128, all of them unmasked except the last, whose mask is
+  the square block's lower triangle (key offset <= query offset within the block); every row
+  sees key 0, so no row is empty. Nq == Nk is the case Nk - Nq = 0.
 - Three partitions (gl.warp_specialize), 12 warps, maxnreg 168:
     loader     1 warp (padded to a warpgroup), 24 registers: TMA-loads the two 64-row halves of the
                Q tile once, then K and V blocks of 128 keys into a ring of STAGES = 3 slots
@@ -52,6 +57,9 @@ timings moved 5-10% between runs, so differences under ~5% are noise):
 - Measured and not kept (no measurable gain): ping-pong scheduling between the two consumer
   warpgroups, P through shared memory instead of registers, releasing K and V stages separately.
 
+Nq != Nk (chunked prefill, e.g. Nq = 1024 against Nk = 8192) runs the same code with the
+diagonal moved by Nk - Nq; not yet measured on a GPU (probes/attn_nqnk.py measures it).
+
 `compile_for_sm90` compiles the kernel offline (no GPU), the one check of it CI can run.
 """
 from __future__ import annotations
@@ -80,7 +88,7 @@ NUM_WARPS = 4                # the default (first consumer) partition; 12 warps 
 MAXNREG = 168                # registers a thread over all 12 warps: (2 * 4 * 240 + 4 * 24) / 12
 LOADER_REGS = 24
 CONSUMER_REGS = 240
-MAX_ROWS = 2**31 - 1         # B * Hq * N rows: TMA coordinates and row offsets are 32-bit
+MAX_ROWS = 2**31 - 1         # B * Hq * Nq and B * Hkv * Nk rows: TMA coordinates and row offsets are 32-bit
 LOG2E = math.log2(math.e)    # exp(x) == exp2(x * log2(e))
 
 
@@ -115,9 +123,11 @@ def supports(q, k, v, causal: bool) -> bool:
         return False
     if heads_kv == 0 or heads_q % heads_kv != 0:
         return False
-    if seqlen_q != seqlen_k or seqlen_q < BLOCK_M or seqlen_q % BLOCK_M != 0:
+    if seqlen_q < BLOCK_M or seqlen_q % BLOCK_M != 0 or seqlen_k < BLOCK_N or seqlen_k % BLOCK_N != 0:
         return False
-    if batch * heads_q * seqlen_q > MAX_ROWS:
+    if causal and seqlen_q > seqlen_k:      # rows that see no key: the Triton kernel writes their zeros
+        return False
+    if batch * heads_q * seqlen_q > MAX_ROWS or batch * heads_kv * seqlen_k > MAX_ROWS:
         return False
     if not all(_tma_ready(t) for t in tensors):
         return False
@@ -185,11 +195,12 @@ def _overlapped_step(j, q_tile, k_smem, v_smem, k_ready, v_ready, kv_empty, p, m
 
 
 @gluon.jit
-def _consumer(o_desc, q_smem, k_smem, v_smem, bars, q_row, start_m, n_blocks, full_blocks, qk_scale,
+def _consumer(o_desc, q_smem, k_smem, v_smem, bars, q_row, diag_m, n_blocks, full_blocks, qk_scale,
               HALF: gl.constexpr, QROWS: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr,
               STAGES: gl.constexpr, CAUSAL: gl.constexpr):
-    """Query rows [start_m + HALF * QROWS, + QROWS) of the program against key blocks [0, n_blocks);
-    blocks [0, full_blocks) need no mask."""
+    """Query rows HALF * QROWS + [0, QROWS) of the program against key blocks [0, n_blocks); blocks
+    [0, full_blocks) need no mask. diag_m: the last key the program's first row sees (its row
+    index start_m plus Nk - Nq), so that row r of the program sees keys j <= diag_m + r."""
     q_bar, k_ready, v_ready, kv_empty = bars
     s_layout: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                        instr_shape=[16, BLOCK_N, 16])
@@ -200,7 +211,7 @@ def _consumer(o_desc, q_smem, k_smem, v_smem, bars, q_row, start_m, n_blocks, fu
     row_o: gl.constexpr = gl.SliceLayout(1, o_layout)
     q_tile = q_smem.index(HALF)
 
-    offs_m = start_m + HALF * QROWS + gl.arange(0, QROWS, layout=row_s)
+    offs_m = diag_m + HALF * QROWS + gl.arange(0, QROWS, layout=row_s)   # each row's last visible key
     m_i = gl.full([QROWS], float("-inf"), gl.float32, layout=row_s)
     l_i = gl.zeros([QROWS], gl.float32, layout=row_s)
     acc = gl.zeros([QROWS, HEAD_DIM], gl.float32, layout=o_layout)
@@ -237,7 +248,7 @@ def _consumer(o_desc, q_smem, k_smem, v_smem, bars, q_row, start_m, n_blocks, fu
     acc = warpgroup_mma_wait(0, deps=(acc,))
     mbarrier.arrive(kv_empty.index(last), count=1)
 
-    # every row sees key 0 at least (Nq == Nk), so l_i > 0
+    # every row sees key 0 at least (no mask, or causal with Nq <= Nk), so l_i > 0
     inv = 1.0 / gl.convert_layout(l_i, row_o)
     out = (acc * inv[:, None]).to(o_desc.dtype)
     q_tile.store(out)                      # this partition's Q buffer is free now: the output leaves through it
@@ -248,10 +259,11 @@ def _consumer(o_desc, q_smem, k_smem, v_smem, bars, q_row, start_m, n_blocks, fu
 
 
 @gluon.jit
-def _attn_fwd(q_desc, k_desc, v_desc, o_desc, N, H, GROUP, qk_scale,
+def _attn_fwd(q_desc, k_desc, v_desc, o_desc, N_Q, N_K, H, GROUP, qk_scale,
               BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, HEAD_DIM: gl.constexpr, CAUSAL: gl.constexpr,
               STAGES: gl.constexpr, LOADER_REGS: gl.constexpr, CONSUMER_REGS: gl.constexpr):
-    """grid (N / BLOCK_M, B * H): q, o (B * H * N, HEAD_DIM), k, v (B * (H / GROUP) * N, HEAD_DIM)."""
+    """grid (N_Q / BLOCK_M, B * H): q, o (B * H * N_Q, HEAD_DIM), k, v (B * (H / GROUP) * N_K, HEAD_DIM);
+    with CAUSAL, N_Q <= N_K and N_K - N_Q a multiple of BLOCK_N."""
     dtype: gl.constexpr = q_desc.dtype
     QROWS: gl.constexpr = BLOCK_M // 2
     pid_m = gl.program_id(0)
@@ -260,13 +272,14 @@ def _attn_fwd(q_desc, k_desc, v_desc, o_desc, N, H, GROUP, qk_scale,
         pid_m = gl.num_programs(0) - 1 - pid_m            # heaviest query blocks of a head first
     bh_kv = (pid_bh // H) * (H // GROUP) + (pid_bh % H) // GROUP
     start_m = pid_m * BLOCK_M
-    q_row = pid_bh * N + start_m
-    kv_row0 = bh_kv * N
+    q_row = pid_bh * N_Q + start_m
+    kv_row0 = bh_kv * N_K
+    diag_m = start_m + (N_K - N_Q)                        # bottom-right: row start_m + r sees keys <= diag_m + r
     if CAUSAL:
-        n_blocks = gl.cdiv(start_m + BLOCK_M, BLOCK_N)
-        full_blocks = (start_m + 1) // BLOCK_N
+        n_blocks = gl.cdiv(diag_m + BLOCK_M, BLOCK_N)
+        full_blocks = (diag_m + 1) // BLOCK_N
     else:
-        n_blocks = gl.cdiv(N, BLOCK_N)
+        n_blocks = gl.cdiv(N_K, BLOCK_N)
         full_blocks = n_blocks
 
     q_smem = gl.allocate_shared_memory(dtype, [2, QROWS, HEAD_DIM], q_desc.layout)
@@ -284,9 +297,9 @@ def _attn_fwd(q_desc, k_desc, v_desc, o_desc, N, H, GROUP, qk_scale,
     bars = (q_bar, k_ready, v_ready, kv_empty)
 
     gl.warp_specialize([
-        (_consumer, (o_desc, q_smem, k_smem, v_smem, bars, q_row, start_m, n_blocks, full_blocks, qk_scale,
+        (_consumer, (o_desc, q_smem, k_smem, v_smem, bars, q_row, diag_m, n_blocks, full_blocks, qk_scale,
                      0, QROWS, BLOCK_N, HEAD_DIM, STAGES, CAUSAL)),
-        (_consumer, (o_desc, q_smem, k_smem, v_smem, bars, q_row, start_m, n_blocks, full_blocks, qk_scale,
+        (_consumer, (o_desc, q_smem, k_smem, v_smem, bars, q_row, diag_m, n_blocks, full_blocks, qk_scale,
                      1, QROWS, BLOCK_N, HEAD_DIM, STAGES, CAUSAL)),
         (_loader, (q_desc, k_desc, v_desc, q_smem, k_smem, v_smem, bars, q_row, kv_row0, n_blocks,
                    QROWS, BLOCK_N, STAGES)),
@@ -316,20 +329,20 @@ def _constexprs(causal: bool) -> dict:
 
 
 def grid(q: torch.Tensor) -> tuple[int, int]:
-    """(N / BLOCK_M, B * Hq): one program per 128 query rows of a head."""
+    """(Nq / BLOCK_M, B * Hq): one program per 128 query rows of a head."""
     batch, heads_q, seqlen, _ = q.shape
     return (seqlen // BLOCK_M, batch * heads_q)
 
 
 def _scalars(q: torch.Tensor, k: torch.Tensor, sm_scale: float) -> tuple:
-    """The kernel's runtime arguments after the descriptors: N, H, GROUP, qk_scale."""
+    """The kernel's runtime arguments after the descriptors: N_Q, N_K, H, GROUP, qk_scale."""
     heads_q = q.shape[1]
-    return (q.shape[2], heads_q, heads_q // k.shape[1], float(sm_scale) * LOG2E)
+    return (q.shape[2], k.shape[2], heads_q, heads_q // k.shape[1], float(sm_scale) * LOG2E)
 
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
             o: torch.Tensor):
-    """o = attention(q, k, v, causal, sm_scale) for inputs `supports` accepts; o (B, Hq, N, 128)
+    """o = attention(q, k, v, causal, sm_scale) for inputs `supports` accepts; o (B, Hq, Nq, 128)
     contiguous and 16-byte aligned, in q's dtype. Launches through Gluon's JIT on the current CUDA
     device's stream and returns the compiled kernel that ran (for `replay_args`)."""
     if o.shape != q.shape or o.dtype != q.dtype or not _tma_ready(o):
@@ -382,7 +395,7 @@ def compile_for_sm90(causal: bool, dtype: torch.dtype = torch.float16):
     rows = torch.empty(2 * BLOCK_M, HEAD_DIM, dtype=dtype)       # only the descriptors' types matter
     signature = {"q_desc": mangle_type(_descriptor(rows, QROWS)), "k_desc": mangle_type(_descriptor(rows, BLOCK_N)),
                  "v_desc": mangle_type(_descriptor(rows, BLOCK_N)), "o_desc": mangle_type(_descriptor(rows, QROWS)),
-                 "N": "i32", "H": "i32", "GROUP": "i32", "qk_scale": "fp32"}
+                 "N_Q": "i32", "N_K": "i32", "H": "i32", "GROUP": "i32", "qk_scale": "fp32"}
     constexprs = _constexprs(causal)
     signature.update({name: "constexpr" for name in constexprs})
     return triton.compile(GluonASTSource(_attn_fwd, signature, constexprs), target=GPUTarget("cuda", 90, 32),

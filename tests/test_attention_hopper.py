@@ -72,6 +72,20 @@ def test_supports_its_scope(on_hopper_standin, shape, dtype, causal):
     assert hopper.supports(q, k, v, causal)
 
 
+# (Nq, Nk): both multiples of 128; the causal mask needs Nq <= Nk (bottom-right alignment)
+UNEQUAL = [(128, 1024), (256, 384), (1024, 8192), (384, 256)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("nq, nk", UNEQUAL, ids=lambda n: str(n))
+@pytest.mark.parametrize("heads", [(8, 8), (8, 2), (32, 4)], ids=["mha", "gqa4", "gqa8"])
+def test_supports_nq_ne_nk(on_hopper_standin, nq, nk, heads, dtype):
+    q, k, v = _qkv(b=2, hq=heads[0], hkv=heads[1], nq=nq, nk=nk, dtype=dtype)
+    assert hopper.supports(q, k, v, False)
+    assert hopper.supports(q, k, v, True) == (nq <= nk)     # causal Nq > Nk: rows without keys
+    assert attn.kernel_path(q, k, v, nq <= nk) == attn.HOPPER_PATH
+
+
 def _transposed(t):
     """t's values in (B, N, H, D) storage: the same shape, not contiguous, rows still 16-byte aligned."""
     return t.transpose(1, 2).contiguous().transpose(1, 2)
@@ -89,8 +103,12 @@ REFUSED = {
     "D=64": lambda q, k, v: (_qkv(d=64), {}),
     "D=256": lambda q, k, v: (_qkv(d=256), {}),
     "D=96": lambda q, k, v: (_qkv(d=96), {}),
-    "Nq != Nk": lambda q, k, v: (_qkv(nq=256, nk=384), {}),
-    "Nq < Nk, both multiples": lambda q, k, v: (_qkv(nq=128, nk=256), {}),
+    "Nk=200": lambda q, k, v: (_qkv(nq=256, nk=200), {}),
+    "Nk=1000": lambda q, k, v: (_qkv(nq=128, nk=1000), {}),
+    "Nk=64": lambda q, k, v: (_qkv(nq=128, nk=64), {}),
+    "Nq=200 Nk=256": lambda q, k, v: (_qkv(nq=200, nk=256), {}),
+    "Nq=64 Nk=8192": lambda q, k, v: (_qkv(nq=64, nk=8192), {}),
+    "Nk=0": lambda q, k, v: (_qkv(nq=128, nk=0), {}),
     "N=64": lambda q, k, v: (_qkv(nq=64), {}),
     "N=200": lambda q, k, v: (_qkv(nq=200), {}),
     "N=1000": lambda q, k, v: (_qkv(nq=1000), {}),
@@ -123,12 +141,27 @@ def test_refuses_outside_its_scope(on_hopper_standin, monkeypatch, case):
     assert not hopper.supports(q, k, v, True) and not hopper.supports(q, k, v, False)
 
 
+@pytest.mark.parametrize("nq, nk", [(256, 128), (1024, 384), (8192, 1024)])
+def test_refuses_causal_nq_above_nk(on_hopper_standin, nq, nk):
+    q, k, v = _qkv(nq=nq, nk=nk)
+    assert hopper.supports(q, k, v, False) and not hopper.supports(q, k, v, True)
+    assert attn.kernel_path(q, k, v, True) == attn.TRITON_PATH
+
+
 def test_refuses_more_rows_than_32_bit_offsets_reach(on_hopper_standin, monkeypatch):
     q, k, v = _qkv(b=1, hq=4, hkv=2, nq=256)                     # B * Hq * N = 1024 rows
     monkeypatch.setattr(hopper, "MAX_ROWS", 1024)
     assert hopper.supports(q, k, v, False)
     monkeypatch.setattr(hopper, "MAX_ROWS", 1023)
     assert not hopper.supports(q, k, v, False)
+
+
+def test_refuses_more_key_rows_than_32_bit_offsets_reach(on_hopper_standin, monkeypatch):
+    q, k, v = _qkv(b=1, hq=2, hkv=2, nq=128, nk=1024)             # q: 256 rows, k and v: 2048
+    monkeypatch.setattr(hopper, "MAX_ROWS", 2048)
+    assert hopper.supports(q, k, v, True)
+    monkeypatch.setattr(hopper, "MAX_ROWS", 2047)
+    assert not hopper.supports(q, k, v, True) and not hopper.supports(q, k, v, False)
 
 
 def test_without_a_stand_in_the_interpreter_and_the_cpu_are_refused():
@@ -189,6 +222,95 @@ def test_the_plan_records_the_hopper_path(on_hopper_standin, fresh_plans, counte
     assert hopper_launches[-1][4] == 0.3 and len(attn._PLANS) == 2
 
 
+@pytest.mark.parametrize("nq, nk, causal", [(256, 640, True), (256, 640, False), (1024, 8192, True),
+                                            (384, 128, False)])
+def test_nq_ne_nk_plans_the_hopper_path(on_hopper_standin, fresh_plans, counted_checks, hopper_launches,
+                                        nq, nk, causal):
+    q, k, v = _qkv(b=1, hq=4, hkv=1, nq=nq, nk=nk)
+    outs = [attn.attention(q, k, v, causal=causal) for _ in range(2)]
+    assert len(counted_checks) == 1 and len(hopper_launches) == 2
+    (plan,) = attn._PLANS.values()
+    assert plan.path == attn.HOPPER_PATH
+    for call, out in zip(hopper_launches, outs):
+        assert call[:4] == (q, k, v, causal) and call[5] is out and out.shape == q.shape
+
+
+def test_causal_nq_above_nk_plans_the_triton_kernel(on_hopper_standin, fresh_plans, hopper_launches):
+    q, k, v = _qkv(b=1, hq=2, hkv=1, nq=256, nk=128)
+    out = attn.attention(q, k, v, causal=True)
+    assert not hopper_launches
+    assert [plan.path for plan in attn._PLANS.values()] == [attn.TRITON_PATH]
+    assert _rel(out, attn.reference(q, k, v, True)) < TOL[torch.float16]
+    assert (out[:, :, :128] == 0).all()                                    # rows that see no key
+
+
+class _RecordingKernel:
+    """Stands in for hopper._attn_fwd: `kernel[grid](*args, **kwargs)` records the launch."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **kwargs: self.calls.append((grid, args, kwargs))
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_forward_gives_the_kernel_nq_and_nk_rows(monkeypatch, causal):
+    kernel = _RecordingKernel()
+    monkeypatch.setattr(hopper, "_attn_fwd", kernel)
+    q, k, v = _qkv(b=2, hq=8, hkv=2, nq=256, nk=640)
+    o = torch.empty_like(q)
+    hopper.forward(q, k, v, causal, 0.1, o)
+    ((grid, args, kwargs),) = kernel.calls
+    assert grid == hopper.grid(q) == (256 // 128, 2 * 8)                  # (Nq / 128, B * Hq)
+    descs, scalars = args[:4], args[4:]
+    assert [d.base.data_ptr() for d in descs] == [t.data_ptr() for t in (q, k, v, o)]
+    assert [d.shape for d in descs] == [[2 * 8 * 256, 128], [2 * 2 * 640, 128], [2 * 2 * 640, 128],
+                                        [2 * 8 * 256, 128]]
+    assert [d.block_shape for d in descs] == [[64, 128], [128, 128], [128, 128], [64, 128]]
+    assert scalars[:4] == (256, 640, 8, 4) and scalars[4] == pytest.approx(0.1 * hopper.LOG2E)
+    assert kwargs["CAUSAL"] is causal
+
+
+class _RecordingLaunch:
+    """Stands in for a plan's kernels._plans.Launch: records each direct launch's arguments."""
+
+    def __init__(self):
+        self.calls = []
+
+    def stream(self):
+        return 0
+
+    def __call__(self, stream, *args):
+        self.calls.append(args)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_a_repeat_call_launches_with_nq_and_nk_rows(on_hopper_standin, fresh_plans, counted_checks,
+                                                     hopper_launches, causal):
+    """The direct launch of a planned Nq != Nk call: descriptors of the new tensors with Nq rows a
+    head for q and o and Nk for k and v, and N_Q, N_K, H, GROUP in the kernel's argument order."""
+    q, k, v = _qkv(b=2, hq=8, hkv=2, nq=256, nk=640)
+    attn.attention(q, k, v, causal=causal)
+    (plan,) = attn._PLANS.values()
+    assert plan.path == attn.HOPPER_PATH
+    launch = _RecordingLaunch()
+    plan.fast = (launch, hopper.replay_args(q, k, causal, plan.sm_scale))
+    new = [torch.randn_like(t) for t in (q, k, v)]
+    out = attn.attention(*new, causal=causal)
+    assert len(counted_checks) == 1 and len(hopper_launches) == 1          # replayed: no checks, no JIT
+    ((*descs, n_q, n_k, heads, group, qk_scale), *_) = [call[:9] for call in launch.calls]
+    assert len(launch.calls) == 1
+    assert all(d.base is t for d, t in zip(descs, (*new, out)))
+    assert [d.shape for d in descs] == [[2 * 8 * 256, 128], [2 * 2 * 640, 128], [2 * 2 * 640, 128],
+                                        [2 * 8 * 256, 128]]
+    assert (n_q, n_k, heads, group) == (256, 640, 8, 4)
+    assert qk_scale == pytest.approx(hopper.LOG2E / math.sqrt(128))
+    constexprs = hopper._constexprs(causal)
+    assert launch.calls[0][9:] == tuple(constexprs[name] for name in hopper._CONSTEXPR_ORDER)
+    assert hopper._CONSTEXPR_ORDER[0] == "BLOCK_M" and "CAUSAL" in hopper._CONSTEXPR_ORDER
+
+
 def test_attention_triton_forces_the_triton_kernel(on_hopper_standin, fresh_plans, hopper_launches):
     q, k, v = _qkv(b=1, hq=2, hkv=1, nq=128)
     out = attn.attention_triton(q, k, v, causal=True)
@@ -233,6 +355,10 @@ def test_the_study_names_the_path(on_hopper_standin):
     assert study.strategy(shape, "float16", inputs) == attn.HOPPER_PATH
     other = study.make_inputs(dict(shape, head_dim=64), torch.float16, "cpu")
     assert study.strategy(shape, "float16", other) is None                # no autotuning in the interpreter
+    chunk = dict(shape, seqlen_q=256, seqlen_k=1024)
+    assert study.strategy(chunk, "float16", study.make_inputs(chunk, torch.float16, "cpu")) == attn.HOPPER_PATH
+    above = dict(shape, seqlen_q=256, seqlen_k=128)                        # causal Nq > Nk: the Triton kernel
+    assert study.strategy(above, "float16", study.make_inputs(above, torch.float16, "cpu")) is None
 
 
 def test_the_study_runs_ours_triton():
@@ -374,6 +500,44 @@ def test_gpu_hopper_path_matches_reference(fresh_plans, nan_empty, n, group, cau
 
 @on_hopper
 @compiled_only
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("heads", [(4, 4), (8, 2), (32, 4)], ids=["mha", "gqa4", "gqa8"])
+@pytest.mark.parametrize("nq, nk, causal", [(nq, nk, causal) for nq, nk in UNEQUAL for causal in (True, False)
+                                            if nq <= nk or not causal],     # causal Nq > Nk: the Triton kernel
+                         ids=lambda x: str(x))
+def test_gpu_hopper_path_nq_ne_nk_matches_reference(fresh_plans, nan_empty, nq, nk, causal, heads, dtype):
+    hq, hkv = heads
+    q, k, v = _qkv(b=2 if nk < 8192 else 1, hq=hq, hkv=hkv, nq=nq, nk=nk, dtype=dtype, device="cuda")
+    assert attn.kernel_path(q, k, v, causal) == attn.HOPPER_PATH
+    out = attn.attention(q, k, v, causal=causal)
+    assert [plan.path for plan in attn._PLANS.values()] == [attn.HOPPER_PATH]
+    _check_close(out, attn.reference(q, k, v, causal), dtype)
+    direct = torch.full_like(q, float("nan"))
+    hopper.forward(q, k, v, causal, 1 / math.sqrt(128), direct)
+    torch.testing.assert_close(direct, out, rtol=0, atol=0)
+
+
+@on_hopper
+@compiled_only
+def test_gpu_bottom_right_mask_hides_exactly_the_later_keys(fresh_plans, nan_empty):
+    """Causal Nq = 128, Nk = 384: query i sees keys j <= i + 256. V holds one-hot rows, so each
+    output row is the softmax weights of the keys; a key past the diagonal must get weight 0 and
+    every visible key some weight (q = 0: uniform weights)."""
+    q = torch.zeros(1, 1, 128, 128, dtype=torch.float16, device="cuda")
+    k = torch.randn(1, 1, 384, 128, device="cuda").half()
+    v = torch.zeros(1, 1, 384, 128, dtype=torch.float16, device="cuda")
+    v[0, 0, torch.arange(384), torch.arange(384) % 128] = 1.0            # key j writes column j % 128
+    out = attn.attention(q, k, v, causal=True)[0, 0].float()            # (128, 128)
+    rows = torch.arange(128, device="cuda")[:, None]
+    cols = torch.arange(128, device="cuda")[None, :]
+    visible = (rows + 256 + 1).float()                                   # keys 0 .. i + 256
+    # column c sums the keys c, c + 128, c + 256 that row i sees: 2 + (c <= i) of them
+    expected = (2.0 + (cols <= rows).float()) / visible
+    torch.testing.assert_close(out, expected, rtol=2e-3, atol=1e-4)
+
+
+@on_hopper
+@compiled_only
 @pytest.mark.parametrize("causal", [True, False])
 def test_gpu_hopper_path_takes_sm_scale(fresh_plans, nan_empty, causal):
     q, k, v = _qkv(b=1, hq=4, hkv=1, nq=384, device="cuda")
@@ -412,6 +576,24 @@ def test_gpu_replay_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty
 
 @on_hopper
 @compiled_only
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("heads", [(8, 2), (32, 4)], ids=["gqa4", "gqa8"])
+def test_gpu_replay_nq_ne_nk_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty, heads, causal):
+    """The kept direct launch of an Nq != Nk plan: q/o descriptors of Nq rows a head, k/v of Nk."""
+    hq, hkv = heads
+    first = _qkv(b=2, hq=hq, hkv=hkv, nq=256, nk=640, device="cuda")
+    cold = attn.attention(*first, causal=causal)
+    (plan,) = attn._PLANS.values()
+    assert plan.path == attn.HOPPER_PATH and plan.fast is not None
+    torch.testing.assert_close(attn.attention(*first, causal=causal), cold, rtol=0, atol=0)
+    for _ in range(2):
+        q, k, v = (torch.randn_like(t) for t in first)                      # same layout, new data
+        _check_close(attn.attention(q, k, v, causal=causal), attn.reference(q, k, v, causal), torch.float16)
+    assert len(counted_checks) == 1 and len(attn._PLANS) == 1
+
+
+@on_hopper
+@compiled_only
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("causal", [True, False])
 def test_gpu_attention_triton_matches_reference(fresh_plans, nan_empty, causal, dtype):
@@ -426,8 +608,8 @@ def test_gpu_attention_triton_matches_reference(fresh_plans, nan_empty, causal, 
 
 @on_hopper
 @compiled_only
-@pytest.mark.parametrize("shape", [dict(nq=1000), dict(nq=256, d=64), dict(nq=128, nk=384)],
-                         ids=["N=1000", "D=64", "Nq<Nk"])
+@pytest.mark.parametrize("shape", [dict(nq=1000), dict(nq=256, d=64), dict(nq=128, nk=1000), dict(nq=384, nk=128)],
+                         ids=["N=1000", "D=64", "Nk=1000", "Nq>Nk"])
 def test_gpu_other_shapes_take_the_triton_kernel(fresh_plans, nan_empty, shape):
     q, k, v = _qkv(b=1, hq=4, hkv=2, device="cuda", **shape)
     assert attn.kernel_path(q, k, v, True) == attn.TRITON_PATH

@@ -514,3 +514,32 @@ def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, monkeypatch, rep
     third = attention(q2, k, v, causal=causal)                      # other strides: launched, not replayed
     assert len(launches) == 2 and len(replays) == 1 and len(attn._PLANS) == 2
     assert _rel(third, attn.reference(q2, k, v, causal)) < TOL[torch.float16]
+
+
+def test_dense_masks_counts_causal_bias_fallback_and_restores():
+    from torch.nn.attention.bias import CausalBias, causal_lower_right
+    original = CausalBias._materialize
+    with study._dense_masks() as built:
+        mask = causal_lower_right(3, 5)._materialize()
+    assert len(built) == 1 and CausalBias._materialize is original
+    assert mask.tolist() == [[True, True, True, False, False], [True] * 4 + [False], [True] * 5]
+
+
+@pytest.mark.parametrize("materializes", [True, False])
+def test_bottom_right_peer_given_a_dense_mask_is_unsupported(monkeypatch, materializes):
+    """A backend that SDPA serves with a dense (Nq, Nk) mask is another kernel: `unsupported`."""
+    from rooflab.bench import Unsupported
+
+    def sdpa(q, k, v, attn_mask=None, **kwargs):
+        if materializes:
+            attn_mask._materialize(q.device)
+        return q
+
+    monkeypatch.setattr(study.F, "scaled_dot_product_attention", sdpa)
+    q, k = torch.zeros(1, 2, 4, 8), torch.zeros(1, 2, 12, 8)
+    inputs = {"q": q, "k": k, "v": k}
+    if materializes:
+        with pytest.raises(Unsupported, match="dense 4x12 mask"):
+            study._sdpa_bottom_right("sdpa_cudnn", q, k, k, inputs)
+    else:
+        assert study._sdpa_bottom_right("sdpa_flash", q, k, k, inputs)() is q

@@ -24,6 +24,7 @@ Conventions
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import warnings
 
@@ -249,8 +250,9 @@ def _sdpa(backend_name: str):
 
 def _sdpa_bottom_right(backend_name, q, k, v, inputs):
     """Causal Nq != Nk with SDPA's own bottom-right mask, torch.nn.attention.bias.causal_lower_right,
-    which each backend handles natively or refuses (then the row is `unsupported`, never a dense
-    mask: a backend given an explicit mask is another kernel). Backends that take no grouped K/V
+    which each backend handles natively or refuses. A backend for which SDPA falls back to a dense
+    (Nq, Nk) mask (cuDNN in torch 2.11: 2x slower than its causal kernel at Nq=1024, Nk=8192 on an
+    H200) runs another kernel, so its row is `unsupported` with that reason. Backends that take no grouped K/V
     get them expanded here, outside the timed callable."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.bias import causal_lower_right
@@ -264,7 +266,32 @@ def _sdpa_bottom_right(backend_name, q, k, v, inputs):
     def fn():
         with sdpa_kernel(backend):
             return F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-    return _first_run(fn, backend_name + " (causal_lower_right)")
+    with _dense_masks() as built:
+        _first_run(fn, backend_name + " (causal_lower_right)")
+    if built:
+        raise Unsupported(f"{backend_name}: SDPA has no bottom-right causal path for this backend "
+                          f"(causal_lower_right built a dense {q.shape[2]}x{k.shape[2]} mask for it)")
+    return fn
+
+
+@contextlib.contextmanager
+def _dense_masks():
+    """Counts the dense masks torch.nn.attention.bias.CausalBias builds (its fallback when the
+    backend has no bottom-right causal path of its own) while the block runs."""
+    from torch.nn.attention.bias import CausalBias
+
+    built = []
+    materialize = CausalBias._materialize
+
+    def counted(bias, *args, **kwargs):
+        built.append(bias)
+        return materialize(bias, *args, **kwargs)
+
+    CausalBias._materialize = counted
+    try:
+        yield built
+    finally:
+        CausalBias._materialize = materialize
 
 
 def _eager(inputs):

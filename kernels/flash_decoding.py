@@ -105,7 +105,23 @@ RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no lo
                              # B=64 Lmax=4096 S=1 3.64, S=2 3.27)
 LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG
 LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks)
-MERGE_BLOCK_S = 16           # splits merged per step by the last program
+MERGE_BLOCK_S = 16           # splits merged per step by the last program (row-by-row merge)
+MERGE_TILE = 8192            # grouped merge: partial values (G rows x splits x D) loaded per step
+
+# Plan variants. VARIANT is the single switch between them; decode_attention(variant=...) picks one
+# per call (the decode probe times them side by side in one process).
+#   committed: the rule and merge of the committed H200 run (choose_splits; the last program merges
+#              the G query heads of its KV head one row after another).
+#   grouped:   the same split counts, merged for all G rows at once (_merge_group).
+#   filled:    split counts from the wave-filling rule (fill_splits) over balanced chunks, with the
+#              grouped merge. Not yet measured on a GPU.
+VARIANTS = {"committed": ("one_wave", False), "grouped": ("one_wave", True), "filled": ("fill", True)}
+VARIANT = "committed"
+FILL_PROGRAM_BLOCKS = 1.0    # fill_splits' cost model: a program's fixed cost (start, first loads,
+                             # partial stores), in BLOCK_N tiles of streaming
+FILL_MERGE_BLOCKS = 1.0      # ... and the merge's, per step of the grouped merge
+FILL_MAX_WAVES = 8           # ... and split counts tried: at most this many waves of programs
+FILL_MIN_BLOCKS = 1          # tiles each split holds at least, contiguous caches (paged: MIN_CHUNK_BLOCKS)
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
 
@@ -160,21 +176,60 @@ def _merge_splits(Part, Lse, Out, row, n_valid, num_splits,
 
 
 @triton.jit
+def _merge_group(Part, Lse, Out, row0, n_valid, num_splits, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
+                 BLOCK_MG: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """_merge_splits for the GROUP rows row0.. at once: (BLOCK_MG, BLOCK_S, BLOCK_D) partials a step."""
+    offs_g = tl.arange(0, BLOCK_MG)
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_g = offs_g < GROUP
+    mask_d = offs_d < HEAD_DIM
+    rows = row0 + offs_g                                                                  # (BLOCK_MG,)
+    l_ptrs = Lse + rows[:, None] * num_splits + offs_s[None, :]                           # (BLOCK_MG, BLOCK_S)
+    p_ptrs = (Part + ((rows[:, None] * num_splits + offs_s[None, :]) * HEAD_DIM)[:, :, None]
+              + offs_d[None, None, :])                                                    # (BLOCK_MG, BLOCK_S, BLOCK_D)
+    m_i = tl.full([BLOCK_MG], float("-inf"), tl.float32)   # running max of each row's lse
+    l_i = tl.zeros([BLOCK_MG], tl.float32)
+    acc = tl.zeros([BLOCK_MG, BLOCK_D], tl.float32)
+    for s0 in range(0, n_valid, BLOCK_S):
+        mask_gs = mask_g[:, None] & ((s0 + offs_s) < n_valid)[None, :]
+        # .cg: read the other programs' partials from L2, never from this SM's L1.
+        lse = tl.load(l_ptrs, mask=mask_gs, other=float("-inf"), cache_modifier=".cg")
+        part = tl.load(p_ptrs, mask=mask_gs[:, :, None] & mask_d[None, None, :], other=0.0, cache_modifier=".cg")
+        m_new = tl.maximum(m_i, tl.max(lse, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)    # padded rows see no split
+        alpha = tl.math.exp2(m_i - m_safe)
+        w = tl.math.exp2(lse - m_safe[:, None])                   # (BLOCK_MG, BLOCK_S), 0 off the mask
+        l_i = l_i * alpha + tl.sum(w, 1)
+        acc = acc * alpha[:, None] + tl.sum(w[:, :, None] * part, 1)
+        m_i = m_new
+        l_ptrs += BLOCK_S
+        p_ptrs += BLOCK_S * HEAD_DIM
+    l_safe = tl.where(l_i > 0, l_i, 1.0)
+    tl.store(Out + rows[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_safe[:, None]).to(Out.dtype.element_ty),
+             mask=mask_g[:, None] & mask_d[None, :])
+
+
+@triton.jit(do_not_specialize=["chunk_num", "chunk_den", "num_splits"])
 def _decode_kernel(
     Q, K, V, Lens, Table, Out, Part, Lse, Count,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_tb, stride_tp, heads_kv, cache_len, num_pages, chunk_len, num_splits, qk_scale,
+    stride_tb, stride_tp, heads_kv, cache_len, num_pages, chunk_num, chunk_den, num_splits, qk_scale,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
-    HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    GROUP_MERGE: tl.constexpr, BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr,
 ):
     # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, S, D) fp32, Lse (B, Hq, S) fp32 and
     # Count (B * Hkv,) int32 zeros, all contiguous. Contiguous caches (PAGE_SIZE 0): K and V
     # (B, Hkv, Lmax, D) with strides (b, h, n, d). Paged (PAGE_SIZE > 0): K and V
     # (num_pages, PAGE_SIZE, Hkv, D) with strides passed as (page, h, slot, d), Table
     # (B, max_pages) int32 with strides (stride_tb, stride_tp), and cache_len = max_pages * PAGE_SIZE.
+    # Split s reads the BLOCK_N tiles floor(s * chunk_num / chunk_den) up to (not including)
+    # floor((s + 1) * chunk_num / chunk_den): chunk_num tiles each with chunk_den = 1 (equal
+    # chunks, the last one shorter), or n_blocks over S (balanced chunks) with chunk_den = S.
     split = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // heads_kv
@@ -182,8 +237,8 @@ def _decode_kernel(
     seqlen = cache_len
     if HAS_LENS:
         seqlen = tl.minimum(tl.maximum(tl.load(Lens + b).to(tl.int32), 0), cache_len)
-    start = split * chunk_len
-    end = tl.minimum(start + chunk_len, seqlen)
+    start = ((split * chunk_num) // chunk_den) * BLOCK_N
+    end = tl.minimum((((split + 1) * chunk_num) // chunk_den) * BLOCK_N, seqlen)
 
     offs_g = tl.arange(0, BLOCK_G)
     offs_n = tl.arange(0, BLOCK_N)
@@ -252,11 +307,16 @@ def _decode_kernel(
         # atomic makes them visible to the program that arrives last.
         tl.debug_barrier()
         arrived = tl.atomic_add(Count + bh, 1, sem="acq_rel", scope="gpu")
-        n_valid = tl.cdiv(seqlen, chunk_len)                     # splits holding keys
+        # Splits holding keys: those whose first tile lies before the last tile with keys.
+        n_valid = tl.cdiv(tl.cdiv(seqlen, BLOCK_N) * chunk_den, chunk_num)
         if arrived == n_valid - 1:
-            for g in range(GROUP):
-                _merge_splits(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP + g, n_valid, num_splits,
-                              HEAD_DIM, BLOCK_S, BLOCK_D)
+            if GROUP_MERGE:   # all G rows at once: one round of loads from L2
+                _merge_group(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP, n_valid, num_splits,
+                             GROUP, HEAD_DIM, BLOCK_MG, BLOCK_S, BLOCK_D)
+            else:             # one row after another
+                for g in range(GROUP):
+                    _merge_splits(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP + g, n_valid,
+                                  num_splits, HEAD_DIM, BLOCK_S, BLOCK_D)
             tl.store(Count + bh, 0)                              # every other program has arrived: reset
     else:
         l_safe = tl.where(l_i > 0, l_i, 1.0)                     # length 0: acc is 0, out is 0
@@ -354,6 +414,74 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
 def _chunking(n_blocks: int, splits: int, block_n: int) -> tuple[int, int]:
     blocks_per_split = cdiv(n_blocks, max(1, min(splits, n_blocks)))
     return cdiv(n_blocks, blocks_per_split), blocks_per_split * block_n
+
+
+def fill_cost(programs: int, n_blocks: int, splits: int, slots: int, merge_step: int) -> float:
+    """fill_splits' model of a launch's time, in BLOCK_N tiles streamed by one program.
+
+    `programs` (batch, kv head) pairs each cut into `splits` balanced chunks of n_blocks tiles run
+    in waves of `slots` programs (one per SM; paged: PAGED_PROGRAMS_PER_SM per SM); a wave lasts as
+    long as its longest chunk plus FILL_PROGRAM_BLOCKS, and a split launch adds FILL_MERGE_BLOCKS
+    per merge step of `merge_step` splits.
+    """
+    waves = cdiv(programs * splits, slots)
+    cost = waves * (cdiv(n_blocks, splits) + FILL_PROGRAM_BLOCKS)
+    return cost + (FILL_MERGE_BLOCKS * cdiv(splits, merge_step) if splits > 1 else 0.0)
+
+
+def wave_fill(programs: int, n_blocks: int, splits: int, slots: int) -> float:
+    """Share of the launch's program slots busy streaming tiles: the tiles to read over
+    waves x slots x the longest chunk (1.0: every wave full, every chunk as long as the longest)."""
+    waves = cdiv(programs * splits, slots)
+    return programs * n_blocks / (waves * slots * cdiv(n_blocks, splits))
+
+
+@functools.lru_cache(maxsize=4096)
+def fill_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int,
+                paged: bool = False, lengths: bool = False, merge_step: int = MERGE_BLOCK_S) -> int:
+    """S for the `filled` variant: the split count of least fill_cost, over balanced chunks.
+
+    The S candidates keep at least FILL_MIN_BLOCKS tiles per split (MIN_CHUNK_BLOCKS for paged
+    caches, unless one wave of num_sms programs asks for shorter chunks, as choose_splits) and at
+    most FILL_MAX_WAVES waves of programs; ties go to fewer splits. The model sees waves of
+    num_sms programs (paged: PAGED_PROGRAMS_PER_SM * num_sms), so B * Hkv * S lands on, or just
+    under, a whole number of waves where the chunk lengths allow: B=3 Hkv=8 L=16384 (24 programs,
+    256 tiles of 64 tokens on 132 SMs) takes S=11 (264 programs, two full waves of 23-24 tiles,
+    cost 51) where the one-wave rule's S=5 gives 120 programs of 51-52 tiles (cost 54); B=25 Hkv=8
+    L=4096 (200 programs) S=5 (1000 programs, 8 waves of 12-13 tiles, cost 113) where the
+    one-wave rule does not split (two waves of 64 tiles, the second half empty, cost 130). On the
+    decode grid's shapes (B in 1, 4, 16, 64; Hkv in 8, 32) it gives choose_splits' S: at 64-token
+    tiles no other count shortens the longest wave. Not yet measured on a GPU. Calls that pass
+    lengths on a grid that fills the SMs keep choose_splits' spreading of ragged work (at least
+    cdiv(Lmax, RAGGED_CHUNK_TOKENS) splits). The kernel then reads split s's tiles
+    floor(s * n_blocks / S) .. floor((s + 1) * n_blocks / S) - 1, so any S up to n_blocks is exact.
+    """
+    n_blocks = cdiv(cache_len, block_n)
+    programs = batch * heads_kv
+    slots = num_sms * (PAGED_PROGRAMS_PER_SM if paged else 1)
+    min_blocks = MIN_CHUNK_BLOCKS if paged else FILL_MIN_BLOCKS
+    top = max(1, min(n_blocks // min_blocks, cdiv(FILL_MAX_WAVES * slots, programs)),
+              min(n_blocks, num_sms // programs))                 # one wave of SMs may take shorter chunks
+    splits = min(range(1, top + 1),
+                 key=lambda s: (fill_cost(programs, n_blocks, s, slots, merge_step), s))
+    if lengths and programs >= NO_SPLIT_FILL * num_sms:
+        spread = max(min(PAGED_PROGRAMS_PER_SM * num_sms // programs, n_blocks // MIN_CHUNK_BLOCKS),
+                     cdiv(cache_len, RAGGED_CHUNK_TOKENS))
+        splits = max(splits, min(spread, n_blocks))
+    return splits
+
+
+def merge_step(group: int, head_dim: int) -> int:
+    """Splits the grouped merge reads per step: MERGE_TILE values of G rows x D, 2..32 splits."""
+    return max(2, min(32, MERGE_TILE // (max(2, pow2(group)) * max(16, pow2(head_dim)))))
+
+
+def planned_splits(batch: int, heads_kv: int, cache_len: int, head_dim: int, element_size: int, num_sms: int,
+                   group: int = 1, paged: bool = False, lengths: bool = False,
+                   variant: str | None = None) -> int:
+    """S that decode_attention launches for this shape under `variant` (None: VARIANT)."""
+    return launch_shape(batch, heads_kv, group, cache_len, head_dim, element_size, num_sms, paged, lengths,
+                        variant=variant)[0]
 
 
 def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None):
@@ -471,9 +599,51 @@ class _DecodePlan:
         self.views = None       # (workspace, partials, lse): views of a stream's shared workspace
 
 
-def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages):
+def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim: int, element_size: int,
+                 num_sms: int, paged: bool, lengths: bool, num_splits: int | None = None,
+                 block_n: int | None = None, num_warps: int | None = None, num_stages: int | None = None,
+                 variant: str | None = None) -> tuple[int, int, int, int, int, int]:
+    """(S, chunk_num, chunk_den, BLOCK_N, num_warps, num_stages) of a launch under `variant`.
+
+    Split s reads tiles floor(s * chunk_num / chunk_den) .. floor((s + 1) * chunk_num / chunk_den) - 1:
+    the committed and grouped variants cut equal chunks of chunk_num tiles (chunk_den = 1,
+    choose_splits, a forced S rounded to whole chunks); the filled variant cuts n_blocks tiles into
+    S balanced chunks (fill_splits; a forced S is kept exactly, up to one tile per split).
+    """
+    rule, _ = VARIANTS[VARIANT if variant is None else variant]
+    chosen = block_n is None and num_warps is None and num_stages is None
+    cfg_n, cfg_w, cfg_s = launch_config(head_dim, element_size)
+    block_n, num_warps, num_stages = block_n or cfg_n, num_warps or cfg_w, num_stages or cfg_s
+
+    def cut(n_blocks, splits):
+        if rule == "fill":
+            splits = max(1, min(splits, n_blocks))
+            return splits, n_blocks, splits
+        splits, chunk = _chunking(n_blocks, splits, block_n)
+        return splits, chunk // block_n, 1
+
+    n_blocks = cdiv(cache_len, block_n)
+    if num_splits is not None:
+        splits = num_splits
+    elif rule == "fill":
+        splits = fill_splits(batch, heads_kv, cache_len, block_n, num_sms, paged, lengths, merge_step(group, head_dim))
+    else:
+        splits = choose_splits(batch, heads_kv, cache_len, block_n, num_sms, paged=paged, lengths=lengths)[0]
+    splits, chunk_num, chunk_den = cut(n_blocks, splits)
+    shortest = (chunk_num // chunk_den) * block_n                  # tokens of the shortest full chunk
+    if chosen and not paged and long_grouped_chunks(group, splits, shortest, block_n):
+        block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
+        splits, chunk_num, chunk_den = cut(cdiv(cache_len, block_n), splits)
+    return splits, chunk_num, chunk_den, block_n, num_warps, num_stages
+
+
+def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages,
+          variant=None):
     """Validate a call and choose its launch (splits, tiles, warps): a _DecodePlan."""
     _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table)
+    variant = VARIANT if variant is None else variant
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(VARIANTS)} or None, got {variant!r}")
     batch, heads_q, head_dim = q.shape
     if block_table is None:
         _, heads_kv, cache_len, _ = k_cache.shape
@@ -487,24 +657,17 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     if batch == 0 or heads_q == 0:
         return _DecodePlan(None, (batch, heads_q, head_dim), cache_len=cache_len, num_pages=num_pages)
     group = heads_q // heads_kv
-    chosen = block_n is None and num_warps is None and num_stages is None
-    cfg_n, cfg_w, cfg_s = launch_config(head_dim, q.element_size())
-    block_n, num_warps, num_stages = block_n or cfg_n, num_warps or cfg_w, num_stages or cfg_s
-    n_blocks = cdiv(cache_len, block_n)
-    if num_splits is None:
-        splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sm_count(q.device),
-                                      paged=block_table is not None, lengths=seqlens is not None)
-    else:
-        splits, chunk = _chunking(n_blocks, num_splits, block_n)
-    if chosen and block_table is None and long_grouped_chunks(group, splits, chunk, block_n):
-        block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
-        splits, chunk = _chunking(cdiv(cache_len, block_n), splits, block_n)
+    splits, chunk_num, chunk_den, block_n, num_warps, num_stages = launch_shape(
+        batch, heads_kv, group, cache_len, head_dim, q.element_size(), sm_count(q.device),
+        block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages, variant)
+    _, group_merge = VARIANTS[variant]
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
-    rest = (heads_kv, cache_len, num_pages, chunk, splits, scale,
-            group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)), MERGE_BLOCK_S,
+    rest = (heads_kv, cache_len, num_pages, chunk_num, chunk_den, splits, scale,
+            group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),
+            merge_step(group, head_dim) if group_merge else MERGE_BLOCK_S,
             seqlens is not None, splits > 1,
             # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
-            q.dtype == torch.bfloat16 and interpreting(), page_size)
+            q.dtype == torch.bfloat16 and interpreting(), group_merge, max(2, pow2(group)), page_size)
     return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
                        (batch, heads_q, splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,
@@ -512,8 +675,9 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
 
 
 def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None,
-            block_n=None, num_warps=None, num_stages=None):
-    """Shared launcher; num_splits=None chooses S with choose_splits, 1 writes the output directly.
+            block_n=None, num_warps=None, num_stages=None, variant=None):
+    """Shared launcher; num_splits=None chooses S (launch_shape), 1 writes the output directly;
+    variant None is VARIANT's value at the time of the call.
 
     Plan cache (kernels._plans): the first call with a given layout of q, the caches, the
     lengths and the block table (shapes, strides, dtypes, devices, data pointer offsets) and
@@ -527,7 +691,8 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
         key = (layout(q), layout(k_cache), layout(v_cache),
                None if seqlens is None else layout(seqlens),
                None if block_table is None else layout(block_table),
-               sm_scale, type(sm_scale), num_splits, type(num_splits), block_n, num_warps, num_stages)
+               sm_scale, type(sm_scale), num_splits, type(num_splits), block_n, num_warps, num_stages,
+               VARIANT if variant is None else variant)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):   # not tensors, unhashable options: checked below
         key, plan = None, None
@@ -547,7 +712,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
                 return out
     if plan is None:
         plan = _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table,
-                     block_n, num_warps, num_stages)
+                     block_n, num_warps, num_stages, variant)
         if key is not None:
             remember(_PLANS, key, plan)
     out = new_output(q, plan.like)                                                 # (B, Hq, D)
@@ -605,7 +770,8 @@ def _scratch(plan: _DecodePlan, out: torch.Tensor, stream: int):
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      seqlens: torch.Tensor | None = None, sm_scale: float | None = None,
-                     num_splits: int | None = None, block_table: torch.Tensor | None = None) -> torch.Tensor:
+                     num_splits: int | None = None, block_table: torch.Tensor | None = None,
+                     variant: str | None = None) -> torch.Tensor:
     """Attention of one query token per sequence over its KV cache, split across the SMs.
 
     q (B, Hq, D); k_cache, v_cache (B, Hkv, Lmax, D), Hq a multiple of Hkv, any strides;
@@ -618,8 +784,10 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
     pages (num_pages, page_size, Hkv, D) with any strides, page_size a power of two in
     16..256, and token t of sequence b is slot t % page_size of page block_table[b, t // page_size];
     Lmax is max_pages * page_size. See the module docstring.
+
+    variant: one of VARIANTS ("committed", "grouped", "filled"); None takes the module's VARIANT.
     """
-    return _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table)
+    return _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, variant=variant)
 
 
 def decode_attention_nosplit(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

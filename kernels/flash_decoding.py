@@ -49,6 +49,21 @@ per-token lookup at every shape tried (B=1 Hkv=8 L=131072 page 64: 160.6 against
 page 16). S depends on the cache shape (B, Hkv, Lmax) and on whether seqlens and a block table
 are passed, never on their values, so the host never waits for the GPU.
 
+Plan variants (VARIANT, the one switch; decode_attention(variant=...) per call). `committed` is
+the rule above with the merge of the committed H200 run: the last program of a (batch, kv head)
+merges its G query rows one after another, each a dependent round of L2 loads, reductions and a
+store (at G = 4 four rounds). In the committed H200 run (CUPTI kernel time) the full-length
+split shapes at G = 4 (Hkv=8) trail cuDNN by 1.3 to 9.0 us (B=1 L=16384 29.3 against 28.0;
+B=1 L=131072 136.9 against 132.5; B=4 L=131072 bf16 483.2 against 474.2), those at G = 1
+(B=1 Hkv=32) lead it by 0.1 to 1.3 us at every length. `grouped` keeps the split counts and
+merges all G rows in one pass (_merge_group: (G, splits, D) partials per load, MERGE_TILE
+values a step). `filled` takes fill_splits' count over balanced chunks (split s reads tiles
+floor(s * n / S) .. floor((s + 1) * n / S) - 1 of n, so S need not divide n) with the grouped
+merge; on the decode grid's shapes it picks the one-wave rule's S and differs where B * Hkv
+does not divide the SM count well (B=3 or B=25 at Hkv=8). Neither new variant is measured on a
+GPU yet (probes/decode_balance.py times all three side by side); `committed` stays the default
+until it is.
+
 Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
 length 0 attends to nothing and its output is defined as zeros. Lengths on the host are
 checked and raise ValueError; lengths already on the GPU are not read back (that would stall
@@ -660,7 +675,7 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     splits, chunk_num, chunk_den, block_n, num_warps, num_stages = launch_shape(
         batch, heads_kv, group, cache_len, head_dim, q.element_size(), sm_count(q.device),
         block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages, variant)
-    _, group_merge = VARIANTS[variant]
+    group_merge = VARIANTS[variant][1] and splits > 1     # S = 1 merges nothing: one compiled kernel for all
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
     rest = (heads_kv, cache_len, num_pages, chunk_num, chunk_den, splits, scale,
             group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),

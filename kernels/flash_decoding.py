@@ -60,9 +60,16 @@ merges all G rows in one pass (_merge_group: (G, splits, D) partials per load, M
 values a step). `filled` takes fill_splits' count over balanced chunks (split s reads tiles
 floor(s * n / S) .. floor((s + 1) * n / S) - 1 of n, so S need not divide n) with the grouped
 merge; on the decode grid's shapes it picks the one-wave rule's S and differs where B * Hkv
-does not divide the SM count well (B=3 or B=25 at Hkv=8). Neither new variant is measured on a
-GPU yet (probes/decode_balance.py times all three side by side); `committed` stays the default
-until it is.
+does not divide the SM count well (B=3 or B=25 at Hkv=8). For paged caches `filled` also loads
+each tile's page indices one iteration ahead (PAGE_AHEAD): with the lookup feeding the K and V
+loads of the same iteration, Triton 3.6 pipelines them one tile deep (sm_90, num_stages 4: one
+K and one V buffer, 39 KB of shared memory), where a contiguous cache gets three (104 KB);
+with the indices a tile ahead the paged loop gets the same three buffers (compiled for sm_90
+off the GPU and read from the TTGIR). That one-deep pipeline is a likely cause of the paged
+gaps of the committed run (B=16 Hkv=8 L=1024 page 64 33.4 us against 25.5 contiguous) and of
+the paged rule's need for PAGED_PROGRAMS_PER_SM programs per SM. Neither new variant is
+measured on a GPU yet (probes/decode_balance.py times all three side by side); `committed`
+stays the default until it is.
 
 Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
 length 0 attends to nothing and its output is defined as zeros. Lengths on the host are
@@ -129,8 +136,10 @@ MERGE_TILE = 8192            # grouped merge: partial values (G rows x splits x 
 #              the G query heads of its KV head one row after another).
 #   grouped:   the same split counts, merged for all G rows at once (_merge_group).
 #   filled:    split counts from the wave-filling rule (fill_splits) over balanced chunks, with the
-#              grouped merge. Not yet measured on a GPU.
-VARIANTS = {"committed": ("one_wave", False), "grouped": ("one_wave", True), "filled": ("fill", True)}
+#              grouped merge; paged caches load each tile's page indices one tile ahead (PAGE_AHEAD
+#              in _decode_kernel). Not yet measured on a GPU.
+VARIANTS = {"committed": ("one_wave", False, False), "grouped": ("one_wave", True, False),
+            "filled": ("fill", True, True)}     # (split rule, grouped merge, page indices a tile ahead)
 VARIANT = "committed"
 FILL_PROGRAM_BLOCKS = 1.0    # fill_splits' cost model: a program's fixed cost (start, first loads,
                              # partial stores), in BLOCK_N tiles of streaming
@@ -235,13 +244,17 @@ def _decode_kernel(
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
     HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
-    GROUP_MERGE: tl.constexpr, BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    GROUP_MERGE: tl.constexpr, BLOCK_MG: tl.constexpr, PAGE_AHEAD: tl.constexpr, PAGE_SIZE: tl.constexpr,
 ):
     # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, S, D) fp32, Lse (B, Hq, S) fp32 and
     # Count (B * Hkv,) int32 zeros, all contiguous. Contiguous caches (PAGE_SIZE 0): K and V
     # (B, Hkv, Lmax, D) with strides (b, h, n, d). Paged (PAGE_SIZE > 0): K and V
     # (num_pages, PAGE_SIZE, Hkv, D) with strides passed as (page, h, slot, d), Table
     # (B, max_pages) int32 with strides (stride_tb, stride_tp), and cache_len = max_pages * PAGE_SIZE.
+    # PAGE_AHEAD (paged only): each tile's page indices are loaded in the iteration before it, so
+    # no K or V address in the loop depends on a load of the same iteration and Triton's pipeliner
+    # keeps num_stages - 1 tiles in flight (sm_90, num_stages 4: 3 K and V buffers, 104 KB of
+    # shared memory, as for a contiguous cache) instead of 1 (39 KB) when the lookup feeds the load.
     # Split s reads the BLOCK_N tiles floor(s * chunk_num / chunk_den) up to (not including)
     # floor((s + 1) * chunk_num / chunk_den): chunk_num tiles each with chunk_den = 1 (equal
     # chunks, the last one shorter), or n_blocks over S (balanced chunks) with chunk_den = S.
@@ -288,11 +301,19 @@ def _decode_kernel(
     l_i = tl.zeros([BLOCK_G], tl.float32)                  # running sum of exp2(logit - m_i)
     acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
     table_row = Table + b64 * stride_tb
+    if PAGE_AHEAD:   # the first tile's page indices, before the loop
+        page_next = tl.load(table_row + ((start + offs_n) // PAGE_SIZE) * stride_tp,
+                            mask=(start + offs_n) < end, other=0)
     for n0 in range(start, end, BLOCK_N):
         mask_n = (n0 + offs_n) < end
         if PAGE_SIZE > 0:   # token t lives in slot t % PAGE_SIZE of page Table[b, t // PAGE_SIZE]
             tokens = n0 + offs_n
-            page = tl.load(table_row + (tokens // PAGE_SIZE) * stride_tp, mask=mask_n, other=0)
+            if PAGE_AHEAD:  # this tile's indices came with the last tile; load the next tile's now
+                page = page_next
+                page_next = tl.load(table_row + ((tokens + BLOCK_N) // PAGE_SIZE) * stride_tp,
+                                    mask=(tokens + BLOCK_N) < end, other=0)
+            else:
+                page = tl.load(table_row + (tokens // PAGE_SIZE) * stride_tp, mask=mask_n, other=0)
             page = tl.minimum(tl.maximum(page, 0), num_pages - 1).to(tl.int64)     # never outside
             slot = tokens % PAGE_SIZE
             k_ptrs = (K + h64 * stride_kh + (page * stride_kb + slot * stride_kn)[:, None]
@@ -625,7 +646,7 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     choose_splits, a forced S rounded to whole chunks); the filled variant cuts n_blocks tiles into
     S balanced chunks (fill_splits; a forced S is kept exactly, up to one tile per split).
     """
-    rule, _ = VARIANTS[VARIANT if variant is None else variant]
+    rule = VARIANTS[VARIANT if variant is None else variant][0]
     chosen = block_n is None and num_warps is None and num_stages is None
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, element_size)
     block_n, num_warps, num_stages = block_n or cfg_n, num_warps or cfg_w, num_stages or cfg_s
@@ -675,14 +696,16 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     splits, chunk_num, chunk_den, block_n, num_warps, num_stages = launch_shape(
         batch, heads_kv, group, cache_len, head_dim, q.element_size(), sm_count(q.device),
         block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages, variant)
-    group_merge = VARIANTS[variant][1] and splits > 1     # S = 1 merges nothing: one compiled kernel for all
+    _, group_merge, page_ahead = VARIANTS[variant]
+    group_merge = group_merge and splits > 1       # S = 1 merges nothing: one compiled kernel for all
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
     rest = (heads_kv, cache_len, num_pages, chunk_num, chunk_den, splits, scale,
             group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),
             merge_step(group, head_dim) if group_merge else MERGE_BLOCK_S,
             seqlens is not None, splits > 1,
             # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
-            q.dtype == torch.bfloat16 and interpreting(), group_merge, max(2, pow2(group)), page_size)
+            q.dtype == torch.bfloat16 and interpreting(), group_merge, max(2, pow2(group)),
+            page_ahead and page_size > 0, page_size)
     return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
                        (batch, heads_q, splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,

@@ -55,12 +55,14 @@ OUT = os.environ.get("OUT", "./probe_out")
 MAIN_SHAPES = [(1, 8, 1024), (1, 8, 16384), (1, 8, 65536), (4, 8, 1024), (4, 8, 16384), (16, 8, 1024),
                (16, 32, 4096), (64, 32, 1024)]
 EXTRA_SHAPES = [(3, 8, 16384), (25, 8, 4096)]             # fill_splits differs from choose_splits
-PAGED_SHAPE = (16, 8, 1024)
+PAGED_SHAPE = (16, 8, 1024)                          # paged, in full (forced S, contiguous with lengths)
+PAGED_SHAPES = [PAGED_SHAPE, (1, 8, 16384), (4, 8, 16384)]   # paged, variants and the two rules' S
 CONFIG_SHAPES = [(1, 8, 1024), (4, 8, 1024)]
 CONFIGS = [(32, 4, 4), (64, 2, 4), (64, 8, 4), (64, 4, 2), (32, 2, 3), (128, 8, 3)]   # (BLOCK_N, warps, stages)
 if DRY:
     ROUNDS, CALLS = 1, 2
     MAIN_SHAPES, EXTRA_SHAPES, PAGED_SHAPE = [(1, 2, 300), (2, 2, 200)], [], (2, 2, 200)
+    PAGED_SHAPES = [PAGED_SHAPE, (1, 2, 300)]
     CONFIG_SHAPES, CONFIGS = [(1, 2, 300)], [(32, 4, 4), (16, 2, 2)]
 
 ROWS: list[dict] = []
@@ -226,6 +228,76 @@ def finish(shape_rows_from: int, result: dict):
             r["vs_cudnn"] = round(cudnn / r["median_us"], 4)
 
 
+def paged_group(shape, inputs, ref, result, num_sms, full: bool):
+    """Paged rows of a shape: variants; with `full`, forced S (filled: page indices a tile ahead;
+    paged_grouped_S: without), the contiguous cache with lengths at the same S, two tilings."""
+    batch, heads_kv, cache_len = shape["batch"], shape["heads_kv"], shape["cache_len"]
+    group = HQ // heads_kv
+    q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
+    start = len(ROWS)
+    kp, vp, table = fd.paged_cache(k, v, study.PAGE_SIZE, seed=study.PAGE_SEED)
+    pc, pso = {}, {}
+
+    def paged(s, var):
+        return lambda: (lambda: fd.decode_attention(q, kp, vp, lens, num_splits=s, block_table=table, variant=var))
+
+    def contiguous(s, var):
+        return lambda: (lambda: fd.decode_attention(q, k, v, lens, num_splits=s, variant=var))
+
+    for var in ("committed", "grouped", "filled"):
+        pc[f"paged_{var}"] = paged(None, var)
+        pso[f"paged_{var}"] = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, True, True,
+                                                variant=var)
+    # The contiguous rule's count (what a cache without lengths gets) and the paged rule's.
+    sweep = sorted({fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, variant="filled"),
+                    pso["paged_filled"]})
+    if full:
+        for var in ("committed", "grouped"):
+            pc[f"lens_{var}"] = contiguous(None, var)
+            pso[f"lens_{var}"] = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, False, True,
+                                                   variant=var)
+        sweep = sorted(set(sweep) | {1, 2, 4, 8})
+        for s in (1, pso["paged_grouped"]):
+            pc[f"paged_grouped_S={s}"] = paged(s, "grouped")
+            pso[f"paged_grouped_S={s}"] = s
+        for bn, w, st in ((64, 4, 3), (32, 4, 4)):
+            pc[f"paged_filled_{bn}x{w}x{st}"] = (lambda bn=bn, w=w, st=st: (
+                lambda: fd._decode(q, kp, vp, lens, None, None, table, bn, w, st, "filled")))
+    for s in sweep:
+        pc[f"paged_S={s}"] = paged(s, "filled")
+        pso[f"paged_S={s}"] = s
+        if full:
+            pc[f"lens_S={s}"] = contiguous(s, "filled")
+            pso[f"lens_S={s}"] = s
+    presult = run_group(shape, "paged", pc, pso, ref)
+    for key in ("cudnn", "read2048", "read4096"):
+        if result.get(key):
+            presult[key] = result[key]
+    finish(start, presult)
+    presult["contiguous_committed"] = result.get("committed")
+    return presult, pso
+
+
+def kernel_rows(path):
+    """Registers, spills and shared memory of every kernel the probe's plans compiled."""
+    rows = []
+    for key, plan in list(fd._PLANS.items()):
+        compiled = getattr(plan.fast, "compiled", None)
+        if compiled is None:
+            continue
+        q_layout, k_layout = key[0], key[1]
+        rows.append({"q_shape": tuple(q_layout[0]), "cache_shape": tuple(k_layout[0]), "paged": key[4] is not None,
+                     "num_splits": key[7], "block_n": key[9], "num_warps": key[10], "num_stages": key[11],
+                     "variant": key[12], "grid": plan.grid, "regs": getattr(compiled, "n_regs", ""),
+                     "spills": getattr(compiled, "n_spills", ""), "shared": compiled.metadata.shared})
+    if rows:
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return rows
+
+
 def main():
     global timer
     os.makedirs(OUT, exist_ok=True)
@@ -269,38 +341,10 @@ def main():
         if result:
             summary.append(((batch, heads_kv, cache_len), result, splits_of))
 
-        if (batch, heads_kv, cache_len) == PAGED_SHAPE and left() > 0:
-            start = len(ROWS)
-            lens = inputs["seqlens"]
-            kp, vp, table = fd.paged_cache(k, v, study.PAGE_SIZE, seed=study.PAGE_SEED)
-            pc = {}
-            pso = {}
-            for var in ("committed", "grouped", "filled"):
-                pc[f"paged_{var}"] = lambda var=var: (lambda: fd.decode_attention(q, kp, vp, lens, block_table=table,
-                                                                                   variant=var))
-                pso[f"paged_{var}"] = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, True, True,
-                                                        variant=var)
-            for var in ("committed", "grouped"):
-                pc[f"lens_{var}"] = lambda var=var: (lambda: fd.decode_attention(q, k, v, lens, variant=var))
-                pso[f"lens_{var}"] = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, False, True,
-                                                       variant=var)
-            for s in (1, 2, 4, 8):
-                pc[f"paged_S={s}"] = lambda s=s: (lambda: fd.decode_attention(q, kp, vp, lens, num_splits=s,
-                                                                               block_table=table, variant="filled"))
-                pc[f"lens_S={s}"] = lambda s=s: (lambda: fd.decode_attention(q, k, v, lens, num_splits=s,
-                                                                              variant="filled"))
-                pso[f"paged_S={s}"] = pso[f"lens_S={s}"] = s
-            for bn, w, st in ((64, 4, 3), (32, 4, 4)):
-                name = f"paged_filled_{bn}x{w}x{st}"
-                pc[name] = lambda bn=bn, w=w, st=st: (lambda: fd._decode(q, kp, vp, lens, None, None, table, bn, w, st,
-                                                                         "filled"))
-            presult = run_group(shape, "paged", pc, pso, ref)
-            presult["cudnn"] = result.get("cudnn")
-            if "read2048" in result:
-                presult["read2048"] = result["read2048"]
-            finish(start, {k: v for k, v in presult.items() if v})
-            summary.append((("paged",), presult, pso))
-            del kp, vp, table
+        if (batch, heads_kv, cache_len) in PAGED_SHAPES and left() > 0:
+            presult, pso = paged_group(shape, inputs, ref, result, num_sms,
+                                       full=(batch, heads_kv, cache_len) == PAGED_SHAPE)
+            summary.append((("paged", batch, heads_kv, cache_len), presult, pso))
 
         if (batch, heads_kv, cache_len) in CONFIG_SHAPES and left() > 0:
             start = len(ROWS)
@@ -326,7 +370,11 @@ def main():
         writer = csv.DictWriter(f, fieldnames=list(ROWS[0]) if ROWS else ["status"])
         writer.writeheader()
         writer.writerows(ROWS)
+    kernels = kernel_rows(os.path.join(OUT, "decode_balance_kernels.csv"))
     print_table(summary)
+    paged_kernels = sorted({(r["variant"], r["regs"], r["spills"], r["shared"]) for r in kernels if r["paged"]})
+    if paged_kernels:
+        print("paged kernels (variant, regs, spills, shared bytes): " + "; ".join(map(str, paged_kernels[:6])))
     bad = [r for r in ROWS if r["status"] != "ok"]
     print(f"{len(ROWS)} rows ({len(bad)} not ok) -> {path}; wall {time.perf_counter() - T0:.0f} s")
     for r in bad[:6]:
@@ -343,12 +391,10 @@ def print_table(summary):
           " rd%: the same-size read's time over filled's; xC: cuDNN us / ours us (> 1: ours faster)")
     print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'MB':>5} | {'commit(S)':>11} {'grouped':>7} {'filled(S)':>11} "
           f"{'bestS(S)':>11} | {'cuDNN':>6} {'FA2':>6} {'read':>6} | {'fill%':>5} {'rd%':>4} {'xC':>5} {'xC old':>6}")
-    contiguous = {}
     for key, res, splits in summary:
         if key[0] in ("paged", "config"):
             continue
         b, h, n = key
-        contiguous[key] = res
         nbytes = kv_bytes(shape_dict(b, h, n))
         sweep = {k: v for k, v in res.items() if k.startswith("S=")}
         best = min(sweep, key=sweep.get) if sweep else None
@@ -364,23 +410,19 @@ def print_table(summary):
               f"{_us(read):>6} | {share} {rd} {xc} {xo}")
     for key, res, splits in summary:
         if key[0] == "paged":
-            b, h, n = PAGED_SHAPE
-            print(f"paged B={b} Hkv={h} L={n}, {study.PAGE_SIZE}-token pages, lengths passed; lens_*: the contiguous "
-                  "cache with lengths; (S) the split count:")
+            _, b, h, n = key
+            base = res.get("contiguous_committed")
+            print(f"paged B={b} Hkv={h} L={n}, {study.PAGE_SIZE}-token pages, lengths passed (lens_*: the contiguous "
+                  f"cache with lengths; x: over contiguous committed without lengths, {_us(base)} us):")
             names = [k for k in res if k.startswith(("paged_", "lens_")) and res[k]]
             cells = [f"{k}{'' if 'S=' in k or k not in splits else '(' + str(splits[k]) + ')'} {res[k]:.1f}"
-                     for k in names]
-            for i in range(0, len(cells), 5):
-                print("  " + "; ".join(cells[i:i + 5]))
+                     + (f" x{res[k] / base:.2f}" if base else "") for k in names]
+            for i in range(0, len(cells), 4):
+                print("  " + "; ".join(cells[i:i + 4]))
             gaps = [f"S={s} {res[f'paged_S={s}'] / res[f'lens_S={s}']:.3f}" for s in (1, 2, 4, 8)
                     if res.get(f"paged_S={s}") and res.get(f"lens_S={s}")]
             if gaps:
                 print("  paged / contiguous with lengths at the same S (the gather's cost): " + ", ".join(gaps))
-            base = contiguous.get(PAGED_SHAPE, {}).get("committed")
-            if base:
-                print(f"  paged / contiguous without lengths (committed, {base:.1f} us; the study's comparison): "
-                      + ", ".join(f"{var} {res[f'paged_{var}'] / base:.3f}"
-                                  for var in ("committed", "grouped", "filled") if res.get(f"paged_{var}")))
         if key[0] == "config":
             _, b, h, n = key
             items = sorted((v, k) for k, v in res.items() if k.startswith("filled_") and v)

@@ -440,9 +440,11 @@ def test_paged_matches_reference(poison, batch, heads_q, heads_kv, cache_len, he
     _assert_close(out, ref, dtype)
 
 
-def test_paged_reads_only_the_pages_of_each_sequence(poison):
+@pytest.mark.parametrize("variant", ["committed", "filled"])
+def test_paged_reads_only_the_pages_of_each_sequence(poison, variant):
     """Slots past a sequence's length, pool pages no table names and table entries past the
-    used pages are poison (NaN caches, -1 indices); the answer must not see them."""
+    used pages are poison (NaN caches, -1 indices); the answer must not see them (the filled
+    variant loads each tile's page indices one tile ahead)."""
     page = 16
     q, k, v = _inputs(3, 8, 2, 100, 64, torch.float16)
     lens = torch.tensor([1, 100, 33], dtype=torch.int32)
@@ -459,11 +461,12 @@ def test_paged_reads_only_the_pages_of_each_sequence(poison):
         table[b, used:] = -1
     ref = reference(q, k, v, lens)
     for splits in (None, 1, 3):
-        _assert_close(decode_attention(q, k_pages, v_pages, lens, num_splits=splits, block_table=table),
-                      ref, torch.float16)
+        _assert_close(decode_attention(q, k_pages, v_pages, lens, num_splits=splits, block_table=table,
+                                       variant=variant), ref, torch.float16)
 
 
-def test_paged_layouts_and_strides(poison):
+@pytest.mark.parametrize("variant", ["committed", "filled"])
+def test_paged_layouts_and_strides(poison, variant):
     """A head-major pool (num_pages, Hkv, page, D) passed transposed, and a column-major table."""
     q, k, v = _inputs(2, 4, 2, 90, 64, torch.bfloat16)
     lens = torch.tensor([90, 41], dtype=torch.int32)
@@ -473,8 +476,8 @@ def test_paged_layouts_and_strides(poison):
     assert not k_hnd.is_contiguous() and table_t.stride() == (1, 2)
     ref = reference(q, k, v, lens)
     for splits in (None, 2):
-        _assert_close(decode_attention(q, k_hnd, v_pages, lens, num_splits=splits, block_table=table_t),
-                      ref, torch.bfloat16)
+        _assert_close(decode_attention(q, k_hnd, v_pages, lens, num_splits=splits, block_table=table_t,
+                                       variant=variant), ref, torch.bfloat16)
 
 
 def test_paged_repeat_calls_check_host_tables_every_time(fresh_plans):
@@ -629,7 +632,8 @@ def test_variant_is_part_of_the_plan(fresh_plans, monkeypatch):
         plans[key] = decode._PLANS[key]
         assert key[-1] == variant
     committed, grouped, filled = plans.values()
-    assert committed.rest[-3:-1] == (False, 4) and grouped.rest[-3] and filled.rest[-3]   # GROUP_MERGE
+    assert committed.rest[-4:-2] == (False, 4) and grouped.rest[-4] and filled.rest[-4]   # GROUP_MERGE
+    assert not filled.rest[-2]                                    # PAGE_AHEAD: paged caches only
     assert committed.grid == grouped.grid == (4, 24)                                      # S = 132 // 24
     assert filled.grid == (4, 24) and filled.rest[3:5] == (16, 4)                         # 16 tiles over 4 splits
     with pytest.raises(ValueError, match="variant must be one of"):
@@ -695,3 +699,16 @@ def test_wave_fill_and_cost():
     assert decode.fill_cost(24, 256, 11, 132, 16) == 2 * (24 + decode.FILL_PROGRAM_BLOCKS) + decode.FILL_MERGE_BLOCKS
     assert decode.fill_cost(128, 16, 1, 132, 16) == 16 + decode.FILL_PROGRAM_BLOCKS            # no merge
     assert decode.merge_step(4, 128) == 16 and decode.merge_step(1, 128) == 32 and decode.merge_step(32, 256) == 2
+
+
+def test_paged_page_indices_ahead_in_the_plan(fresh_plans):
+    """PAGE_AHEAD is set for paged caches under the filled variant only."""
+    q, k, v = _inputs(2, 4, 2, 90, 64, torch.float16)
+    lens = torch.tensor([90, 41], dtype=torch.int32)
+    k_pages, v_pages, table = decode.paged_cache(k, v, 16, seed=3)
+    ref = reference(q, k, v, lens)
+    for variant, ahead in (("committed", False), ("grouped", False), ("filled", True)):
+        _assert_close(decode_attention(q, k_pages, v_pages, lens, block_table=table, variant=variant), ref,
+                      torch.float16)
+        plan = list(decode._PLANS.values())[-1]
+        assert plan.rest[-1] == 16 and plan.rest[-2] is ahead

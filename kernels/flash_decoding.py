@@ -146,6 +146,9 @@ FILL_PROGRAM_BLOCKS = 1.0    # fill_splits' cost model: a program's fixed cost (
 FILL_MERGE_BLOCKS = 1.0      # ... and the merge's, per step of the grouped merge
 FILL_MAX_WAVES = 8           # ... and split counts tried: at most this many waves of programs
 FILL_MIN_BLOCKS = 1          # tiles each split holds at least, contiguous caches (paged: MIN_CHUNK_BLOCKS)
+FILL_PAGED_PROGRAMS_PER_SM = PAGED_PROGRAMS_PER_SM   # fill_splits' wave of paged programs per SM: measured
+                             # (PAGED_PROGRAMS_PER_SM) with the page lookup pipelined one tile deep; with the
+                             # indices a tile ahead (the filled variant) 1 may do, as for contiguous caches
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
 
@@ -456,7 +459,7 @@ def fill_cost(programs: int, n_blocks: int, splits: int, slots: int, merge_step:
     """fill_splits' model of a launch's time, in BLOCK_N tiles streamed by one program.
 
     `programs` (batch, kv head) pairs each cut into `splits` balanced chunks of n_blocks tiles run
-    in waves of `slots` programs (one per SM; paged: PAGED_PROGRAMS_PER_SM per SM); a wave lasts as
+    in waves of `slots` programs (one per SM; paged: FILL_PAGED_PROGRAMS_PER_SM per SM); a wave lasts as
     long as its longest chunk plus FILL_PROGRAM_BLOCKS, and a split launch adds FILL_MERGE_BLOCKS
     per merge step of `merge_step` splits.
     """
@@ -480,7 +483,7 @@ def fill_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms
     The S candidates keep at least FILL_MIN_BLOCKS tiles per split (MIN_CHUNK_BLOCKS for paged
     caches, unless one wave of num_sms programs asks for shorter chunks, as choose_splits) and at
     most FILL_MAX_WAVES waves of programs; ties go to fewer splits. The model sees waves of
-    num_sms programs (paged: PAGED_PROGRAMS_PER_SM * num_sms), so B * Hkv * S lands on, or just
+    num_sms programs (paged: FILL_PAGED_PROGRAMS_PER_SM * num_sms), so B * Hkv * S lands on, or just
     under, a whole number of waves where the chunk lengths allow: B=3 Hkv=8 L=16384 (24 programs,
     256 tiles of 64 tokens on 132 SMs) takes S=11 (264 programs, two full waves of 23-24 tiles,
     cost 51) where the one-wave rule's S=5 gives 120 programs of 51-52 tiles (cost 54); B=25 Hkv=8
@@ -494,7 +497,7 @@ def fill_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms
     """
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
-    slots = num_sms * (PAGED_PROGRAMS_PER_SM if paged else 1)
+    slots = num_sms * (FILL_PAGED_PROGRAMS_PER_SM if paged else 1)
     min_blocks = MIN_CHUNK_BLOCKS if paged else FILL_MIN_BLOCKS
     top = max(1, min(n_blocks // min_blocks, cdiv(FILL_MAX_WAVES * slots, programs)),
               min(n_blocks, num_sms // programs))                 # one wave of SMs may take shorter chunks

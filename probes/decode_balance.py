@@ -57,7 +57,7 @@ MAIN_SHAPES = [(1, 8, 1024), (1, 8, 16384), (1, 8, 65536), (4, 8, 1024), (4, 8, 
 EXTRA_SHAPES = [(3, 8, 16384), (25, 8, 4096)]             # fill_splits differs from choose_splits
 PAGED_SHAPE = (16, 8, 1024)                          # paged, in full (forced S, contiguous with lengths)
 PAGED_SHAPES = [PAGED_SHAPE, (1, 8, 16384), (4, 8, 16384)]   # paged, variants and the two rules' S
-CONFIG_SHAPES = [(1, 8, 1024), (4, 8, 1024)]
+CONFIG_SHAPES = [(1, 8, 1024), (4, 8, 1024), (4, 8, 16384)]
 CONFIGS = [(32, 4, 4), (64, 2, 4), (64, 8, 4), (64, 4, 2), (32, 2, 3), (128, 8, 3)]   # (BLOCK_N, warps, stages)
 if DRY:
     ROUNDS, CALLS = 1, 2
@@ -387,10 +387,12 @@ def _us(x) -> str:
 
 
 def print_table(summary):
-    print(f"\nus: CUPTI kernel time, fp16, Hq={HQ}, D={D}. fill%: KV bytes / filled's time over {READ_TBPS} TB/s;"
-          " rd%: the same-size read's time over filled's; xC: cuDNN us / ours us (> 1: ours faster)")
+    print(f"\nus: CUPTI kernel time, fp16, Hq={HQ}, D={D}. TB/s, fill%: KV bytes / filled's time, and over "
+          f"{READ_TBPS} TB/s; rd%: the same-size read's time over filled's; xC: cuDNN us / filled us, xC old: "
+          "/ committed us (> 1: ours faster)")
     print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'MB':>5} | {'commit(S)':>11} {'grouped':>7} {'filled(S)':>11} "
-          f"{'bestS(S)':>11} | {'cuDNN':>6} {'FA2':>6} {'read':>6} | {'fill%':>5} {'rd%':>4} {'xC':>5} {'xC old':>6}")
+          f"{'bestS(S)':>11} | {'cuDNN':>6} {'FA2':>6} {'read':>6} | {'TB/s':>4} {'fill%':>5} {'rd%':>4} {'xC':>5} "
+          f"{'xC old':>6}")
     for key, res, splits in summary:
         if key[0] in ("paged", "config"):
             continue
@@ -400,7 +402,7 @@ def print_table(summary):
         best = min(sweep, key=sweep.get) if sweep else None
         read = min([res[k] for k in ("read2048", "read4096") if k in res], default=None)
         fill, cud, old = res.get("filled"), res.get("cudnn"), res.get("committed")
-        share = f"{nbytes / fill / 1e6 / READ_TBPS * 100:5.1f}" if fill else "    -"
+        share = f"{nbytes / fill / 1e6:4.2f} {nbytes / fill / 1e6 / READ_TBPS * 100:5.1f}" if fill else "   -     -"
         rd = f"{read / fill * 100:4.0f}" if fill and read else "   -"
         xc = f"{cud / fill:5.2f}" if fill and cud else "    -"
         xo = f"{cud / old:6.2f}" if old and cud else "     -"

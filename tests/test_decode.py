@@ -673,7 +673,7 @@ def test_fill_splits_properties(sms, paged, lengths):
     block_n, step = 64, 16
     for batch, heads_kv, cache_len in FILL_SHAPES:
         n_blocks, programs = cdiv(cache_len, block_n), batch * heads_kv
-        slots = sms * (decode.PAGED_PROGRAMS_PER_SM if paged else 1)
+        slots = sms * (decode.FILL_PAGED_PROGRAMS_PER_SM if paged else 1)
         s = decode.fill_splits(batch, heads_kv, cache_len, block_n, sms, paged, lengths, step)
         assert 1 <= s <= n_blocks
         if s > 1 and programs * s > sms:
@@ -712,3 +712,14 @@ def test_paged_page_indices_ahead_in_the_plan(fresh_plans):
                       torch.float16)
         plan = list(decode._PLANS.values())[-1]
         assert plan.rest[-1] == 16 and plan.rest[-2] is ahead
+
+
+def test_fill_paged_programs_per_sm_switch(monkeypatch):
+    """FILL_PAGED_PROGRAMS_PER_SM = 1 gives paged caches the contiguous waves (for page indices a tile ahead)."""
+    assert decode.fill_splits(1, 8, 16384, 64, 132, True) == 64                 # 4 programs per SM: 512 of 528
+    monkeypatch.setattr(decode, "FILL_PAGED_PROGRAMS_PER_SM", 1)
+    decode.fill_splits.cache_clear()
+    try:
+        assert decode.fill_splits(1, 8, 16384, 64, 132, True) == decode.fill_splits(1, 8, 16384, 64, 132) == 16
+    finally:
+        decode.fill_splits.cache_clear()

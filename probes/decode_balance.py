@@ -82,6 +82,15 @@ def kv_bytes(shape) -> int:
     return fd.decode_traffic(shape["batch"] * shape["cache_len"], shape["batch"], HQ, shape["heads_kv"], D, 2)[0]
 
 
+def model_cost(shape, splits) -> str:
+    """fill_splits' modelled time of S balanced splits (contiguous waves), to set beside the measured one."""
+    if not isinstance(splits, int) or splits < 1:
+        return ""
+    programs, n_blocks = shape["batch"] * shape["heads_kv"], cdiv(shape["cache_len"], fd.launch_config(D, 2)[0])
+    step = fd.merge_step(HQ // shape["heads_kv"], D)
+    return fd.fill_cost(programs, n_blocks, min(splits, n_blocks), fd.sm_count(torch.device(DEVICE)), step)
+
+
 def row(shape, group, impl, splits="", us=None, status="ok", message="", rel=None, reps=0):
     nbytes = kv_bytes(shape)
     r = {"batch": shape["batch"], "heads_q": HQ, "heads_kv": shape["heads_kv"], "cache_len": shape["cache_len"],
@@ -90,6 +99,7 @@ def row(shape, group, impl, splits="", us=None, status="ok", message="", rel=Non
          "tbps": "" if us is None else round(nbytes / us / 1e6, 4),
          "share_4p57": "" if us is None else round(nbytes / us / 1e6 / READ_TBPS, 4),
          "share_read": "", "vs_cudnn": "", "rel_err": "" if rel is None else f"{rel:.3g}",
+         "model_cost": model_cost(shape, splits) if group == "main" else "",
          "status": status, "message": message[:300]}
     ROWS.append(r)
     return r

@@ -486,9 +486,9 @@ def fill_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms
     num_sms programs (paged: FILL_PAGED_PROGRAMS_PER_SM * num_sms), so B * Hkv * S lands on, or just
     under, a whole number of waves where the chunk lengths allow: B=3 Hkv=8 L=16384 (24 programs,
     256 tiles of 64 tokens on 132 SMs) takes S=11 (264 programs, two full waves of 23-24 tiles,
-    cost 51) where the one-wave rule's S=5 gives 120 programs of 51-52 tiles (cost 54); B=25 Hkv=8
-    L=4096 (200 programs) S=5 (1000 programs, 8 waves of 12-13 tiles, cost 113) where the
-    one-wave rule does not split (two waves of 64 tiles, the second half empty, cost 130). On the
+    cost 51) where the one-wave rule's S=5 gives 120 programs of up to 52 tiles (cost 54); B=25
+    Hkv=8 L=4096 (200 programs) S=5 (1000 programs, 8 waves of 12-13 tiles, cost 113) where the
+    one-wave rule does not split (two waves of 64 tiles, the second 68 of 132, cost 130). On the
     decode grid's shapes (B in 1, 4, 16, 64; Hkv in 8, 32) it gives choose_splits' S: at 64-token
     tiles no other count shortens the longest wave. Not yet measured on a GPU. Calls that pass
     lengths on a grid that fills the SMs keep choose_splits' spreading of ragged work (at least

@@ -11,10 +11,12 @@ sdpa_cudnn and sdpa_flash). Implementations of ours (kernels.flash_decoding):
   filled     fill_splits' count over balanced chunks, grouped merge
   S=<n>      a forced split count over balanced chunks, grouped merge (S=1: decode_attention_nosplit)
   read       rooflab.ceilings' read kernel over a buffer of the KV bytes (best of two tilings)
-Extra groups: `paged` (B=16 Hkv=8 L=1024, 64-token pages as the study builds them, lengths passed:
-paged against contiguous at the same forced S, both with lengths), `config` (BLOCK_N, warps,
-stages of the filled variant at L=1024) and two shapes where fill_splits differs from the
-one-wave rule (B=3 and B=25).
+Extra groups: `paged` (64-token pages as the study builds them, lengths passed; at B=16 Hkv=8
+L=1024 in full: forced S against the contiguous cache with lengths at the same S, the page
+indices a tile ahead or not, 16-token pages; at B=1 and 4, Hkv=8, L=16384 the variants and the
+contiguous and paged rules' S), `config` (BLOCK_N, warps, stages of the filled variant at
+L=1024 and at B=4 L=16384) and two shapes where fill_splits differs from the one-wave rule (B=3
+and B=25). The table ends with geo-means of filled over committed and of cuDNN over each.
 Every variant is checked against the float64 reference before it is timed (a mismatch is a row,
 not a time). Kernel time: CUPTI device time between L2 flushes (rooflab.timing.CudaTimer, as the
 study's `cupti` rows), all of a shape's implementations in one profiler session, in shuffled rounds.
@@ -22,6 +24,7 @@ study's `cupti` rows), all of a shape's implementations in one profiler session,
 from __future__ import annotations
 
 import csv
+import math
 import os
 import random
 import statistics
@@ -273,6 +276,11 @@ def paged_group(shape, inputs, ref, result, num_sms, full: bool):
         for bn, w, st in ((64, 4, 3), (32, 4, 4)):
             pc[f"paged_filled_{bn}x{w}x{st}"] = (lambda bn=bn, w=w, st=st: (
                 lambda: fd._decode(q, kp, vp, lens, None, None, table, bn, w, st, "filled")))
+        kp16, vp16, table16 = fd.paged_cache(k, v, 16, seed=study.PAGE_SEED)          # vLLM's default page
+        for var in ("committed", "filled"):
+            pc[f"paged16_{var}"] = lambda var=var: (
+                lambda: fd.decode_attention(q, kp16, vp16, lens, block_table=table16, variant=var))
+            pso[f"paged16_{var}"] = pso[f"paged_{var}"]
     for s in sweep:
         pc[f"paged_S={s}"] = paged(s, "filled")
         pso[f"paged_S={s}"] = s
@@ -420,13 +428,25 @@ def print_table(summary):
               f"{_us(res.get('grouped')):>7} {_us(fill):>7}({splits.get('filled', '')!s:>2}) "
               f"{_us(sweep.get(best)):>7}({best[2:] if best else '':>2}) | {_us(cud):>6} {_us(res.get('fa2')):>6} "
               f"{_us(read):>6} | {share} {rd} {xc} {xo}")
+    main = [res for key, res, _ in summary if key[0] not in ("paged", "config")]
+    pairs = [(r["filled"], r["committed"]) for r in main if r.get("filled") and r.get("committed")]
+    if pairs:
+        geo = math.exp(sum(math.log(f / c) for f, c in pairs) / len(pairs))
+        print(f"filled / committed: geo-mean {geo:.3f}; faster by > 2% at {sum(f < 0.98 * c for f, c in pairs)}, "
+              f"slower by > 2% at {sum(f > 1.02 * c for f, c in pairs)} of {len(pairs)} shapes")
+    for name in ("committed", "filled"):
+        ratios = [r["cudnn"] / r[name] for r in main if r.get("cudnn") and r.get(name)]
+        if ratios:
+            print(f"cuDNN / {name}: geo-mean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}, "
+                  f"min {min(ratios):.2f}, below 0.98 at {sum(x < 0.98 for x in ratios)} of {len(ratios)}")
     for key, res, splits in summary:
         if key[0] == "paged":
             _, b, h, n = key
             base = res.get("contiguous_committed")
-            print(f"paged B={b} Hkv={h} L={n}, {study.PAGE_SIZE}-token pages, lengths passed (lens_*: the contiguous "
-                  f"cache with lengths; x: over contiguous committed without lengths, {_us(base)} us):")
-            names = [k for k in res if k.startswith(("paged_", "lens_")) and res[k]]
+            print(f"paged B={b} Hkv={h} L={n}, {study.PAGE_SIZE}-token pages (paged16_*: 16), lengths passed "
+                  f"(lens_*: the contiguous cache with lengths; x: over contiguous committed without lengths, "
+                  f"{_us(base)} us):")
+            names = [k for k in res if k.startswith(("paged_", "paged16_", "lens_")) and res[k]]
             cells = [f"{k}{'' if 'S=' in k or k not in splits else '(' + str(splits[k]) + ')'} {res[k]:.1f}"
                      + (f" x{res[k] / base:.2f}" if base else "") for k in names]
             for i in range(0, len(cells), 4):

@@ -16,16 +16,19 @@ only question is how fast the cache streams from memory. One kernel, one program
 2. With S > 1 splits, each program writes its normalised partial output (fp32) and its
    log-sum-exp (base 2), then bumps a per-(batch, kv head) counter. The program that arrives
    last merges the splits holding keys, weighting each by exp2(lse_s - max lse), into the
-   output in the input dtype. Merging in the same launch saves a second kernel launch
-   (host time that is not hidden when the cache is small) and the idle gap between kernels.
+   output in the input dtype, for all G query rows of its KV head at once (_merge_group:
+   (G, splits, D) partials, MERGE_TILE values a step). Merging in the same launch saves a
+   second kernel launch (host time that is not hidden when the cache is small) and the idle
+   gap between kernels.
    With S = 1 the program normalises and writes the output directly, and there is no counter.
 
 `decode_attention_nosplit` always uses S = 1 (one program per (batch, kv head)).
 
-Number of splits (`choose_splits`): the B * Hkv programs of an unsplit launch fill the GPU once
-there are NO_SPLIT_FILL (0.9) times as many as SMs (paged caches, and calls that pass seqlens,
-whose lengths may differ, want about PAGED_PROGRAMS_PER_SM programs per SM even then; see
-choose_splits). Below that, a contiguous cache is cut into S = SMs // (B * Hkv) chunks of a
+Number of splits (`launch_shape`): contiguous caches take fill_splits' count, paged caches
+choose_splits' paged rule (both below). The one-wave rule (`choose_splits`): the B * Hkv
+programs of an unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many
+as SMs (paged caches, and calls that pass seqlens, whose lengths may differ, want about
+PAGED_PROGRAMS_PER_SM programs per SM even then; see choose_splits). Below that, a contiguous cache is cut into S = SMs // (B * Hkv) chunks of a
 whole number of BLOCK_N tiles (at most one per tile): one wave of programs, each streaming its
 chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with the L2 flushed,
 BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
@@ -49,27 +52,28 @@ per-token lookup at every shape tried (B=1 Hkv=8 L=131072 page 64: 160.6 against
 page 16). S depends on the cache shape (B, Hkv, Lmax) and on whether seqlens and a block table
 are passed, never on their values, so the host never waits for the GPU.
 
-Plan variants (VARIANT, the one switch; decode_attention(variant=...) per call). `committed` is
-the rule above with the merge of the committed H200 run: the last program of a (batch, kv head)
-merges its G query rows one after another, each a dependent round of L2 loads, reductions and a
-store (at G = 4 four rounds). In the committed H200 run (CUPTI kernel time) the full-length
-split shapes at G = 4 (Hkv=8) trail cuDNN by 1.3 to 9.0 us (B=1 L=16384 29.3 against 28.0;
-B=1 L=131072 136.9 against 132.5; B=4 L=131072 bf16 483.2 against 474.2), those at G = 1
-(B=1 Hkv=32) lead it by 0.1 to 1.3 us at every length. `grouped` keeps the split counts and
-merges all G rows in one pass (_merge_group: (G, splits, D) partials per load, MERGE_TILE
-values a step). `filled` takes fill_splits' count over balanced chunks (split s reads tiles
-floor(s * n / S) .. floor((s + 1) * n / S) - 1 of n, so S need not divide n) with the grouped
-merge; on the decode grid's shapes it picks the one-wave rule's S and differs where B * Hkv
-does not divide the SM count well (B=3 or B=25 at Hkv=8). For paged caches `filled` also loads
-each tile's page indices one iteration ahead (PAGE_AHEAD): with the lookup feeding the K and V
-loads of the same iteration, Triton 3.6 pipelines them one tile deep (sm_90, num_stages 4: one
-K and one V buffer, 39 KB of shared memory), where a contiguous cache gets three (104 KB);
-with the indices a tile ahead the paged loop gets the same three buffers (compiled for sm_90
-off the GPU and read from the TTGIR). That one-deep pipeline is a likely cause of the paged
-gaps of the committed run (B=16 Hkv=8 L=1024 page 64 33.4 us against 25.5 contiguous) and of
-the paged rule's need for PAGED_PROGRAMS_PER_SM programs per SM. Neither new variant is
-measured on a GPU yet (probes/decode_balance.py times all three side by side); `committed`
-stays the default until it is.
+Contiguous caches: fill_splits' count over balanced chunks (split s reads tiles
+floor(s * n / S) .. floor((s + 1) * n / S) - 1 of n, so S need not divide n). On the decode
+grid's shapes it gives the one-wave S; it differs where B * Hkv does not divide the SM count
+well. Measured on the H200 (probes/decode_balance.py, fp16, Hq=32, D=128, CUPTI kernel time,
+L2 flushed) against the previous plan (one-wave S, the last program merging its G rows one
+after another, each a dependent round of L2 loads): geo-mean time ratio 0.916 over 10 shapes,
+faster by more than 2% at 6 and slower at none; cuDNN's time over ours geo-mean 1.038, min 0.97.
+Per shape, us (previous -> now, cuDNN): B=1 Hkv=8 L=1024 9.1 -> 6.3 (S=16), 7.5; L=16384
+29.6 -> 26.7, 28.4; L=65536 77.2 -> 73.4, 75.2; B=4 Hkv=8 L=1024 14.3 -> 11.4 (S=4), 12.5;
+L=16384 77.2 -> 73.4, 75.2; B=16 Hkv=8 L=1024 25.3 -> 25.4 (S=1), 25.2; B=16 Hkv=32 L=4096
+247.2 -> 247.2, 245.9; B=64 Hkv=32 L=1024 249.1 -> 249.0, 245.3; B=3 Hkv=8 L=16384 64.1 (S=5)
+-> 59.6 (S=11), 63.2; B=25 Hkv=8 L=4096 114.0 (S=1) -> 113.6 (S=5, S=6 forced 112.7), 110.3.
+The grouped merge alone (one-wave S) gave most of the gain (B=1 L=1024 6.3, B=4 L=1024 11.2).
+
+Paged caches: the same kernel and grouped merge with choose_splits' paged S (at the measured
+shapes the same balanced and equal chunks: S=64, 16 and 4 below). Same probe, page 64, lengths
+passed, us (row-by-row merge -> grouped merge): B=1 Hkv=8 L=16384 36.8 -> 31.5 (S=64); B=4
+Hkv=8 L=16384 80.9 -> 76.5 (S=16); B=16 Hkv=8 L=1024 33.5 -> 28.3 (S=4; contiguous without
+lengths 25.3). Loading each tile's page indices one iteration ahead (so that Triton 3.6
+pipelines the paged K and V loads three tiles deep on sm_90, 104 KB of shared memory, instead
+of one, 39 KB) was measured and not kept: 36.2, 82.7 and 34.0 us at those shapes with the
+grouped merge (with it, forced S=16 at B=1 L=16384 took 29.1 us).
 
 Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
 length 0 attends to nothing and its output is defined as zeros. Lengths on the host are
@@ -127,28 +131,12 @@ RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no lo
                              # B=64 Lmax=4096 S=1 3.64, S=2 3.27)
 LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG
 LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks)
-MERGE_BLOCK_S = 16           # splits merged per step by the last program (row-by-row merge)
 MERGE_TILE = 8192            # grouped merge: partial values (G rows x splits x D) loaded per step
-
-# Plan variants. VARIANT is the single switch between them; decode_attention(variant=...) picks one
-# per call (the decode probe times them side by side in one process).
-#   committed: the rule and merge of the committed H200 run (choose_splits; the last program merges
-#              the G query heads of its KV head one row after another).
-#   grouped:   the same split counts, merged for all G rows at once (_merge_group).
-#   filled:    split counts from the wave-filling rule (fill_splits) over balanced chunks, with the
-#              grouped merge; paged caches load each tile's page indices one tile ahead (PAGE_AHEAD
-#              in _decode_kernel). Not yet measured on a GPU.
-VARIANTS = {"committed": ("one_wave", False, False), "grouped": ("one_wave", True, False),
-            "filled": ("fill", True, True)}     # (split rule, grouped merge, page indices a tile ahead)
-VARIANT = "committed"
 FILL_PROGRAM_BLOCKS = 1.0    # fill_splits' cost model: a program's fixed cost (start, first loads,
                              # partial stores), in BLOCK_N tiles of streaming
 FILL_MERGE_BLOCKS = 1.0      # ... and the merge's, per step of the grouped merge
 FILL_MAX_WAVES = 8           # ... and split counts tried: at most this many waves of programs
-FILL_MIN_BLOCKS = 1          # tiles each split holds at least, contiguous caches (paged: MIN_CHUNK_BLOCKS)
-FILL_PAGED_PROGRAMS_PER_SM = PAGED_PROGRAMS_PER_SM   # fill_splits' wave of paged programs per SM: measured
-                             # (PAGED_PROGRAMS_PER_SM) with the page lookup pipelined one tile deep; with the
-                             # indices a tile ahead (the filled variant) 1 may do, as for contiguous caches
+FILL_MIN_BLOCKS = 1          # tiles each split holds at least (contiguous caches)
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
 
@@ -170,42 +158,10 @@ def _mma(a, b, UPCAST: tl.constexpr):
 
 
 @triton.jit
-def _merge_splits(Part, Lse, Out, row, n_valid, num_splits,
-                  HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Out[row] = sum_s exp2(lse_s) * Part[row, s] / sum_s exp2(lse_s) over the first n_valid splits."""
-    offs_s = tl.arange(0, BLOCK_S)
-    offs_d = tl.arange(0, BLOCK_D)
-    mask_d = offs_d < HEAD_DIM
-    p_ptrs = Part + (row * num_splits + offs_s)[:, None] * HEAD_DIM + offs_d[None, :]   # (BLOCK_S, BLOCK_D)
-    l_ptrs = Lse + row * num_splits + offs_s                                             # (BLOCK_S,)
-    m_i = tl.full([BLOCK_S], float("-inf"), tl.float32)    # per-lane running max of the lse
-    l_i = tl.zeros([BLOCK_S], tl.float32)
-    acc = tl.zeros([BLOCK_S, BLOCK_D], tl.float32)
-    for s0 in range(0, n_valid, BLOCK_S):
-        mask_s = (s0 + offs_s) < n_valid
-        # .cg: read the other programs' partials from L2, never from this SM's L1.
-        lse = tl.load(l_ptrs, mask=mask_s, other=float("-inf"), cache_modifier=".cg")
-        part = tl.load(p_ptrs, mask=mask_s[:, None] & mask_d[None, :], other=0.0, cache_modifier=".cg")
-        m_new = tl.maximum(m_i, lse)
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.math.exp2(m_i - m_safe)
-        w = tl.math.exp2(lse - m_safe)
-        l_i = l_i * alpha + w
-        acc = acc * alpha[:, None] + w[:, None] * part
-        m_i = m_new
-        p_ptrs += BLOCK_S * HEAD_DIM
-        l_ptrs += BLOCK_S
-    # Merge the BLOCK_S lanes: rescale each to the overall max, then reduce.
-    m = tl.max(m_i, 0)
-    scale = tl.math.exp2(m_i - m)                      # lanes that saw no split: exp2(-inf) = 0
-    out = tl.sum(acc * scale[:, None], 0) / tl.sum(l_i * scale, 0)
-    tl.store(Out + row * HEAD_DIM + offs_d, out.to(Out.dtype.element_ty), mask=mask_d)
-
-
-@triton.jit
 def _merge_group(Part, Lse, Out, row0, n_valid, num_splits, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
                  BLOCK_MG: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
-    """_merge_splits for the GROUP rows row0.. at once: (BLOCK_MG, BLOCK_S, BLOCK_D) partials a step."""
+    """Out[r] = sum_s exp2(lse_s) * Part[r, s] / sum_s exp2(lse_s) over the first n_valid splits, for the
+    GROUP rows r = row0.. at once: (BLOCK_MG, BLOCK_S, BLOCK_D) partials a step, read from L2."""
     offs_g = tl.arange(0, BLOCK_MG)
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_D)
@@ -237,30 +193,25 @@ def _merge_group(Part, Lse, Out, row0, n_valid, num_splits, GROUP: tl.constexpr,
              mask=mask_g[:, None] & mask_d[None, :])
 
 
-@triton.jit(do_not_specialize=["chunk_num", "chunk_den", "num_splits"])
+@triton.jit(do_not_specialize=["n_blocks", "num_splits"])
 def _decode_kernel(
     Q, K, V, Lens, Table, Out, Part, Lse, Count,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_tb, stride_tp, heads_kv, cache_len, num_pages, chunk_num, chunk_den, num_splits, qk_scale,
+    stride_tb, stride_tp, heads_kv, cache_len, num_pages, n_blocks, num_splits, qk_scale,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
     HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
-    GROUP_MERGE: tl.constexpr, BLOCK_MG: tl.constexpr, PAGE_AHEAD: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr,
 ):
     # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, S, D) fp32, Lse (B, Hq, S) fp32 and
     # Count (B * Hkv,) int32 zeros, all contiguous. Contiguous caches (PAGE_SIZE 0): K and V
     # (B, Hkv, Lmax, D) with strides (b, h, n, d). Paged (PAGE_SIZE > 0): K and V
     # (num_pages, PAGE_SIZE, Hkv, D) with strides passed as (page, h, slot, d), Table
     # (B, max_pages) int32 with strides (stride_tb, stride_tp), and cache_len = max_pages * PAGE_SIZE.
-    # PAGE_AHEAD (paged only): each tile's page indices are loaded in the iteration before it, so
-    # no K or V address in the loop depends on a load of the same iteration and Triton's pipeliner
-    # keeps num_stages - 1 tiles in flight (sm_90, num_stages 4: 3 K and V buffers, 104 KB of
-    # shared memory, as for a contiguous cache) instead of 1 (39 KB) when the lookup feeds the load.
-    # Split s reads the BLOCK_N tiles floor(s * chunk_num / chunk_den) up to (not including)
-    # floor((s + 1) * chunk_num / chunk_den): chunk_num tiles each with chunk_den = 1 (equal
-    # chunks, the last one shorter), or n_blocks over S (balanced chunks) with chunk_den = S.
+    # Balanced chunks: split s reads the BLOCK_N tiles floor(s * n_blocks / S) up to (not
+    # including) floor((s + 1) * n_blocks / S), n_blocks = cdiv(cache_len, BLOCK_N), 1 <= S <= n_blocks.
     split = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // heads_kv
@@ -268,8 +219,8 @@ def _decode_kernel(
     seqlen = cache_len
     if HAS_LENS:
         seqlen = tl.minimum(tl.maximum(tl.load(Lens + b).to(tl.int32), 0), cache_len)
-    start = ((split * chunk_num) // chunk_den) * BLOCK_N
-    end = tl.minimum((((split + 1) * chunk_num) // chunk_den) * BLOCK_N, seqlen)
+    start = ((split * n_blocks) // num_splits) * BLOCK_N
+    end = tl.minimum((((split + 1) * n_blocks) // num_splits) * BLOCK_N, seqlen)
 
     offs_g = tl.arange(0, BLOCK_G)
     offs_n = tl.arange(0, BLOCK_N)
@@ -304,19 +255,11 @@ def _decode_kernel(
     l_i = tl.zeros([BLOCK_G], tl.float32)                  # running sum of exp2(logit - m_i)
     acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
     table_row = Table + b64 * stride_tb
-    if PAGE_AHEAD:   # the first tile's page indices, before the loop
-        page_next = tl.load(table_row + ((start + offs_n) // PAGE_SIZE) * stride_tp,
-                            mask=(start + offs_n) < end, other=0)
     for n0 in range(start, end, BLOCK_N):
         mask_n = (n0 + offs_n) < end
         if PAGE_SIZE > 0:   # token t lives in slot t % PAGE_SIZE of page Table[b, t // PAGE_SIZE]
             tokens = n0 + offs_n
-            if PAGE_AHEAD:  # this tile's indices came with the last tile; load the next tile's now
-                page = page_next
-                page_next = tl.load(table_row + ((tokens + BLOCK_N) // PAGE_SIZE) * stride_tp,
-                                    mask=(tokens + BLOCK_N) < end, other=0)
-            else:
-                page = tl.load(table_row + (tokens // PAGE_SIZE) * stride_tp, mask=mask_n, other=0)
+            page = tl.load(table_row + (tokens // PAGE_SIZE) * stride_tp, mask=mask_n, other=0)
             page = tl.minimum(tl.maximum(page, 0), num_pages - 1).to(tl.int64)     # never outside
             slot = tokens % PAGE_SIZE
             k_ptrs = (K + h64 * stride_kh + (page * stride_kb + slot * stride_kn)[:, None]
@@ -347,15 +290,10 @@ def _decode_kernel(
         tl.debug_barrier()
         arrived = tl.atomic_add(Count + bh, 1, sem="acq_rel", scope="gpu")
         # Splits holding keys: those whose first tile lies before the last tile with keys.
-        n_valid = tl.cdiv(tl.cdiv(seqlen, BLOCK_N) * chunk_den, chunk_num)
+        n_valid = tl.cdiv(tl.cdiv(seqlen, BLOCK_N) * num_splits, n_blocks)
         if arrived == n_valid - 1:
-            if GROUP_MERGE:   # all G rows at once: one round of loads from L2
-                _merge_group(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP, n_valid, num_splits,
-                             GROUP, HEAD_DIM, BLOCK_MG, BLOCK_S, BLOCK_D)
-            else:             # one row after another
-                for g in range(GROUP):
-                    _merge_splits(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP + g, n_valid,
-                                  num_splits, HEAD_DIM, BLOCK_S, BLOCK_D)
+            _merge_group(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP, n_valid, num_splits,
+                         GROUP, HEAD_DIM, BLOCK_MG, BLOCK_S, BLOCK_D)   # all G rows at once
             tl.store(Count + bh, 0)                              # every other program has arrived: reset
     else:
         l_safe = tl.where(l_i > 0, l_i, 1.0)                     # length 0: acc is 0, out is 0
@@ -419,6 +357,9 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
                   paged: bool = False, lengths: bool = False) -> tuple[int, int]:
     """(S, chunk_len): split each sequence into S chunks of chunk_len tokens (a multiple of block_n).
 
+    decode_attention takes this S for paged caches (cut into balanced chunks); for contiguous
+    caches (paged=False) it is the one-wave rule, fill_splits' point of comparison.
+
     Paged caches: a program's page lookups put a dependent load before each tile's K and V, so
     one program per SM leaves the memory system idle; a grid that would not be split is split
     into about PAGED_PROGRAMS_PER_SM programs per SM instead. `lengths` (the call passes
@@ -459,7 +400,7 @@ def fill_cost(programs: int, n_blocks: int, splits: int, slots: int, merge_step:
     """fill_splits' model of a launch's time, in BLOCK_N tiles streamed by one program.
 
     `programs` (batch, kv head) pairs each cut into `splits` balanced chunks of n_blocks tiles run
-    in waves of `slots` programs (one per SM; paged: FILL_PAGED_PROGRAMS_PER_SM per SM); a wave lasts as
+    in waves of `slots` programs (one per SM); a wave lasts as
     long as its longest chunk plus FILL_PROGRAM_BLOCKS, and a split launch adds FILL_MERGE_BLOCKS
     per merge step of `merge_step` splits.
     """
@@ -477,29 +418,28 @@ def wave_fill(programs: int, n_blocks: int, splits: int, slots: int) -> float:
 
 @functools.lru_cache(maxsize=4096)
 def fill_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int,
-                paged: bool = False, lengths: bool = False, merge_step: int = MERGE_BLOCK_S) -> int:
-    """S for the `filled` variant: the split count of least fill_cost, over balanced chunks.
+                lengths: bool = False, merge_step: int = 16) -> int:
+    """S of a contiguous cache: the split count of least fill_cost, over balanced chunks.
 
-    The S candidates keep at least FILL_MIN_BLOCKS tiles per split (MIN_CHUNK_BLOCKS for paged
-    caches, unless one wave of num_sms programs asks for shorter chunks, as choose_splits) and at
-    most FILL_MAX_WAVES waves of programs; ties go to fewer splits. The model sees waves of
-    num_sms programs (paged: FILL_PAGED_PROGRAMS_PER_SM * num_sms), so B * Hkv * S lands on, or just
-    under, a whole number of waves where the chunk lengths allow: B=3 Hkv=8 L=16384 (24 programs,
-    256 tiles of 64 tokens on 132 SMs) takes S=11 (264 programs, two full waves of 23-24 tiles,
-    cost 51) where the one-wave rule's S=5 gives 120 programs of up to 52 tiles (cost 54); B=25
-    Hkv=8 L=4096 (200 programs) S=5 (1000 programs, 8 waves of 12-13 tiles, cost 113) where the
-    one-wave rule does not split (two waves of 64 tiles, the second 68 of 132, cost 130). On the
-    decode grid's shapes (B in 1, 4, 16, 64; Hkv in 8, 32) it gives choose_splits' S: at 64-token
-    tiles no other count shortens the longest wave. Not yet measured on a GPU. Calls that pass
-    lengths on a grid that fills the SMs keep choose_splits' spreading of ragged work (at least
-    cdiv(Lmax, RAGGED_CHUNK_TOKENS) splits). The kernel then reads split s's tiles
-    floor(s * n_blocks / S) .. floor((s + 1) * n_blocks / S) - 1, so any S up to n_blocks is exact.
+    merge_step is the grouped merge's splits per step (merge_step(); 16 at G = 4, D = 128). The S
+    candidates keep at least FILL_MIN_BLOCKS tiles per split and at most FILL_MAX_WAVES waves of
+    programs; ties go to fewer splits. The model sees waves of num_sms programs, so B * Hkv * S
+    lands on, or just under, a whole number of waves where the chunk lengths allow: B=3 Hkv=8
+    L=16384 (24 programs, 256 tiles of 64 tokens on 132 SMs) takes S=11 (264 programs, two full
+    waves of 23-24 tiles, cost 51) where the one-wave rule's S=5 gives 120 programs of up to 52
+    tiles (cost 54); B=25 Hkv=8 L=4096 (200 programs) S=5 (1000 programs, 8 waves of 12-13 tiles,
+    cost 113) where the one-wave rule does not split (two waves of 64 tiles, the second 68 of 132,
+    cost 130). On the decode grid's shapes (B in 1, 4, 16, 64; Hkv in 8, 32) it gives choose_splits'
+    S: at 64-token tiles no other count shortens the longest wave. Measured: see the module
+    docstring. Calls that pass lengths on a grid that fills the SMs keep choose_splits' spreading of
+    ragged work (at least cdiv(Lmax, RAGGED_CHUNK_TOKENS) splits). The kernel then reads split s's
+    tiles floor(s * n_blocks / S) .. floor((s + 1) * n_blocks / S) - 1, so any S up to n_blocks is
+    exact.
     """
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
-    slots = num_sms * (FILL_PAGED_PROGRAMS_PER_SM if paged else 1)
-    min_blocks = MIN_CHUNK_BLOCKS if paged else FILL_MIN_BLOCKS
-    top = max(1, min(n_blocks // min_blocks, cdiv(FILL_MAX_WAVES * slots, programs)),
+    slots = num_sms                                               # one program per SM
+    top = max(1, min(n_blocks // FILL_MIN_BLOCKS, cdiv(FILL_MAX_WAVES * slots, programs)),
               min(n_blocks, num_sms // programs))                 # one wave of SMs may take shorter chunks
     splits = min(range(1, top + 1),
                  key=lambda s: (fill_cost(programs, n_blocks, s, slots, merge_step), s))
@@ -516,11 +456,9 @@ def merge_step(group: int, head_dim: int) -> int:
 
 
 def planned_splits(batch: int, heads_kv: int, cache_len: int, head_dim: int, element_size: int, num_sms: int,
-                   group: int = 1, paged: bool = False, lengths: bool = False,
-                   variant: str | None = None) -> int:
-    """S that decode_attention launches for this shape under `variant` (None: VARIANT)."""
-    return launch_shape(batch, heads_kv, group, cache_len, head_dim, element_size, num_sms, paged, lengths,
-                        variant=variant)[0]
+                   group: int = 1, paged: bool = False, lengths: bool = False) -> int:
+    """S that decode_attention launches for this shape."""
+    return launch_shape(batch, heads_kv, group, cache_len, head_dim, element_size, num_sms, paged, lengths)[0]
 
 
 def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None):
@@ -641,48 +579,33 @@ class _DecodePlan:
 def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim: int, element_size: int,
                  num_sms: int, paged: bool, lengths: bool, num_splits: int | None = None,
                  block_n: int | None = None, num_warps: int | None = None, num_stages: int | None = None,
-                 variant: str | None = None) -> tuple[int, int, int, int, int, int]:
-    """(S, chunk_num, chunk_den, BLOCK_N, num_warps, num_stages) of a launch under `variant`.
+                 ) -> tuple[int, int, int, int]:
+    """(S, BLOCK_N, num_warps, num_stages) of a launch; split s reads tiles
+    floor(s * n_blocks / S) .. floor((s + 1) * n_blocks / S) - 1 of n_blocks = cdiv(cache_len, BLOCK_N).
 
-    Split s reads tiles floor(s * chunk_num / chunk_den) .. floor((s + 1) * chunk_num / chunk_den) - 1:
-    the committed and grouped variants cut equal chunks of chunk_num tiles (chunk_den = 1,
-    choose_splits, a forced S rounded to whole chunks); the filled variant cuts n_blocks tiles into
-    S balanced chunks (fill_splits; a forced S is kept exactly, up to one tile per split).
+    S: fill_splits for contiguous caches, choose_splits' paged rule for paged caches; a forced
+    num_splits is kept exactly, up to one tile per split.
     """
-    rule = VARIANTS[VARIANT if variant is None else variant][0]
     chosen = block_n is None and num_warps is None and num_stages is None
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, element_size)
     block_n, num_warps, num_stages = block_n or cfg_n, num_warps or cfg_w, num_stages or cfg_s
-
-    def cut(n_blocks, splits):
-        if rule == "fill":
-            splits = max(1, min(splits, n_blocks))
-            return splits, n_blocks, splits
-        splits, chunk = _chunking(n_blocks, splits, block_n)
-        return splits, chunk // block_n, 1
-
     n_blocks = cdiv(cache_len, block_n)
     if num_splits is not None:
         splits = num_splits
-    elif rule == "fill":
-        splits = fill_splits(batch, heads_kv, cache_len, block_n, num_sms, paged, lengths, merge_step(group, head_dim))
+    elif paged:
+        splits = choose_splits(batch, heads_kv, cache_len, block_n, num_sms, paged=True, lengths=lengths)[0]
     else:
-        splits = choose_splits(batch, heads_kv, cache_len, block_n, num_sms, paged=paged, lengths=lengths)[0]
-    splits, chunk_num, chunk_den = cut(n_blocks, splits)
-    shortest = (chunk_num // chunk_den) * block_n                  # tokens of the shortest full chunk
-    if chosen and not paged and long_grouped_chunks(group, splits, shortest, block_n):
+        splits = fill_splits(batch, heads_kv, cache_len, block_n, num_sms, lengths, merge_step(group, head_dim))
+    splits = max(1, min(splits, n_blocks))
+    if chosen and not paged and long_grouped_chunks(group, splits, (n_blocks // splits) * block_n, block_n):
         block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
-        splits, chunk_num, chunk_den = cut(cdiv(cache_len, block_n), splits)
-    return splits, chunk_num, chunk_den, block_n, num_warps, num_stages
+        splits = min(splits, cdiv(cache_len, block_n))
+    return splits, block_n, num_warps, num_stages
 
 
-def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages,
-          variant=None):
+def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages):
     """Validate a call and choose its launch (splits, tiles, warps): a _DecodePlan."""
     _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table)
-    variant = VARIANT if variant is None else variant
-    if variant not in VARIANTS:
-        raise ValueError(f"variant must be one of {sorted(VARIANTS)} or None, got {variant!r}")
     batch, heads_q, head_dim = q.shape
     if block_table is None:
         _, heads_kv, cache_len, _ = k_cache.shape
@@ -696,19 +619,16 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     if batch == 0 or heads_q == 0:
         return _DecodePlan(None, (batch, heads_q, head_dim), cache_len=cache_len, num_pages=num_pages)
     group = heads_q // heads_kv
-    splits, chunk_num, chunk_den, block_n, num_warps, num_stages = launch_shape(
+    splits, block_n, num_warps, num_stages = launch_shape(
         batch, heads_kv, group, cache_len, head_dim, q.element_size(), sm_count(q.device),
-        block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages, variant)
-    _, group_merge, page_ahead = VARIANTS[variant]
-    group_merge = group_merge and splits > 1       # S = 1 merges nothing: one compiled kernel for all
+        block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages)
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
-    rest = (heads_kv, cache_len, num_pages, chunk_num, chunk_den, splits, scale,
+    rest = (heads_kv, cache_len, num_pages, cdiv(cache_len, block_n), splits, scale,
             group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),
-            merge_step(group, head_dim) if group_merge else MERGE_BLOCK_S,
+            merge_step(group, head_dim) if splits > 1 else 2,   # S = 1 merges nothing: one kernel for all
             seqlens is not None, splits > 1,
             # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
-            q.dtype == torch.bfloat16 and interpreting(), group_merge, max(2, pow2(group)),
-            page_ahead and page_size > 0, page_size)
+            q.dtype == torch.bfloat16 and interpreting(), max(2, pow2(group)), page_size)
     return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
                        (batch, heads_q, splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,
@@ -716,9 +636,8 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
 
 
 def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None,
-            block_n=None, num_warps=None, num_stages=None, variant=None):
-    """Shared launcher; num_splits=None chooses S (launch_shape), 1 writes the output directly;
-    variant None is VARIANT's value at the time of the call.
+            block_n=None, num_warps=None, num_stages=None):
+    """Shared launcher; num_splits=None chooses S (launch_shape), 1 writes the output directly.
 
     Plan cache (kernels._plans): the first call with a given layout of q, the caches, the
     lengths and the block table (shapes, strides, dtypes, devices, data pointer offsets) and
@@ -732,8 +651,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
         key = (layout(q), layout(k_cache), layout(v_cache),
                None if seqlens is None else layout(seqlens),
                None if block_table is None else layout(block_table),
-               sm_scale, type(sm_scale), num_splits, type(num_splits), block_n, num_warps, num_stages,
-               VARIANT if variant is None else variant)
+               sm_scale, type(sm_scale), num_splits, type(num_splits), block_n, num_warps, num_stages)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):   # not tensors, unhashable options: checked below
         key, plan = None, None
@@ -753,7 +671,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
                 return out
     if plan is None:
         plan = _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table,
-                     block_n, num_warps, num_stages, variant)
+                     block_n, num_warps, num_stages)
         if key is not None:
             remember(_PLANS, key, plan)
     out = new_output(q, plan.like)                                                 # (B, Hq, D)
@@ -811,24 +729,21 @@ def _scratch(plan: _DecodePlan, out: torch.Tensor, stream: int):
 
 def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                      seqlens: torch.Tensor | None = None, sm_scale: float | None = None,
-                     num_splits: int | None = None, block_table: torch.Tensor | None = None,
-                     variant: str | None = None) -> torch.Tensor:
+                     num_splits: int | None = None, block_table: torch.Tensor | None = None) -> torch.Tensor:
     """Attention of one query token per sequence over its KV cache, split across the SMs.
 
     q (B, Hq, D); k_cache, v_cache (B, Hkv, Lmax, D), Hq a multiple of Hkv, any strides;
     fp16 or bf16, D <= 256. seqlens (B,) integer lengths in 0..Lmax (None: all Lmax; 0 gives
-    zeros). sm_scale defaults to 1/sqrt(D). num_splits forces the number of KV splits (it is
-    rounded so that each split reads whole BLOCK_N tiles); None chooses it from the shape.
+    zeros). sm_scale defaults to 1/sqrt(D). num_splits forces the number of KV splits (at most
+    one per BLOCK_N tile; splits read balanced runs of whole tiles); None chooses it from the shape.
     Returns (B, Hq, D) in q's dtype.
 
     Paged caches: with block_table (B, max_pages) int32, k_cache and v_cache are pools of
     pages (num_pages, page_size, Hkv, D) with any strides, page_size a power of two in
     16..256, and token t of sequence b is slot t % page_size of page block_table[b, t // page_size];
     Lmax is max_pages * page_size. See the module docstring.
-
-    variant: one of VARIANTS ("committed", "grouped", "filled"); None takes the module's VARIANT.
     """
-    return _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, variant=variant)
+    return _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table)
 
 
 def decode_attention_nosplit(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

@@ -1,25 +1,24 @@
-"""Probe: split-KV decode plan variants against cuDNN, FA2 and a read of the same size, on one GPU.
+"""Probe: split-KV decode (kernels.flash_decoding) against forced split counts, cuDNN, FA2 and a read
+of the same size, on one GPU.
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_balance.py
 Writes $OUT/decode_balance.csv (OUT defaults to ./probe_out) and prints a short table last.
 
 Shapes follow the decode study (rooflab/studies/decode.py: Hq = 32, D = 128, fp16, inputs from
 study.make_inputs, float64 reference from study.reference, cuDNN and FA2 from study.impls():
-sdpa_cudnn and sdpa_flash). Implementations of ours (kernels.flash_decoding):
-  committed  decode_attention(variant="committed"): the rule and row-by-row merge of the committed run
-  grouped    the same split counts, all G rows of a KV head merged in one pass
-  filled     fill_splits' count over balanced chunks, grouped merge
-  S=<n>      a forced split count over balanced chunks, grouped merge (S=1: decode_attention_nosplit)
-  read       rooflab.ceilings' read kernel over a buffer of the KV bytes (best of two tilings)
-Extra groups: `paged` (64-token pages as the study builds them, lengths passed; at B=16 Hkv=8
-L=1024 in full: forced S against the contiguous cache with lengths at the same S, the page
-indices a tile ahead or not, 16-token pages; at B=1 and 4, Hkv=8, L=16384 the variants and the
-contiguous and paged rules' S), `config` (BLOCK_N, warps, stages of the filled variant at
+sdpa_cudnn and sdpa_flash). Implementations of ours:
+  ours     decode_attention as shipped (contiguous: fill_splits' S over balanced chunks, grouped merge)
+  S=<n>    a forced split count over balanced chunks (S=1: decode_attention_nosplit); the sweep holds
+           the one-wave rule's count (choose_splits), shown as `wave`
+  read     rooflab.ceilings' read kernel over a buffer of the KV bytes (best of two tilings)
+Extra groups: `paged` (64-token pages as the study builds them, lengths passed: ours with
+choose_splits' paged S, forced S; at B=16 Hkv=8 L=1024 in full also the contiguous cache with
+lengths at the same S, two tilings and 16-token pages), `config` (BLOCK_N, warps, stages at
 L=1024 and at B=4 L=16384) and two shapes where fill_splits differs from the one-wave rule (B=3
-and B=25). The table ends with geo-means of filled over committed and of cuDNN over each.
-Every variant is checked against the float64 reference before it is timed (a mismatch is a row,
-not a time). Kernel time: CUPTI device time between L2 flushes (rooflab.timing.CudaTimer, as the
-study's `cupti` rows), all of a shape's implementations in one profiler session, in shuffled rounds.
+and B=25). The table ends with geo-means of ours over the one-wave S and of cuDNN over ours.
+Every implementation is checked against the float64 reference before it is timed (a mismatch is a
+row, not a time). Kernel time: CUPTI device time between L2 flushes (rooflab.timing.CudaTimer, as
+the study's `cupti` rows), all of a shape's implementations in one profiler session, in shuffled rounds.
 """
 from __future__ import annotations
 
@@ -57,9 +56,9 @@ ROUNDS, CALLS = 3, 10        # timed calls per implementation: ROUNDS shuffled r
 OUT = os.environ.get("OUT", "./probe_out")
 MAIN_SHAPES = [(1, 8, 1024), (1, 8, 16384), (1, 8, 65536), (4, 8, 1024), (4, 8, 16384), (16, 8, 1024),
                (16, 32, 4096), (64, 32, 1024)]
-EXTRA_SHAPES = [(3, 8, 16384), (25, 8, 4096)]             # fill_splits differs from choose_splits
+EXTRA_SHAPES = [(3, 8, 16384), (25, 8, 4096)]             # fill_splits differs from the one-wave rule
 PAGED_SHAPE = (16, 8, 1024)                          # paged, in full (forced S, contiguous with lengths)
-PAGED_SHAPES = [PAGED_SHAPE, (1, 8, 16384), (4, 8, 16384)]   # paged, variants and the two rules' S
+PAGED_SHAPES = [PAGED_SHAPE, (1, 8, 16384), (4, 8, 16384)]   # paged: ours and forced S
 CONFIG_SHAPES = [(1, 8, 1024), (4, 8, 1024), (4, 8, 16384)]
 CONFIGS = [(32, 4, 4), (64, 2, 4), (64, 8, 4), (64, 4, 2), (32, 2, 3), (128, 8, 3)]   # (BLOCK_N, warps, stages)
 if DRY:
@@ -128,7 +127,7 @@ def checked(shape, group, candidates: dict, ref, splits_of: dict) -> dict:
                     message=f"relative error {rel:.3g} above {tol}")
                 continue
             good[name] = (fn, rel)
-        except Exception as exc:       # one failing variant must not stop the probe
+        except Exception as exc:       # one failing implementation must not stop the probe
             row(shape, group, name, splits_of.get(name, ""), status="error",
                 message=f"{type(exc).__name__}: {exc}".replace("\n", " "))
             print(f"  {name}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
@@ -178,6 +177,11 @@ def read_candidates(nbytes: int):
         out[f"read{block}"] = (lambda p=partial, b=block:
                                (lambda: _read_kernel[(p.numel(),)](src, p, n, 1, BLOCK=b, num_warps=8)))
     return out, src
+
+
+def wave_splits(batch, heads_kv, cache_len, num_sms) -> int:
+    """The one-wave rule's S (choose_splits, contiguous), over the tiles launch_config gives."""
+    return fd.choose_splits(batch, heads_kv, cache_len, fd.launch_config(D, 2)[0], num_sms)[0]
 
 
 def sweep_splits(batch, heads_kv, cache_len, old, fill, num_sms) -> list[int]:
@@ -242,8 +246,8 @@ def finish(shape_rows_from: int, result: dict):
 
 
 def paged_group(shape, inputs, ref, result, num_sms, full: bool):
-    """Paged rows of a shape: variants; with `full`, forced S (filled: page indices a tile ahead;
-    paged_grouped_S: without), the contiguous cache with lengths at the same S, two tilings."""
+    """Paged rows of a shape: ours and forced S; with `full`, the contiguous cache with lengths at the
+    same S, two tilings and 16-token pages."""
     batch, heads_kv, cache_len = shape["batch"], shape["heads_kv"], shape["cache_len"]
     group = HQ // heads_kv
     q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
@@ -251,48 +255,42 @@ def paged_group(shape, inputs, ref, result, num_sms, full: bool):
     kp, vp, table = fd.paged_cache(k, v, study.PAGE_SIZE, seed=study.PAGE_SEED)
     pc, pso = {}, {}
 
-    def paged(s, var):
-        return lambda: (lambda: fd.decode_attention(q, kp, vp, lens, num_splits=s, block_table=table, variant=var))
+    def paged(s):
+        return lambda: (lambda: fd.decode_attention(q, kp, vp, lens, num_splits=s, block_table=table))
 
-    def contiguous(s, var):
-        return lambda: (lambda: fd.decode_attention(q, k, v, lens, num_splits=s, variant=var))
+    def contiguous(s):
+        return lambda: (lambda: fd.decode_attention(q, k, v, lens, num_splits=s))
 
-    for var in ("committed", "grouped", "filled"):
-        pc[f"paged_{var}"] = paged(None, var)
-        pso[f"paged_{var}"] = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, True, True,
-                                                variant=var)
-    # The contiguous rule's count (what a cache without lengths gets) and the paged rule's.
-    sweep = sorted({fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, variant="filled"),
-                    pso["paged_filled"]})
+    pc["paged_ours"] = paged(None)
+    pso["paged_ours"] = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, True, True)
+    # The contiguous rules' counts (fill_splits' and the one-wave rule's) and the paged rule's, halved.
+    sweep = {fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group),
+             wave_splits(batch, heads_kv, cache_len, num_sms), pso["paged_ours"], max(1, pso["paged_ours"] // 2)}
     if full:
-        for var in ("committed", "grouped"):
-            pc[f"lens_{var}"] = contiguous(None, var)
-            pso[f"lens_{var}"] = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, False, True,
-                                                   variant=var)
-        sweep = sorted(set(sweep) | {1, 2, 4, 8})
-        for s in (1, pso["paged_grouped"]):
-            pc[f"paged_grouped_S={s}"] = paged(s, "grouped")
-            pso[f"paged_grouped_S={s}"] = s
+        pc["lens_ours"] = contiguous(None)
+        pso["lens_ours"] = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, False, True)
+        sweep |= {1, 2, 4, 8}
         for bn, w, st in ((64, 4, 3), (32, 4, 4)):
-            pc[f"paged_filled_{bn}x{w}x{st}"] = (lambda bn=bn, w=w, st=st: (
-                lambda: fd._decode(q, kp, vp, lens, None, None, table, bn, w, st, "filled")))
+            pc[f"paged_{bn}x{w}x{st}"] = (lambda bn=bn, w=w, st=st: (
+                lambda: fd._decode(q, kp, vp, lens, None, None, table, bn, w, st)))
+            pso[f"paged_{bn}x{w}x{st}"] = fd.launch_shape(batch, heads_kv, group, cache_len, D, 2, num_sms, True,
+                                                          True, None, bn, w, st)[0]
         kp16, vp16, table16 = fd.paged_cache(k, v, 16, seed=study.PAGE_SEED)          # vLLM's default page
-        for var in ("committed", "filled"):
-            pc[f"paged16_{var}"] = lambda var=var: (
-                lambda: fd.decode_attention(q, kp16, vp16, lens, block_table=table16, variant=var))
-            pso[f"paged16_{var}"] = pso[f"paged_{var}"]
-    for s in sweep:
-        pc[f"paged_S={s}"] = paged(s, "filled")
+        pc["paged16_ours"] = lambda: (lambda: fd.decode_attention(q, kp16, vp16, lens, block_table=table16))
+        pso["paged16_ours"] = pso["paged_ours"]
+    n_blocks = cdiv(cache_len, fd.launch_config(D, 2)[0])
+    for s in sorted(x for x in sweep if 1 <= x <= n_blocks):
+        pc[f"paged_S={s}"] = paged(s)
         pso[f"paged_S={s}"] = s
         if full:
-            pc[f"lens_S={s}"] = contiguous(s, "filled")
+            pc[f"lens_S={s}"] = contiguous(s)
             pso[f"lens_S={s}"] = s
     presult = run_group(shape, "paged", pc, pso, ref)
     for key in ("cudnn", "read2048", "read4096"):
         if result.get(key):
             presult[key] = result[key]
     finish(start, presult)
-    presult["contiguous_committed"] = result.get("committed")
+    presult["contiguous_ours"] = result.get("ours")
     return presult, pso
 
 
@@ -306,7 +304,7 @@ def kernel_rows(path):
         q_layout, k_layout = key[0], key[1]
         rows.append({"q_shape": tuple(q_layout[0]), "cache_shape": tuple(k_layout[0]), "paged": key[4] is not None,
                      "num_splits": key[7], "block_n": key[9], "num_warps": key[10], "num_stages": key[11],
-                     "variant": key[12], "grid": plan.grid, "regs": getattr(compiled, "n_regs", ""),
+                     "grid": plan.grid, "regs": getattr(compiled, "n_regs", ""),
                      "spills": getattr(compiled, "n_spills", ""), "shared": compiled.metadata.shared})
     if rows:
         with open(path, "w", newline="") as f:
@@ -341,19 +339,17 @@ def main():
         shape["_inputs"] = inputs
         q, k, v = inputs["q"], inputs["k_cache"], inputs["v_cache"]
         group = HQ // heads_kv
-        old = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, variant="committed")
-        fill = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, variant="filled")
-        cands = {"committed": lambda: (lambda: fd.decode_attention(q, k, v, variant="committed")),
-                 "grouped": lambda: (lambda: fd.decode_attention(q, k, v, variant="grouped")),
-                 "filled": lambda: (lambda: fd.decode_attention(q, k, v, variant="filled"))}
-        splits_of = {"committed": old, "grouped": old, "filled": fill}
+        old = wave_splits(batch, heads_kv, cache_len, num_sms)
+        fill = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group)
+        cands = {"ours": lambda: (lambda: fd.decode_attention(q, k, v))}
+        splits_of = {"ours": fill, "wave": old}
         for s in sweep_splits(batch, heads_kv, cache_len, old, fill, num_sms):
             name = f"S={s}"
             splits_of[name] = s
             if s == 1:
                 cands[name] = lambda: (lambda: fd.decode_attention_nosplit(q, k, v))
             else:
-                cands[name] = lambda s=s: (lambda: fd.decode_attention(q, k, v, num_splits=s, variant="filled"))
+                cands[name] = lambda s=s: (lambda: fd.decode_attention(q, k, v, num_splits=s))
         result = run_group(shape, "main", cands, splits_of, ref, with_read=True, with_peers=True)
         finish(start, result)
         if result:
@@ -369,11 +365,10 @@ def main():
             cc = {}
             cso = {}
             for bn, w, st in CONFIGS:
-                name = f"filled_{bn}x{w}x{st}"
-                cc[name] = lambda bn=bn, w=w, st=st: (lambda: fd._decode(q, k, v, None, None, None, None, bn, w, st,
-                                                                         "filled"))
+                name = f"ours_{bn}x{w}x{st}"
+                cc[name] = lambda bn=bn, w=w, st=st: (lambda: fd._decode(q, k, v, None, None, None, None, bn, w, st))
                 cso[name] = fd.launch_shape(batch, heads_kv, group, cache_len, D, 2, num_sms, False, False,
-                                            None, bn, w, st, "filled")[0]
+                                            None, bn, w, st)[0]
             cresult = run_group(shape, "config", cc, cso, ref)
             cresult["cudnn"] = result.get("cudnn")
             finish(start, {k: v for k, v in cresult.items() if v})
@@ -390,9 +385,10 @@ def main():
         writer.writerows(ROWS)
     kernels = kernel_rows(os.path.join(OUT, "decode_balance_kernels.csv"))
     print_table(summary)
-    paged_kernels = sorted({(r["variant"], r["regs"], r["spills"], r["shared"]) for r in kernels if r["paged"]})
+    paged_kernels = sorted({(r["block_n"] or "-", r["regs"], r["spills"], r["shared"]) for r in kernels if r["paged"]})
     if paged_kernels:
-        print("paged kernels (variant, regs, spills, shared bytes): " + "; ".join(map(str, paged_kernels[:6])))
+        print("paged kernels (BLOCK_N forced, regs, spills, shared bytes): "
+              + "; ".join(map(str, paged_kernels[:6])))
     bad = [r for r in ROWS if r["status"] != "ok"]
     print(f"{len(ROWS)} rows ({len(bad)} not ok) -> {path}; wall {time.perf_counter() - T0:.0f} s")
     for r in bad[:6]:
@@ -405,12 +401,11 @@ def _us(x) -> str:
 
 
 def print_table(summary):
-    print(f"\nus: CUPTI kernel time, fp16, Hq={HQ}, D={D}. TB/s, fill%: KV bytes / filled's time, and over "
-          f"{READ_TBPS} TB/s; rd%: the same-size read's time over filled's; xC: cuDNN us / filled us, xC old: "
-          "/ committed us (> 1: ours faster)")
-    print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'MB':>5} | {'commit(S)':>11} {'grouped':>7} {'filled(S)':>11} "
-          f"{'bestS(S)':>11} | {'cuDNN':>6} {'FA2':>6} {'read':>6} | {'TB/s':>4} {'fill%':>5} {'rd%':>4} {'xC':>5} "
-          f"{'xC old':>6}")
+    print(f"\nus: CUPTI kernel time, fp16, Hq={HQ}, D={D}. ours: decode_attention; wave: forced S of the one-wave "
+          f"rule; TB/s, fill%: KV bytes / ours' time, and over {READ_TBPS} TB/s; rd%: the same-size read's time "
+          "over ours'; xC: cuDNN us / ours us (> 1: ours faster)")
+    print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'MB':>5} | {'ours(S)':>11} {'wave(S)':>11} {'bestS(S)':>11} | "
+          f"{'cuDNN':>6} {'FA2':>6} {'read':>6} | {'TB/s':>4} {'fill%':>5} {'rd%':>4} {'xC':>5}")
     for key, res, splits in summary:
         if key[0] in ("paged", "config"):
             continue
@@ -419,32 +414,30 @@ def print_table(summary):
         sweep = {k: v for k, v in res.items() if k.startswith("S=")}
         best = min(sweep, key=sweep.get) if sweep else None
         read = min([res[k] for k in ("read2048", "read4096") if k in res], default=None)
-        fill, cud, old = res.get("filled"), res.get("cudnn"), res.get("committed")
-        share = f"{nbytes / fill / 1e6:4.2f} {nbytes / fill / 1e6 / READ_TBPS * 100:5.1f}" if fill else "   -     -"
-        rd = f"{read / fill * 100:4.0f}" if fill and read else "   -"
-        xc = f"{cud / fill:5.2f}" if fill and cud else "    -"
-        xo = f"{cud / old:6.2f}" if old and cud else "     -"
-        print(f"{b:>3} {h:>3} {n:>6} {nbytes / 1e6:>5.0f} | {_us(old):>7}({splits.get('committed', '')!s:>2}) "
-              f"{_us(res.get('grouped')):>7} {_us(fill):>7}({splits.get('filled', '')!s:>2}) "
+        ours, cud, wave = res.get("ours"), res.get("cudnn"), res.get(f"S={splits.get('wave')}")
+        share = f"{nbytes / ours / 1e6:4.2f} {nbytes / ours / 1e6 / READ_TBPS * 100:5.1f}" if ours else "   -     -"
+        rd = f"{read / ours * 100:4.0f}" if ours and read else "   -"
+        xc = f"{cud / ours:5.2f}" if ours and cud else "    -"
+        print(f"{b:>3} {h:>3} {n:>6} {nbytes / 1e6:>5.0f} | {_us(ours):>7}({splits.get('ours', '')!s:>2}) "
+              f"{_us(wave):>7}({splits.get('wave', '')!s:>2}) "
               f"{_us(sweep.get(best)):>7}({best[2:] if best else '':>2}) | {_us(cud):>6} {_us(res.get('fa2')):>6} "
-              f"{_us(read):>6} | {share} {rd} {xc} {xo}")
-    main = [res for key, res, _ in summary if key[0] not in ("paged", "config")]
-    pairs = [(r["filled"], r["committed"]) for r in main if r.get("filled") and r.get("committed")]
+              f"{_us(read):>6} | {share} {rd} {xc}")
+    main = [(res, splits) for key, res, splits in summary if key[0] not in ("paged", "config")]
+    pairs = [(r["ours"], r[f"S={sp['wave']}"]) for r, sp in main if r.get("ours") and r.get(f"S={sp['wave']}")]
     if pairs:
         geo = math.exp(sum(math.log(f / c) for f, c in pairs) / len(pairs))
-        print(f"filled / committed: geo-mean {geo:.3f}; faster by > 2% at {sum(f < 0.98 * c for f, c in pairs)}, "
+        print(f"ours / one-wave S: geo-mean {geo:.3f}; faster by > 2% at {sum(f < 0.98 * c for f, c in pairs)}, "
               f"slower by > 2% at {sum(f > 1.02 * c for f, c in pairs)} of {len(pairs)} shapes")
-    for name in ("committed", "filled"):
-        ratios = [r["cudnn"] / r[name] for r in main if r.get("cudnn") and r.get(name)]
-        if ratios:
-            print(f"cuDNN / {name}: geo-mean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}, "
-                  f"min {min(ratios):.2f}, below 0.98 at {sum(x < 0.98 for x in ratios)} of {len(ratios)}")
+    ratios = [r["cudnn"] / r["ours"] for r, _ in main if r.get("cudnn") and r.get("ours")]
+    if ratios:
+        print(f"cuDNN / ours: geo-mean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}, "
+              f"min {min(ratios):.2f}, below 0.98 at {sum(x < 0.98 for x in ratios)} of {len(ratios)}")
     for key, res, splits in summary:
         if key[0] == "paged":
             _, b, h, n = key
-            base = res.get("contiguous_committed")
+            base = res.get("contiguous_ours")
             print(f"paged B={b} Hkv={h} L={n}, {study.PAGE_SIZE}-token pages (paged16_*: 16), lengths passed "
-                  f"(lens_*: the contiguous cache with lengths; x: over contiguous committed without lengths, "
+                  f"(lens_*: the contiguous cache with lengths; x: over contiguous ours without lengths, "
                   f"{_us(base)} us):")
             names = [k for k in res if k.startswith(("paged_", "paged16_", "lens_")) and res[k]]
             cells = [f"{k}{'' if 'S=' in k or k not in splits else '(' + str(splits[k]) + ')'} {res[k]:.1f}"
@@ -457,9 +450,9 @@ def print_table(summary):
                 print("  paged / contiguous with lengths at the same S (the gather's cost): " + ", ".join(gaps))
         if key[0] == "config":
             _, b, h, n = key
-            items = sorted((v, k) for k, v in res.items() if k.startswith("filled_") and v)
-            print(f"config B={b} Hkv={h} L={n}, filled, BLOCK_NxwarpsxstagesS(S) us: "
-                  + ", ".join(f"{k[7:]}({splits.get(k, '')}) {v:.1f}" for v, k in items))
+            items = sorted((v, k) for k, v in res.items() if k.startswith("ours_") and v)
+            print(f"config B={b} Hkv={h} L={n}, BLOCK_NxwarpsxstagesS(S) us: "
+                  + ", ".join(f"{k[5:]}({splits.get(k, '')}) {v:.1f}" for v, k in items))
 
 
 if __name__ == "__main__":

@@ -201,9 +201,9 @@ def test_long_grouped_chunks_plan(monkeypatch):
     plan = decode._plan(q, k, k, None, None, None, None, None, None, None)
     block_n, warps, stages = decode.LONG_CHUNK_CONFIG
     assert plan.grid == (4, 32) and plan.options == dict(num_warps=warps, num_stages=stages)
-    assert plan.rest[3:5] == (8192 // block_n, 1) and plan.rest[10] == block_n    # chunks of 8192 tokens
+    assert plan.rest[3:5] == (32768 // block_n, 4) and plan.rest[9] == block_n    # 4 chunks of 8192 tokens
     forced = decode._plan(q, k, k, None, None, None, None, 64, None, None)
-    assert forced.rest[10] == 64 and forced.options == dict(num_warps=4, num_stages=4)
+    assert forced.rest[9] == 64 and forced.options == dict(num_warps=4, num_stages=4)
 
 
 def test_decode_traffic():
@@ -440,11 +440,9 @@ def test_paged_matches_reference(poison, batch, heads_q, heads_kv, cache_len, he
     _assert_close(out, ref, dtype)
 
 
-@pytest.mark.parametrize("variant", ["committed", "filled"])
-def test_paged_reads_only_the_pages_of_each_sequence(poison, variant):
+def test_paged_reads_only_the_pages_of_each_sequence(poison):
     """Slots past a sequence's length, pool pages no table names and table entries past the
-    used pages are poison (NaN caches, -1 indices); the answer must not see them (the filled
-    variant loads each tile's page indices one tile ahead)."""
+    used pages are poison (NaN caches, -1 indices); the answer must not see them."""
     page = 16
     q, k, v = _inputs(3, 8, 2, 100, 64, torch.float16)
     lens = torch.tensor([1, 100, 33], dtype=torch.int32)
@@ -461,12 +459,11 @@ def test_paged_reads_only_the_pages_of_each_sequence(poison, variant):
         table[b, used:] = -1
     ref = reference(q, k, v, lens)
     for splits in (None, 1, 3):
-        _assert_close(decode_attention(q, k_pages, v_pages, lens, num_splits=splits, block_table=table,
-                                       variant=variant), ref, torch.float16)
+        _assert_close(decode_attention(q, k_pages, v_pages, lens, num_splits=splits, block_table=table), ref,
+                      torch.float16)
 
 
-@pytest.mark.parametrize("variant", ["committed", "filled"])
-def test_paged_layouts_and_strides(poison, variant):
+def test_paged_layouts_and_strides(poison):
     """A head-major pool (num_pages, Hkv, page, D) passed transposed, and a column-major table."""
     q, k, v = _inputs(2, 4, 2, 90, 64, torch.bfloat16)
     lens = torch.tensor([90, 41], dtype=torch.int32)
@@ -476,8 +473,8 @@ def test_paged_layouts_and_strides(poison, variant):
     assert not k_hnd.is_contiguous() and table_t.stride() == (1, 2)
     ref = reference(q, k, v, lens)
     for splits in (None, 2):
-        _assert_close(decode_attention(q, k_hnd, v_pages, lens, num_splits=splits, block_table=table_t,
-                                       variant=variant), ref, torch.bfloat16)
+        _assert_close(decode_attention(q, k_hnd, v_pages, lens, num_splits=splits, block_table=table_t), ref,
+                      torch.bfloat16)
 
 
 def test_paged_repeat_calls_check_host_tables_every_time(fresh_plans):
@@ -524,20 +521,7 @@ def test_paged_bad_input_raises_value_error(call, needle):
         call(q, k_pages, v_pages, table)
 
 
-# ---- plan variants: the grouped merge and the wave-filling rule over balanced chunks ----
-
-NEW_VARIANTS = ("grouped", "filled")
-
-
-@pytest.mark.parametrize("variant", NEW_VARIANTS)
-@pytest.mark.parametrize("batch,heads_q,heads_kv,cache_len,head_dim,ragged,num_splits,dtype", CASES)
-def test_variants_match_reference(poison, variant, batch, heads_q, heads_kv, cache_len, head_dim, ragged,
-                                  num_splits, dtype):
-    q, k, v = _inputs(batch, heads_q, heads_kv, cache_len, head_dim, dtype)
-    lens = _ragged(batch, cache_len) if ragged else None
-    out = decode_attention(q, k, v, lens, num_splits=num_splits, variant=variant)
-    _assert_close(out, reference(q, k, v, lens), dtype)
-
+# ---- the plan: fill_splits over balanced chunks (contiguous), choose_splits' paged rule, grouped merge ----
 
 @pytest.mark.parametrize("heads_q,heads_kv,head_dim,splits", [(8, 2, 64, 7), (16, 1, 256, 7), (6, 2, 48, 19),
                                                                (2, 2, 128, 5), (32, 1, 64, 13)])
@@ -548,30 +532,28 @@ def test_balanced_chunks_and_grouped_merge(poison, heads_q, heads_kv, head_dim, 
     q, k, v = _inputs(4, heads_q, heads_kv, 301, head_dim, torch.float16)
     lens = torch.tensor([1, 301, 48, 170], dtype=torch.int32)     # 48: three whole tiles
     ref = reference(q, k, v, lens)
-    outs = []
-    for variant in ("committed", "filled"):
-        out = decode._decode(q, k, v, lens, None, splits, None, 16, None, None, variant)
-        _assert_close(out, ref, torch.float16)
-        outs.append(out)
-    assert (outs[0].float() - outs[1].float()).abs().max() < 2e-3
+    out = decode._decode(q, k, v, lens, None, splits, None, 16, None, None)
+    _assert_close(out, ref, torch.float16)
+    single = decode._decode(q, k, v, lens, None, 1, None, 16, None, None)        # no merge at all
+    assert (out.float() - single.float()).abs().max() < 2e-3
     assert int(decode._COUNTERS[(q.device, 0)].abs().sum()) == 0            # every merge reset its counter
 
 
 def test_balanced_chunks_partition_the_tiles():
-    """The tiles of the filled variant's splits (floor(s * n / S) .. floor((s + 1) * n / S) - 1) cover
-    0..n-1 once, none empty, lengths differing by at most one; the kernel's count of splits holding
-    keys is the number whose first tile lies before the sequence's last."""
+    """The tiles of the splits (floor(s * n / S) .. floor((s + 1) * n / S) - 1) cover 0..n-1 once,
+    none empty, lengths differing by at most one; the kernel's count of splits holding keys is the
+    number whose first tile lies before the sequence's last."""
     for n_blocks in (1, 2, 7, 16, 19, 256, 2048):
         for splits in sorted({1, 2, 3, 5, 11, 16, 33, 64, n_blocks}):
-            s, num, den = decode.launch_shape(1, 1, 1, n_blocks * 64, 128, 2, 132, False, False, splits,
-                                              variant="filled")[:3]
-            assert s == min(splits, n_blocks) and (num, den) == (n_blocks, s)
-            bounds = [i * num // den for i in range(s + 1)]
+            for paged in (False, True):
+                s, block_n = decode.launch_shape(1, 1, 1, n_blocks * 64, 128, 2, 132, paged, False, splits)[:2]
+                assert s == min(splits, n_blocks) and block_n == 64
+            bounds = [i * n_blocks // s for i in range(s + 1)]
             assert bounds[0] == 0 and bounds[-1] == n_blocks
             sizes = [b - a for a, b in zip(bounds, bounds[1:])]
             assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
             for tiles in {1, n_blocks // 2 or 1, n_blocks}:                 # tiles with keys
-                assert cdiv(tiles * den, num) == sum(1 for a in bounds[:-1] if a < tiles)
+                assert cdiv(tiles * s, n_blocks) == sum(1 for a in bounds[:-1] if a < tiles)
 
 
 def test_grouped_merge_with_far_apart_splits(poison):
@@ -581,73 +563,58 @@ def test_grouped_merge_with_far_apart_splits(poison):
     k[0, 1, 433] = (q[0, 6] * 4).clamp(-60, 60)                 # one dominant key in the last splits
     lens = torch.tensor([500, 3], dtype=torch.int32)
     ref = reference(q, k, v, lens)
-    for variant in NEW_VARIANTS:
-        for splits in (None, 4, 9):
-            _assert_close(decode_attention(q, k, v, lens, num_splits=splits, variant=variant), ref, torch.float16)
+    for splits in (None, 4, 9):
+        _assert_close(decode_attention(q, k, v, lens, num_splits=splits), ref, torch.float16)
 
 
-def test_variants_length_zero_and_unread_tail(poison):
+def test_split_length_zero_and_unread_tail(poison):
     q, k, v = _inputs(3, 8, 2, 100, 64, torch.bfloat16)
     lens = torch.tensor([0, 100, 37], dtype=torch.int32)
     for b, n in enumerate(lens.tolist()):
         k[b, :, n:] = float("nan")
         v[b, :, n:] = float("-inf")
     ref = reference(q, k, v, lens)
-    for variant in NEW_VARIANTS:
-        for splits in (None, 3, 7):
-            out = decode._decode(q, k, v, lens, None, splits, None, 16, None, None, variant)
-            assert torch.equal(out[0], torch.zeros_like(out[0]))
-            _assert_close(out[1:], ref[1:], torch.bfloat16)
+    for splits in (None, 3, 7):
+        out = decode._decode(q, k, v, lens, None, splits, None, 16, None, None)
+        assert torch.equal(out[0], torch.zeros_like(out[0]))
+        _assert_close(out[1:], ref[1:], torch.bfloat16)
 
 
-@pytest.mark.parametrize("variant", NEW_VARIANTS)
-@pytest.mark.parametrize("batch,heads_q,heads_kv,cache_len,head_dim,page_size,ragged,num_splits,dtype", PAGED_CASES)
-def test_variants_paged_match_reference(poison, variant, batch, heads_q, heads_kv, cache_len, head_dim, page_size,
-                                        ragged, num_splits, dtype):
-    q, k, v = _inputs(batch, heads_q, heads_kv, cache_len, head_dim, dtype)
-    lens = _ragged(batch, cache_len) if ragged else torch.full((batch,), cache_len, dtype=torch.int32)
-    k_pages, v_pages, table = decode.paged_cache(k, v, page_size, seed=batch)
-    out = decode_attention(q, k_pages, v_pages, lens, num_splits=num_splits, block_table=table, variant=variant)
-    _assert_close(out, reference(q, k, v, lens), dtype)
-
-
-def test_paged_filled_balanced_chunks_span_pages(poison):
+def test_paged_balanced_chunks_span_pages(poison):
     """16-token tiles over 16-token pages in a shuffled pool, 7 balanced splits of 2-3 tiles."""
     q, k, v = _inputs(3, 8, 2, 301, 64, torch.float16)
     lens = torch.tensor([301, 1, 129], dtype=torch.int32)
     k_pages, v_pages, table = decode.paged_cache(k, v, 16, seed=4)
-    out = decode._decode(q, k_pages, v_pages, lens, None, 7, table, 16, None, None, "filled")
+    out = decode._decode(q, k_pages, v_pages, lens, None, 7, table, 16, None, None)
     _assert_close(out, reference(q, k, v, lens), torch.float16)
 
 
-def test_variant_is_part_of_the_plan(fresh_plans, monkeypatch):
-    """Plans of different variants are kept apart, and VARIANT is read at the call (the single switch)."""
+def test_plan_rule_and_merge(fresh_plans, monkeypatch):
+    """The plan's split counts: fill_splits' for a contiguous cache, choose_splits' paged rule for a paged
+    one (the S the probe measured for the grouped merge: 64 at B=1 Hkv=8 L=16384, 16 at B=4, 4 at B=16
+    L=1024, page 64, lengths passed); a split launch merges with merge_step(G, D) splits a step."""
     monkeypatch.setattr(decode, "sm_count", lambda device: 132)
     q, k, v = _inputs(3, 32, 8, 1024, 128, torch.float16)
-    plans = {}
-    for variant in decode.VARIANTS:
-        monkeypatch.setattr(decode, "VARIANT", variant)
-        decode_attention(q, k, v)
-        (key,) = [key for key in decode._PLANS if key not in plans]
-        plans[key] = decode._PLANS[key]
-        assert key[-1] == variant
-    committed, grouped, filled = plans.values()
-    assert committed.rest[-4:-2] == (False, 4) and grouped.rest[-4] and filled.rest[-4]   # GROUP_MERGE
-    assert not filled.rest[-2]                                    # PAGE_AHEAD: paged caches only
-    assert committed.grid == grouped.grid == (4, 24)                                      # S = 132 // 24
-    assert filled.grid == (4, 24) and filled.rest[3:5] == (16, 4)                         # 16 tiles over 4 splits
-    with pytest.raises(ValueError, match="variant must be one of"):
-        decode_attention(q, k, v, variant="fastest")
+    decode_attention(q, k, v)
+    (plan,) = decode._PLANS.values()
+    assert plan.grid == (4, 24) and plan.rest[3:5] == (16, 4)              # 16 tiles over 4 splits
+    assert plan.rest[11] == decode.merge_step(4, 128) == 16 and plan.rest[-1] == 0   # not paged
+    assert decode.planned_splits(25, 8, 4096, 128, 2, 132, 4) == 5           # B * Hkv * S: 8 full waves
+    assert decode.planned_splits(3, 8, 16384, 128, 2, 132, 4) == 11
+    for batch, cache_len, splits in ((1, 16384, 64), (4, 16384, 16), (16, 1024, 4)):
+        assert decode.planned_splits(batch, 8, cache_len, 128, 2, 132, 4, True, True) == splits
+        assert choose_splits(batch, 8, cache_len, 64, 132, paged=True, lengths=True)[0] == splits
+    assert decode.planned_splits(1, 8, 1024, 128, 2, 132, 4, True, True) == 16    # choose_splits, not fill_splits
+    assert decode.fill_splits(1, 8, 1024, 64, 132) == 16
 
 
-def test_study_strategy_follows_the_variant(monkeypatch):
+def test_study_strategy_follows_the_plan(monkeypatch):
     monkeypatch.setattr(decode, "sm_count", lambda device: 132)
     shape = {"batch": 25, "heads_q": 32, "heads_kv": 8, "cache_len": 4096, "head_dim": 128, "ragged": False}
     inputs = {"k_cache": torch.zeros(1, dtype=torch.float16), "ragged": False}
-    monkeypatch.setattr(decode, "VARIANT", "committed")
+    assert study.strategy(shape, "float16", inputs) == "split5"              # fill_splits (one-wave: no split)
+    shape["batch"] = 64
     assert study.strategy(shape, "float16", inputs) == "nosplit"
-    monkeypatch.setattr(decode, "VARIANT", "filled")
-    assert study.strategy(shape, "float16", inputs) == "split5"
 
 
 @pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(3, 8, 16384, 11), (25, 8, 4096, 5), (1, 8, 1024, 16),
@@ -663,25 +630,24 @@ FILL_SHAPES = [(b, h, n) for b in (1, 2, 3, 4, 5, 7, 12, 16, 25, 33, 64) for h i
 
 
 @pytest.mark.parametrize("sms", [132, 108, 78])
-@pytest.mark.parametrize("paged,lengths", [(False, False), (True, True), (False, True)])
-def test_fill_splits_properties(sms, paged, lengths):
-    """For every shape: 1 <= S <= n_blocks; a split keeps at least the minimum tiles unless one wave of
-    SMs asks for shorter chunks; no more than FILL_MAX_WAVES waves of programs (ragged spreading
-    aside); and, contiguous without lengths, never a longer modelled time than the one-wave rule's
-    count cut the same way or than S = 1, and where it differs from the one-wave count without a
-    shorter merge, fuller waves."""
+@pytest.mark.parametrize("lengths", [False, True])
+def test_fill_splits_properties(sms, lengths):
+    """For every shape: 1 <= S <= n_blocks; a split keeps at least the minimum tiles; no more than
+    FILL_MAX_WAVES waves of programs (ragged spreading aside); and, without lengths, never a longer
+    modelled time than the one-wave rule's count cut the same way or than S = 1, and where it differs
+    from the one-wave count without a shorter merge, fuller waves."""
     block_n, step = 64, 16
     for batch, heads_kv, cache_len in FILL_SHAPES:
         n_blocks, programs = cdiv(cache_len, block_n), batch * heads_kv
-        slots = sms * (decode.FILL_PAGED_PROGRAMS_PER_SM if paged else 1)
-        s = decode.fill_splits(batch, heads_kv, cache_len, block_n, sms, paged, lengths, step)
+        slots = sms
+        s = decode.fill_splits(batch, heads_kv, cache_len, block_n, sms, lengths, step)
         assert 1 <= s <= n_blocks
         if s > 1 and programs * s > sms:
-            assert n_blocks // s >= (decode.MIN_CHUNK_BLOCKS if paged else decode.FILL_MIN_BLOCKS)
+            assert n_blocks // s >= decode.FILL_MIN_BLOCKS
         spread = lengths and programs >= decode.NO_SPLIT_FILL * sms
         if not spread:
             assert programs * s <= max(decode.FILL_MAX_WAVES * slots + programs, sms)
-        if not (paged or lengths):
+        if not lengths:
             old = choose_splits(batch, heads_kv, cache_len, block_n, sms)[0]
             cost = decode.fill_cost(programs, n_blocks, s, slots, step)
             assert cost <= decode.fill_cost(programs, n_blocks, old, slots, step)
@@ -699,27 +665,3 @@ def test_wave_fill_and_cost():
     assert decode.fill_cost(24, 256, 11, 132, 16) == 2 * (24 + decode.FILL_PROGRAM_BLOCKS) + decode.FILL_MERGE_BLOCKS
     assert decode.fill_cost(128, 16, 1, 132, 16) == 16 + decode.FILL_PROGRAM_BLOCKS            # no merge
     assert decode.merge_step(4, 128) == 16 and decode.merge_step(1, 128) == 32 and decode.merge_step(32, 256) == 2
-
-
-def test_paged_page_indices_ahead_in_the_plan(fresh_plans):
-    """PAGE_AHEAD is set for paged caches under the filled variant only."""
-    q, k, v = _inputs(2, 4, 2, 90, 64, torch.float16)
-    lens = torch.tensor([90, 41], dtype=torch.int32)
-    k_pages, v_pages, table = decode.paged_cache(k, v, 16, seed=3)
-    ref = reference(q, k, v, lens)
-    for variant, ahead in (("committed", False), ("grouped", False), ("filled", True)):
-        _assert_close(decode_attention(q, k_pages, v_pages, lens, block_table=table, variant=variant), ref,
-                      torch.float16)
-        plan = list(decode._PLANS.values())[-1]
-        assert plan.rest[-1] == 16 and plan.rest[-2] is ahead
-
-
-def test_fill_paged_programs_per_sm_switch(monkeypatch):
-    """FILL_PAGED_PROGRAMS_PER_SM = 1 gives paged caches the contiguous waves (for page indices a tile ahead)."""
-    assert decode.fill_splits(1, 8, 16384, 64, 132, True) == 64                 # 4 programs per SM: 512 of 528
-    monkeypatch.setattr(decode, "FILL_PAGED_PROGRAMS_PER_SM", 1)
-    decode.fill_splits.cache_clear()
-    try:
-        assert decode.fill_splits(1, 8, 16384, 64, 132, True) == decode.fill_splits(1, 8, 16384, 64, 132) == 16
-    finally:
-        decode.fill_splits.cache_clear()

@@ -16,16 +16,19 @@ only question is how fast the cache streams from memory. One kernel, one program
 2. With S > 1 splits, each program writes its normalised partial output (fp32) and its
    log-sum-exp (base 2), then bumps a per-(batch, kv head) counter. The program that arrives
    last merges the splits holding keys, weighting each by exp2(lse_s - max lse), into the
-   output in the input dtype. Merging in the same launch saves a second kernel launch
-   (host time that is not hidden when the cache is small) and the idle gap between kernels.
+   output in the input dtype, for all G query rows of its KV head at once (_merge_group:
+   (G, splits, D) partials, MERGE_TILE values a step). Merging in the same launch saves a
+   second kernel launch (host time that is not hidden when the cache is small) and the idle
+   gap between kernels.
    With S = 1 the program normalises and writes the output directly, and there is no counter.
 
 `decode_attention_nosplit` always uses S = 1 (one program per (batch, kv head)).
 
-Number of splits (`choose_splits`): the B * Hkv programs of an unsplit launch fill the GPU once
-there are NO_SPLIT_FILL (0.9) times as many as SMs (paged caches, and calls that pass seqlens,
-whose lengths may differ, want about PAGED_PROGRAMS_PER_SM programs per SM even then; see
-choose_splits). Below that, a contiguous cache is cut into S = SMs // (B * Hkv) chunks of a
+Number of splits (`launch_shape`): contiguous caches take fill_splits' count, paged caches
+choose_splits' paged rule (both below). The one-wave rule (`choose_splits`): the B * Hkv
+programs of an unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many
+as SMs (paged caches, and calls that pass seqlens, whose lengths may differ, want about
+PAGED_PROGRAMS_PER_SM programs per SM even then; see choose_splits). Below that, a contiguous cache is cut into S = SMs // (B * Hkv) chunks of a
 whole number of BLOCK_N tiles (at most one per tile): one wave of programs, each streaming its
 chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with the L2 flushed,
 BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
@@ -48,6 +51,29 @@ page-index load per tile (tiles that lie in one page, read one tile ahead) was s
 per-token lookup at every shape tried (B=1 Hkv=8 L=131072 page 64: 160.6 against 144.6 us at
 page 16). S depends on the cache shape (B, Hkv, Lmax) and on whether seqlens and a block table
 are passed, never on their values, so the host never waits for the GPU.
+
+Contiguous caches: fill_splits' count over balanced chunks (split s reads tiles
+floor(s * n / S) .. floor((s + 1) * n / S) - 1 of n, so S need not divide n). On the decode
+grid's shapes it gives the one-wave S; it differs where B * Hkv does not divide the SM count
+well. Measured on the H200 (probes/decode_balance.py, fp16, Hq=32, D=128, CUPTI kernel time,
+L2 flushed) against the previous plan (one-wave S, the last program merging its G rows one
+after another, each a dependent round of L2 loads): geo-mean time ratio 0.916 over 10 shapes,
+faster by more than 2% at 6 and slower at none; cuDNN's time over ours geo-mean 1.038, min 0.97.
+Per shape, us (previous -> now, cuDNN): B=1 Hkv=8 L=1024 9.1 -> 6.3 (S=16), 7.5; L=16384
+29.6 -> 26.7, 28.4; L=65536 77.2 -> 73.4, 75.2; B=4 Hkv=8 L=1024 14.3 -> 11.4 (S=4), 12.5;
+L=16384 77.2 -> 73.4, 75.2; B=16 Hkv=8 L=1024 25.3 -> 25.4 (S=1), 25.2; B=16 Hkv=32 L=4096
+247.2 -> 247.2, 245.9; B=64 Hkv=32 L=1024 249.1 -> 249.0, 245.3; B=3 Hkv=8 L=16384 64.1 (S=5)
+-> 59.6 (S=11), 63.2; B=25 Hkv=8 L=4096 114.0 (S=1) -> 113.6 (S=5, S=6 forced 112.7), 110.3.
+The grouped merge alone (one-wave S) gave most of the gain (B=1 L=1024 6.3, B=4 L=1024 11.2).
+
+Paged caches: the same kernel and grouped merge with choose_splits' paged S (at the measured
+shapes the same balanced and equal chunks: S=64, 16 and 4 below). Same probe, page 64, lengths
+passed, us (row-by-row merge -> grouped merge): B=1 Hkv=8 L=16384 36.8 -> 31.5 (S=64); B=4
+Hkv=8 L=16384 80.9 -> 76.5 (S=16); B=16 Hkv=8 L=1024 33.5 -> 28.3 (S=4; contiguous without
+lengths 25.3). Loading each tile's page indices one iteration ahead (so that Triton 3.6
+pipelines the paged K and V loads three tiles deep on sm_90, 104 KB of shared memory, instead
+of one, 39 KB) was measured and not kept: 36.2, 82.7 and 34.0 us at those shapes with the
+grouped merge (with it, forced S=16 at B=1 L=16384 took 29.1 us).
 
 Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
 length 0 attends to nothing and its output is defined as zeros. Lengths on the host are
@@ -105,7 +131,12 @@ RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no lo
                              # B=64 Lmax=4096 S=1 3.64, S=2 3.27)
 LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG
 LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks)
-MERGE_BLOCK_S = 16           # splits merged per step by the last program
+MERGE_TILE = 8192            # grouped merge: partial values (G rows x splits x D) loaded per step
+FILL_PROGRAM_BLOCKS = 1.0    # fill_splits' cost model: a program's fixed cost (start, first loads,
+                             # partial stores), in BLOCK_N tiles of streaming
+FILL_MERGE_BLOCKS = 1.0      # ... and the merge's, per step of the grouped merge
+FILL_MAX_WAVES = 8           # ... and split counts tried: at most this many waves of programs
+FILL_MIN_BLOCKS = 1          # tiles each split holds at least (contiguous caches)
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
 
@@ -127,54 +158,60 @@ def _mma(a, b, UPCAST: tl.constexpr):
 
 
 @triton.jit
-def _merge_splits(Part, Lse, Out, row, n_valid, num_splits,
-                  HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
-    """Out[row] = sum_s exp2(lse_s) * Part[row, s] / sum_s exp2(lse_s) over the first n_valid splits."""
+def _merge_group(Part, Lse, Out, row0, n_valid, num_splits, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
+                 BLOCK_MG: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """Out[r] = sum_s exp2(lse_s) * Part[r, s] / sum_s exp2(lse_s) over the first n_valid splits, for the
+    GROUP rows r = row0.. at once: (BLOCK_MG, BLOCK_S, BLOCK_D) partials a step, read from L2."""
+    offs_g = tl.arange(0, BLOCK_MG)
     offs_s = tl.arange(0, BLOCK_S)
     offs_d = tl.arange(0, BLOCK_D)
+    mask_g = offs_g < GROUP
     mask_d = offs_d < HEAD_DIM
-    p_ptrs = Part + (row * num_splits + offs_s)[:, None] * HEAD_DIM + offs_d[None, :]   # (BLOCK_S, BLOCK_D)
-    l_ptrs = Lse + row * num_splits + offs_s                                             # (BLOCK_S,)
-    m_i = tl.full([BLOCK_S], float("-inf"), tl.float32)    # per-lane running max of the lse
-    l_i = tl.zeros([BLOCK_S], tl.float32)
-    acc = tl.zeros([BLOCK_S, BLOCK_D], tl.float32)
+    rows = row0 + offs_g                                                                  # (BLOCK_MG,)
+    l_ptrs = Lse + rows[:, None] * num_splits + offs_s[None, :]                           # (BLOCK_MG, BLOCK_S)
+    p_ptrs = (Part + ((rows[:, None] * num_splits + offs_s[None, :]) * HEAD_DIM)[:, :, None]
+              + offs_d[None, None, :])                                                    # (BLOCK_MG, BLOCK_S, BLOCK_D)
+    m_i = tl.full([BLOCK_MG], float("-inf"), tl.float32)   # running max of each row's lse
+    l_i = tl.zeros([BLOCK_MG], tl.float32)
+    acc = tl.zeros([BLOCK_MG, BLOCK_D], tl.float32)
     for s0 in range(0, n_valid, BLOCK_S):
-        mask_s = (s0 + offs_s) < n_valid
+        mask_gs = mask_g[:, None] & ((s0 + offs_s) < n_valid)[None, :]
         # .cg: read the other programs' partials from L2, never from this SM's L1.
-        lse = tl.load(l_ptrs, mask=mask_s, other=float("-inf"), cache_modifier=".cg")
-        part = tl.load(p_ptrs, mask=mask_s[:, None] & mask_d[None, :], other=0.0, cache_modifier=".cg")
-        m_new = tl.maximum(m_i, lse)
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        lse = tl.load(l_ptrs, mask=mask_gs, other=float("-inf"), cache_modifier=".cg")
+        part = tl.load(p_ptrs, mask=mask_gs[:, :, None] & mask_d[None, None, :], other=0.0, cache_modifier=".cg")
+        m_new = tl.maximum(m_i, tl.max(lse, 1))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)    # padded rows see no split
         alpha = tl.math.exp2(m_i - m_safe)
-        w = tl.math.exp2(lse - m_safe)
-        l_i = l_i * alpha + w
-        acc = acc * alpha[:, None] + w[:, None] * part
+        w = tl.math.exp2(lse - m_safe[:, None])                   # (BLOCK_MG, BLOCK_S), 0 off the mask
+        l_i = l_i * alpha + tl.sum(w, 1)
+        acc = acc * alpha[:, None] + tl.sum(w[:, :, None] * part, 1)
         m_i = m_new
-        p_ptrs += BLOCK_S * HEAD_DIM
         l_ptrs += BLOCK_S
-    # Merge the BLOCK_S lanes: rescale each to the overall max, then reduce.
-    m = tl.max(m_i, 0)
-    scale = tl.math.exp2(m_i - m)                      # lanes that saw no split: exp2(-inf) = 0
-    out = tl.sum(acc * scale[:, None], 0) / tl.sum(l_i * scale, 0)
-    tl.store(Out + row * HEAD_DIM + offs_d, out.to(Out.dtype.element_ty), mask=mask_d)
+        p_ptrs += BLOCK_S * HEAD_DIM
+    l_safe = tl.where(l_i > 0, l_i, 1.0)
+    tl.store(Out + rows[:, None] * HEAD_DIM + offs_d[None, :], (acc / l_safe[:, None]).to(Out.dtype.element_ty),
+             mask=mask_g[:, None] & mask_d[None, :])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["n_blocks", "num_splits"])
 def _decode_kernel(
     Q, K, V, Lens, Table, Out, Part, Lse, Count,
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_tb, stride_tp, heads_kv, cache_len, num_pages, chunk_len, num_splits, qk_scale,
+    stride_tb, stride_tp, heads_kv, cache_len, num_pages, n_blocks, num_splits, qk_scale,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
-    HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
+    BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr,
 ):
     # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, S, D) fp32, Lse (B, Hq, S) fp32 and
     # Count (B * Hkv,) int32 zeros, all contiguous. Contiguous caches (PAGE_SIZE 0): K and V
     # (B, Hkv, Lmax, D) with strides (b, h, n, d). Paged (PAGE_SIZE > 0): K and V
     # (num_pages, PAGE_SIZE, Hkv, D) with strides passed as (page, h, slot, d), Table
     # (B, max_pages) int32 with strides (stride_tb, stride_tp), and cache_len = max_pages * PAGE_SIZE.
+    # Balanced chunks: split s reads the BLOCK_N tiles floor(s * n_blocks / S) up to (not
+    # including) floor((s + 1) * n_blocks / S), n_blocks = cdiv(cache_len, BLOCK_N), 1 <= S <= n_blocks.
     split = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // heads_kv
@@ -182,8 +219,8 @@ def _decode_kernel(
     seqlen = cache_len
     if HAS_LENS:
         seqlen = tl.minimum(tl.maximum(tl.load(Lens + b).to(tl.int32), 0), cache_len)
-    start = split * chunk_len
-    end = tl.minimum(start + chunk_len, seqlen)
+    start = ((split * n_blocks) // num_splits) * BLOCK_N
+    end = tl.minimum((((split + 1) * n_blocks) // num_splits) * BLOCK_N, seqlen)
 
     offs_g = tl.arange(0, BLOCK_G)
     offs_n = tl.arange(0, BLOCK_N)
@@ -252,11 +289,11 @@ def _decode_kernel(
         # atomic makes them visible to the program that arrives last.
         tl.debug_barrier()
         arrived = tl.atomic_add(Count + bh, 1, sem="acq_rel", scope="gpu")
-        n_valid = tl.cdiv(seqlen, chunk_len)                     # splits holding keys
+        # Splits holding keys: those whose first tile lies before the last tile with keys.
+        n_valid = tl.cdiv(tl.cdiv(seqlen, BLOCK_N) * num_splits, n_blocks)
         if arrived == n_valid - 1:
-            for g in range(GROUP):
-                _merge_splits(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP + g, n_valid, num_splits,
-                              HEAD_DIM, BLOCK_S, BLOCK_D)
+            _merge_group(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP, n_valid, num_splits,
+                         GROUP, HEAD_DIM, BLOCK_MG, BLOCK_S, BLOCK_D)   # all G rows at once
             tl.store(Count + bh, 0)                              # every other program has arrived: reset
     else:
         l_safe = tl.where(l_i > 0, l_i, 1.0)                     # length 0: acc is 0, out is 0
@@ -320,6 +357,9 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
                   paged: bool = False, lengths: bool = False) -> tuple[int, int]:
     """(S, chunk_len): split each sequence into S chunks of chunk_len tokens (a multiple of block_n).
 
+    decode_attention takes this S for paged caches (cut into balanced chunks); for contiguous
+    caches (paged=False) it is the one-wave rule, fill_splits' point of comparison.
+
     Paged caches: a program's page lookups put a dependent load before each tile's K and V, so
     one program per SM leaves the memory system idle; a grid that would not be split is split
     into about PAGED_PROGRAMS_PER_SM programs per SM instead. `lengths` (the call passes
@@ -354,6 +394,71 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
 def _chunking(n_blocks: int, splits: int, block_n: int) -> tuple[int, int]:
     blocks_per_split = cdiv(n_blocks, max(1, min(splits, n_blocks)))
     return cdiv(n_blocks, blocks_per_split), blocks_per_split * block_n
+
+
+def fill_cost(programs: int, n_blocks: int, splits: int, slots: int, merge_step: int) -> float:
+    """fill_splits' model of a launch's time, in BLOCK_N tiles streamed by one program.
+
+    `programs` (batch, kv head) pairs each cut into `splits` balanced chunks of n_blocks tiles run
+    in waves of `slots` programs (one per SM); a wave lasts as
+    long as its longest chunk plus FILL_PROGRAM_BLOCKS, and a split launch adds FILL_MERGE_BLOCKS
+    per merge step of `merge_step` splits.
+    """
+    waves = cdiv(programs * splits, slots)
+    cost = waves * (cdiv(n_blocks, splits) + FILL_PROGRAM_BLOCKS)
+    return cost + (FILL_MERGE_BLOCKS * cdiv(splits, merge_step) if splits > 1 else 0.0)
+
+
+def wave_fill(programs: int, n_blocks: int, splits: int, slots: int) -> float:
+    """Share of the launch's program slots busy streaming tiles: the tiles to read over
+    waves x slots x the longest chunk (1.0: every wave full, every chunk as long as the longest)."""
+    waves = cdiv(programs * splits, slots)
+    return programs * n_blocks / (waves * slots * cdiv(n_blocks, splits))
+
+
+@functools.lru_cache(maxsize=4096)
+def fill_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int,
+                lengths: bool = False, merge_step: int = 16) -> int:
+    """S of a contiguous cache: the split count of least fill_cost, over balanced chunks.
+
+    merge_step is the grouped merge's splits per step (merge_step(); 16 at G = 4, D = 128). The S
+    candidates keep at least FILL_MIN_BLOCKS tiles per split and at most FILL_MAX_WAVES waves of
+    programs; ties go to fewer splits. The model sees waves of num_sms programs, so B * Hkv * S
+    lands on, or just under, a whole number of waves where the chunk lengths allow: B=3 Hkv=8
+    L=16384 (24 programs, 256 tiles of 64 tokens on 132 SMs) takes S=11 (264 programs, two full
+    waves of 23-24 tiles, cost 51) where the one-wave rule's S=5 gives 120 programs of up to 52
+    tiles (cost 54); B=25 Hkv=8 L=4096 (200 programs) S=5 (1000 programs, 8 waves of 12-13 tiles,
+    cost 113) where the one-wave rule does not split (two waves of 64 tiles, the second 68 of 132,
+    cost 130). On the decode grid's shapes (B in 1, 4, 16, 64; Hkv in 8, 32) it gives choose_splits'
+    S: at 64-token tiles no other count shortens the longest wave. Measured: see the module
+    docstring. Calls that pass lengths on a grid that fills the SMs keep choose_splits' spreading of
+    ragged work (at least cdiv(Lmax, RAGGED_CHUNK_TOKENS) splits). The kernel then reads split s's
+    tiles floor(s * n_blocks / S) .. floor((s + 1) * n_blocks / S) - 1, so any S up to n_blocks is
+    exact.
+    """
+    n_blocks = cdiv(cache_len, block_n)
+    programs = batch * heads_kv
+    slots = num_sms                                               # one program per SM
+    top = max(1, min(n_blocks // FILL_MIN_BLOCKS, cdiv(FILL_MAX_WAVES * slots, programs)),
+              min(n_blocks, num_sms // programs))                 # one wave of SMs may take shorter chunks
+    splits = min(range(1, top + 1),
+                 key=lambda s: (fill_cost(programs, n_blocks, s, slots, merge_step), s))
+    if lengths and programs >= NO_SPLIT_FILL * num_sms:
+        spread = max(min(PAGED_PROGRAMS_PER_SM * num_sms // programs, n_blocks // MIN_CHUNK_BLOCKS),
+                     cdiv(cache_len, RAGGED_CHUNK_TOKENS))
+        splits = max(splits, min(spread, n_blocks))
+    return splits
+
+
+def merge_step(group: int, head_dim: int) -> int:
+    """Splits the grouped merge reads per step: MERGE_TILE values of G rows x D, 2..32 splits."""
+    return max(2, min(32, MERGE_TILE // (max(2, pow2(group)) * max(16, pow2(head_dim)))))
+
+
+def planned_splits(batch: int, heads_kv: int, cache_len: int, head_dim: int, element_size: int, num_sms: int,
+                   group: int = 1, paged: bool = False, lengths: bool = False) -> int:
+    """S that decode_attention launches for this shape."""
+    return launch_shape(batch, heads_kv, group, cache_len, head_dim, element_size, num_sms, paged, lengths)[0]
 
 
 def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None):
@@ -471,6 +576,33 @@ class _DecodePlan:
         self.views = None       # (workspace, partials, lse): views of a stream's shared workspace
 
 
+def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim: int, element_size: int,
+                 num_sms: int, paged: bool, lengths: bool, num_splits: int | None = None,
+                 block_n: int | None = None, num_warps: int | None = None, num_stages: int | None = None,
+                 ) -> tuple[int, int, int, int]:
+    """(S, BLOCK_N, num_warps, num_stages) of a launch; split s reads tiles
+    floor(s * n_blocks / S) .. floor((s + 1) * n_blocks / S) - 1 of n_blocks = cdiv(cache_len, BLOCK_N).
+
+    S: fill_splits for contiguous caches, choose_splits' paged rule for paged caches; a forced
+    num_splits is kept exactly, up to one tile per split.
+    """
+    chosen = block_n is None and num_warps is None and num_stages is None
+    cfg_n, cfg_w, cfg_s = launch_config(head_dim, element_size)
+    block_n, num_warps, num_stages = block_n or cfg_n, num_warps or cfg_w, num_stages or cfg_s
+    n_blocks = cdiv(cache_len, block_n)
+    if num_splits is not None:
+        splits = num_splits
+    elif paged:
+        splits = choose_splits(batch, heads_kv, cache_len, block_n, num_sms, paged=True, lengths=lengths)[0]
+    else:
+        splits = fill_splits(batch, heads_kv, cache_len, block_n, num_sms, lengths, merge_step(group, head_dim))
+    splits = max(1, min(splits, n_blocks))
+    if chosen and not paged and long_grouped_chunks(group, splits, (n_blocks // splits) * block_n, block_n):
+        block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
+        splits = min(splits, cdiv(cache_len, block_n))
+    return splits, block_n, num_warps, num_stages
+
+
 def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages):
     """Validate a call and choose its launch (splits, tiles, warps): a _DecodePlan."""
     _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table)
@@ -487,24 +619,16 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     if batch == 0 or heads_q == 0:
         return _DecodePlan(None, (batch, heads_q, head_dim), cache_len=cache_len, num_pages=num_pages)
     group = heads_q // heads_kv
-    chosen = block_n is None and num_warps is None and num_stages is None
-    cfg_n, cfg_w, cfg_s = launch_config(head_dim, q.element_size())
-    block_n, num_warps, num_stages = block_n or cfg_n, num_warps or cfg_w, num_stages or cfg_s
-    n_blocks = cdiv(cache_len, block_n)
-    if num_splits is None:
-        splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sm_count(q.device),
-                                      paged=block_table is not None, lengths=seqlens is not None)
-    else:
-        splits, chunk = _chunking(n_blocks, num_splits, block_n)
-    if chosen and block_table is None and long_grouped_chunks(group, splits, chunk, block_n):
-        block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
-        splits, chunk = _chunking(cdiv(cache_len, block_n), splits, block_n)
+    splits, block_n, num_warps, num_stages = launch_shape(
+        batch, heads_kv, group, cache_len, head_dim, q.element_size(), sm_count(q.device),
+        block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages)
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
-    rest = (heads_kv, cache_len, num_pages, chunk, splits, scale,
-            group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)), MERGE_BLOCK_S,
+    rest = (heads_kv, cache_len, num_pages, cdiv(cache_len, block_n), splits, scale,
+            group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),
+            merge_step(group, head_dim) if splits > 1 else 2,   # S = 1 merges nothing: one kernel for all
             seqlens is not None, splits > 1,
             # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
-            q.dtype == torch.bfloat16 and interpreting(), page_size)
+            q.dtype == torch.bfloat16 and interpreting(), max(2, pow2(group)), page_size)
     return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
                        (batch, heads_q, splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,
@@ -513,7 +637,7 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
 
 def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None,
             block_n=None, num_warps=None, num_stages=None):
-    """Shared launcher; num_splits=None chooses S with choose_splits, 1 writes the output directly.
+    """Shared launcher; num_splits=None chooses S (launch_shape), 1 writes the output directly.
 
     Plan cache (kernels._plans): the first call with a given layout of q, the caches, the
     lengths and the block table (shapes, strides, dtypes, devices, data pointer offsets) and
@@ -610,8 +734,8 @@ def decode_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tens
 
     q (B, Hq, D); k_cache, v_cache (B, Hkv, Lmax, D), Hq a multiple of Hkv, any strides;
     fp16 or bf16, D <= 256. seqlens (B,) integer lengths in 0..Lmax (None: all Lmax; 0 gives
-    zeros). sm_scale defaults to 1/sqrt(D). num_splits forces the number of KV splits (it is
-    rounded so that each split reads whole BLOCK_N tiles); None chooses it from the shape.
+    zeros). sm_scale defaults to 1/sqrt(D). num_splits forces the number of KV splits (at most
+    one per BLOCK_N tile; splits read balanced runs of whole tiles); None chooses it from the shape.
     Returns (B, Hq, D) in q's dtype.
 
     Paged caches: with block_table (B, max_pages) int32, k_cache and v_cache are pools of

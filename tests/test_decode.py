@@ -201,7 +201,7 @@ def test_long_grouped_chunks_plan(monkeypatch):
     plan = decode._plan(q, k, k, None, None, None, None, None, None, None)
     block_n, warps, stages = decode.LONG_CHUNK_CONFIG
     assert plan.grid == (4, 32) and plan.options == dict(num_warps=warps, num_stages=stages)
-    assert plan.rest[3] == 8192 and plan.rest[3] % block_n == 0 and plan.rest[9] == block_n
+    assert plan.rest[3:5] == (32768 // block_n, 4) and plan.rest[9] == block_n    # 4 chunks of 8192 tokens
     forced = decode._plan(q, k, k, None, None, None, None, 64, None, None)
     assert forced.rest[9] == 64 and forced.options == dict(num_warps=4, num_stages=4)
 
@@ -459,8 +459,8 @@ def test_paged_reads_only_the_pages_of_each_sequence(poison):
         table[b, used:] = -1
     ref = reference(q, k, v, lens)
     for splits in (None, 1, 3):
-        _assert_close(decode_attention(q, k_pages, v_pages, lens, num_splits=splits, block_table=table),
-                      ref, torch.float16)
+        _assert_close(decode_attention(q, k_pages, v_pages, lens, num_splits=splits, block_table=table), ref,
+                      torch.float16)
 
 
 def test_paged_layouts_and_strides(poison):
@@ -473,8 +473,8 @@ def test_paged_layouts_and_strides(poison):
     assert not k_hnd.is_contiguous() and table_t.stride() == (1, 2)
     ref = reference(q, k, v, lens)
     for splits in (None, 2):
-        _assert_close(decode_attention(q, k_hnd, v_pages, lens, num_splits=splits, block_table=table_t),
-                      ref, torch.bfloat16)
+        _assert_close(decode_attention(q, k_hnd, v_pages, lens, num_splits=splits, block_table=table_t), ref,
+                      torch.bfloat16)
 
 
 def test_paged_repeat_calls_check_host_tables_every_time(fresh_plans):
@@ -519,3 +519,149 @@ def test_paged_bad_input_raises_value_error(call, needle):
     k_pages, v_pages, table = decode.paged_cache(k, v, 16)
     with pytest.raises(ValueError, match=needle):
         call(q, k_pages, v_pages, table)
+
+
+# ---- the plan: fill_splits over balanced chunks (contiguous), choose_splits' paged rule, grouped merge ----
+
+@pytest.mark.parametrize("heads_q,heads_kv,head_dim,splits", [(8, 2, 64, 7), (16, 1, 256, 7), (6, 2, 48, 19),
+                                                               (2, 2, 128, 5), (32, 1, 64, 13)])
+def test_balanced_chunks_and_grouped_merge(poison, heads_q, heads_kv, head_dim, splits):
+    """Forced S with 16-token tiles: 301 tokens are 19 tiles, cut into S balanced chunks (S = 7: 2-3
+    tiles each, 19: one each); lengths end mid-tile, on a chunk's edge and at 1. G = 16 and 32 at
+    D = 256 and 64 merge over several steps of merge_step(G, D) splits (G = 3 pads to 4 rows)."""
+    q, k, v = _inputs(4, heads_q, heads_kv, 301, head_dim, torch.float16)
+    lens = torch.tensor([1, 301, 48, 170], dtype=torch.int32)     # 48: three whole tiles
+    ref = reference(q, k, v, lens)
+    out = decode._decode(q, k, v, lens, None, splits, None, 16, None, None)
+    _assert_close(out, ref, torch.float16)
+    single = decode._decode(q, k, v, lens, None, 1, None, 16, None, None)        # no merge at all
+    assert (out.float() - single.float()).abs().max() < 2e-3
+    assert int(decode._COUNTERS[(q.device, 0)].abs().sum()) == 0            # every merge reset its counter
+
+
+def test_balanced_chunks_partition_the_tiles():
+    """The tiles of the splits (floor(s * n / S) .. floor((s + 1) * n / S) - 1) cover 0..n-1 once,
+    none empty, lengths differing by at most one; the kernel's count of splits holding keys is the
+    number whose first tile lies before the sequence's last."""
+    for n_blocks in (1, 2, 7, 16, 19, 256, 2048):
+        for splits in sorted({1, 2, 3, 5, 11, 16, 33, 64, n_blocks}):
+            for paged in (False, True):
+                s, block_n = decode.launch_shape(1, 1, 1, n_blocks * 64, 128, 2, 132, paged, False, splits)[:2]
+                assert s == min(splits, n_blocks) and block_n == 64
+            bounds = [i * n_blocks // s for i in range(s + 1)]
+            assert bounds[0] == 0 and bounds[-1] == n_blocks
+            sizes = [b - a for a, b in zip(bounds, bounds[1:])]
+            assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
+            for tiles in {1, n_blocks // 2 or 1, n_blocks}:                 # tiles with keys
+                assert cdiv(tiles * s, n_blocks) == sum(1 for a in bounds[:-1] if a < tiles)
+
+
+def test_grouped_merge_with_far_apart_splits(poison):
+    """Logits in the hundreds, and one key per sequence far above the rest: most splits' weights
+    exp2(lse_s - max lse) underflow to 0, none may give NaN."""
+    q, k, v = _inputs(2, 8, 2, 500, 64, torch.float16, scale=20.0)
+    k[0, 1, 433] = (q[0, 6] * 4).clamp(-60, 60)                 # one dominant key in the last splits
+    lens = torch.tensor([500, 3], dtype=torch.int32)
+    ref = reference(q, k, v, lens)
+    for splits in (None, 4, 9):
+        _assert_close(decode_attention(q, k, v, lens, num_splits=splits), ref, torch.float16)
+
+
+def test_split_length_zero_and_unread_tail(poison):
+    q, k, v = _inputs(3, 8, 2, 100, 64, torch.bfloat16)
+    lens = torch.tensor([0, 100, 37], dtype=torch.int32)
+    for b, n in enumerate(lens.tolist()):
+        k[b, :, n:] = float("nan")
+        v[b, :, n:] = float("-inf")
+    ref = reference(q, k, v, lens)
+    for splits in (None, 3, 7):
+        out = decode._decode(q, k, v, lens, None, splits, None, 16, None, None)
+        assert torch.equal(out[0], torch.zeros_like(out[0]))
+        _assert_close(out[1:], ref[1:], torch.bfloat16)
+
+
+def test_paged_balanced_chunks_span_pages(poison):
+    """16-token tiles over 16-token pages in a shuffled pool, 7 balanced splits of 2-3 tiles."""
+    q, k, v = _inputs(3, 8, 2, 301, 64, torch.float16)
+    lens = torch.tensor([301, 1, 129], dtype=torch.int32)
+    k_pages, v_pages, table = decode.paged_cache(k, v, 16, seed=4)
+    out = decode._decode(q, k_pages, v_pages, lens, None, 7, table, 16, None, None)
+    _assert_close(out, reference(q, k, v, lens), torch.float16)
+
+
+def test_plan_rule_and_merge(fresh_plans, monkeypatch):
+    """The plan's split counts: fill_splits' for a contiguous cache, choose_splits' paged rule for a paged
+    one (the S the probe measured for the grouped merge: 64 at B=1 Hkv=8 L=16384, 16 at B=4, 4 at B=16
+    L=1024, page 64, lengths passed); a split launch merges with merge_step(G, D) splits a step."""
+    monkeypatch.setattr(decode, "sm_count", lambda device: 132)
+    q, k, v = _inputs(3, 32, 8, 1024, 128, torch.float16)
+    decode_attention(q, k, v)
+    (plan,) = decode._PLANS.values()
+    assert plan.grid == (4, 24) and plan.rest[3:5] == (16, 4)              # 16 tiles over 4 splits
+    assert plan.rest[11] == decode.merge_step(4, 128) == 16 and plan.rest[-1] == 0   # not paged
+    assert decode.planned_splits(25, 8, 4096, 128, 2, 132, 4) == 5           # B * Hkv * S: 8 full waves
+    assert decode.planned_splits(3, 8, 16384, 128, 2, 132, 4) == 11
+    for batch, cache_len, splits in ((1, 16384, 64), (4, 16384, 16), (16, 1024, 4)):
+        assert decode.planned_splits(batch, 8, cache_len, 128, 2, 132, 4, True, True) == splits
+        assert choose_splits(batch, 8, cache_len, 64, 132, paged=True, lengths=True)[0] == splits
+    assert decode.planned_splits(1, 8, 1024, 128, 2, 132, 4, True, True) == 16    # choose_splits, not fill_splits
+    assert decode.fill_splits(1, 8, 1024, 64, 132) == 16
+
+
+def test_study_strategy_follows_the_plan(monkeypatch):
+    monkeypatch.setattr(decode, "sm_count", lambda device: 132)
+    shape = {"batch": 25, "heads_q": 32, "heads_kv": 8, "cache_len": 4096, "head_dim": 128, "ragged": False}
+    inputs = {"k_cache": torch.zeros(1, dtype=torch.float16), "ragged": False}
+    assert study.strategy(shape, "float16", inputs) == "split5"              # fill_splits (one-wave: no split)
+    shape["batch"] = 64
+    assert study.strategy(shape, "float16", inputs) == "nosplit"
+
+
+@pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(3, 8, 16384, 11), (25, 8, 4096, 5), (1, 8, 1024, 16),
+                                                           (1, 8, 131072, 16), (4, 8, 16384, 4), (16, 8, 1024, 1),
+                                                           (64, 32, 1024, 1), (16, 32, 4096, 1)])
+def test_fill_splits_where_worked_out(batch, heads_kv, cache_len, splits):
+    """fill_splits' docstring: whole waves where the tiles allow, the one-wave count on the decode grid."""
+    assert decode.fill_splits(batch, heads_kv, cache_len, 64, 132) == splits
+
+
+FILL_SHAPES = [(b, h, n) for b in (1, 2, 3, 4, 5, 7, 12, 16, 25, 33, 64) for h in (1, 2, 8, 32)
+               for n in (1, 63, 64, 1000, 4096, 16384, 131072)]
+
+
+@pytest.mark.parametrize("sms", [132, 108, 78])
+@pytest.mark.parametrize("lengths", [False, True])
+def test_fill_splits_properties(sms, lengths):
+    """For every shape: 1 <= S <= n_blocks; a split keeps at least the minimum tiles; no more than
+    FILL_MAX_WAVES waves of programs (ragged spreading aside); and, without lengths, never a longer
+    modelled time than the one-wave rule's count cut the same way or than S = 1, and where it differs
+    from the one-wave count without a shorter merge, fuller waves."""
+    block_n, step = 64, 16
+    for batch, heads_kv, cache_len in FILL_SHAPES:
+        n_blocks, programs = cdiv(cache_len, block_n), batch * heads_kv
+        slots = sms
+        s = decode.fill_splits(batch, heads_kv, cache_len, block_n, sms, lengths, step)
+        assert 1 <= s <= n_blocks
+        if s > 1 and programs * s > sms:
+            assert n_blocks // s >= decode.FILL_MIN_BLOCKS
+        spread = lengths and programs >= decode.NO_SPLIT_FILL * sms
+        if not spread:
+            assert programs * s <= max(decode.FILL_MAX_WAVES * slots + programs, sms)
+        if not lengths:
+            old = choose_splits(batch, heads_kv, cache_len, block_n, sms)[0]
+            cost = decode.fill_cost(programs, n_blocks, s, slots, step)
+            assert cost <= decode.fill_cost(programs, n_blocks, old, slots, step)
+            assert cost <= decode.fill_cost(programs, n_blocks, 1, slots, step)
+            if s != old:                                      # a lower cost, or the same with fewer splits
+                assert cost < decode.fill_cost(programs, n_blocks, old, slots, step) or s < old
+                if s > old and cdiv(s, step) >= cdiv(old, step):   # more splits, not for a shorter merge
+                    fuller = decode.wave_fill(programs, n_blocks, s, slots)
+                    assert fuller > decode.wave_fill(programs, n_blocks, old, slots)
+
+
+def test_wave_fill_and_cost():
+    # 24 programs x 11 splits on 132 SMs: two full waves of 23-24 tiles out of 256.
+    assert decode.wave_fill(24, 256, 11, 132) == pytest.approx(24 * 256 / (2 * 132 * 24))
+    assert decode.fill_cost(24, 256, 11, 132, 16) == 2 * (24 + decode.FILL_PROGRAM_BLOCKS) + decode.FILL_MERGE_BLOCKS
+    assert decode.fill_cost(128, 16, 1, 132, 16) == 16 + decode.FILL_PROGRAM_BLOCKS            # no merge
+    assert decode.merge_step(4, 128) == 16 and decode.merge_step(1, 128) == 32 and decode.merge_step(32, 256) == 2

@@ -92,13 +92,14 @@ def ceiling(dtype: str, ceilings: dict) -> Ceiling:
 
 
 def strategy(shape: dict, dtype: str, inputs: dict) -> str:
-    """`nosplit` (its forced twin is ours_nosplit) or `split<S>`: what decode_attention chooses here."""
+    """`nosplit` (its forced twin is ours_nosplit) or `split<S>`: what decode_attention chooses here
+    (a contiguous cache: fill_splits' S over balanced chunks, merged by the grouped merge)."""
     from kernels._device import sm_count
-    from kernels.flash_decoding import choose_splits, launch_config
+    from kernels.flash_decoding import planned_splits
     k = inputs["k_cache"]
-    block_n, _, _ = launch_config(shape["head_dim"], k.element_size())
-    splits, _ = choose_splits(shape["batch"], shape["heads_kv"], shape["cache_len"], block_n, sm_count(k.device),
-                              lengths=inputs["ragged"])      # ours passes seqlens exactly when ragged
+    splits = planned_splits(shape["batch"], shape["heads_kv"], shape["cache_len"], shape["head_dim"],
+                            k.element_size(), sm_count(k.device), shape["heads_q"] // shape["heads_kv"],
+                            lengths=inputs["ragged"])      # ours passes seqlens exactly when ragged
     return "nosplit" if splits == 1 else f"split{splits}"
 
 

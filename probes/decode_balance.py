@@ -1,0 +1,461 @@
+"""Probe: split-KV decode (kernels.flash_decoding) against forced split counts, cuDNN, FA2 and a read
+of the same size, on one GPU.
+
+Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_balance.py
+Writes $OUT/decode_balance.csv (OUT defaults to ./probe_out) and prints a short table last.
+
+Shapes follow the decode study (rooflab/studies/decode.py: Hq = 32, D = 128, fp16, inputs from
+study.make_inputs, float64 reference from study.reference, cuDNN and FA2 from study.impls():
+sdpa_cudnn and sdpa_flash). Implementations of ours:
+  ours     decode_attention as shipped (contiguous: fill_splits' S over balanced chunks, grouped merge)
+  S=<n>    a forced split count over balanced chunks (S=1: decode_attention_nosplit); the sweep holds
+           the one-wave rule's count (choose_splits), shown as `wave`
+  read     rooflab.ceilings' read kernel over a buffer of the KV bytes (best of two tilings)
+Extra groups: `paged` (64-token pages as the study builds them, lengths passed: ours with
+choose_splits' paged S, forced S; at B=16 Hkv=8 L=1024 in full also the contiguous cache with
+lengths at the same S, two tilings and 16-token pages), `config` (BLOCK_N, warps, stages at
+L=1024 and at B=4 L=16384) and two shapes where fill_splits differs from the one-wave rule (B=3
+and B=25). The table ends with geo-means of ours over the one-wave S and of cuDNN over ours.
+Every implementation is checked against the float64 reference before it is timed (a mismatch is a
+row, not a time). Kernel time: CUPTI device time between L2 flushes (rooflab.timing.CudaTimer, as
+the study's `cupti` rows), all of a shape's implementations in one profiler session, in shuffled rounds.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+import random
+import statistics
+import sys
+import time
+
+T0 = time.perf_counter()
+BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "105"))    # stop starting new work after this
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+DRY = os.environ.get("PROBE_DRYRUN") == "1"   # CPU smoke test of the probe itself: interpreter, tiny shapes
+if DRY:
+    from rooflab import interpreter
+    interpreter.enable()
+
+import torch  # noqa: E402
+
+from kernels import flash_decoding as fd  # noqa: E402
+from kernels._device import cdiv, sm_count  # noqa: E402
+from rooflab.ceilings import _read_kernel  # noqa: E402
+from rooflab.studies import decode as study  # noqa: E402
+from rooflab.timing import CudaTimer, _device_events, device_segments  # noqa: E402
+
+DEVICE = "cpu" if DRY else "cuda"
+HQ, D = (8, 32) if DRY else (32, 128)
+READ_TBPS = 4.57             # the committed run's read ceiling (data/results/nvidia-h200/ceilings.csv)
+DTYPE = torch.float16
+ROUNDS, CALLS = 3, 10        # timed calls per implementation: ROUNDS shuffled rounds of CALLS
+OUT = os.environ.get("OUT", "./probe_out")
+MAIN_SHAPES = [(1, 8, 1024), (1, 8, 16384), (1, 8, 65536), (4, 8, 1024), (4, 8, 16384), (16, 8, 1024),
+               (16, 32, 4096), (64, 32, 1024)]
+EXTRA_SHAPES = [(3, 8, 16384), (25, 8, 4096)]             # fill_splits differs from the one-wave rule
+PAGED_SHAPE = (16, 8, 1024)                          # paged, in full (forced S, contiguous with lengths)
+PAGED_SHAPES = [PAGED_SHAPE, (1, 8, 16384), (4, 8, 16384)]   # paged: ours and forced S
+CONFIG_SHAPES = [(1, 8, 1024), (4, 8, 1024), (4, 8, 16384)]
+CONFIGS = [(32, 4, 4), (64, 2, 4), (64, 8, 4), (64, 4, 2), (32, 2, 3), (128, 8, 3)]   # (BLOCK_N, warps, stages)
+if DRY:
+    ROUNDS, CALLS = 1, 2
+    MAIN_SHAPES, EXTRA_SHAPES, PAGED_SHAPE = [(1, 2, 300), (2, 2, 200)], [], (2, 2, 200)
+    PAGED_SHAPES = [PAGED_SHAPE, (1, 2, 300)]
+    CONFIG_SHAPES, CONFIGS = [(1, 2, 300)], [(32, 4, 4), (16, 2, 2)]
+
+ROWS: list[dict] = []
+timer = None
+
+
+def left() -> float:
+    return BUDGET_S - (time.perf_counter() - T0)
+
+
+def shape_dict(batch, heads_kv, cache_len):
+    return {"batch": batch, "heads_q": HQ, "heads_kv": heads_kv, "cache_len": cache_len, "head_dim": D,
+            "ragged": False}
+
+
+def kv_bytes(shape) -> int:
+    return fd.decode_traffic(shape["batch"] * shape["cache_len"], shape["batch"], HQ, shape["heads_kv"], D, 2)[0]
+
+
+def model_cost(shape, splits) -> str:
+    """fill_splits' modelled time of S balanced splits (contiguous waves), to set beside the measured one."""
+    if not isinstance(splits, int) or splits < 1:
+        return ""
+    programs, n_blocks = shape["batch"] * shape["heads_kv"], cdiv(shape["cache_len"], fd.launch_config(D, 2)[0])
+    step = fd.merge_step(HQ // shape["heads_kv"], D)
+    return fd.fill_cost(programs, n_blocks, min(splits, n_blocks), fd.sm_count(torch.device(DEVICE)), step)
+
+
+def row(shape, group, impl, splits="", us=None, status="ok", message="", rel=None, reps=0):
+    nbytes = kv_bytes(shape)
+    r = {"batch": shape["batch"], "heads_q": HQ, "heads_kv": shape["heads_kv"], "cache_len": shape["cache_len"],
+         "head_dim": D, "dtype": "float16", "group": group, "impl": impl, "splits": splits,
+         "median_us": "" if us is None else round(us, 3), "reps": reps, "kv_bytes": nbytes,
+         "tbps": "" if us is None else round(nbytes / us / 1e6, 4),
+         "share_4p57": "" if us is None else round(nbytes / us / 1e6 / READ_TBPS, 4),
+         "share_read": "", "vs_cudnn": "", "rel_err": "" if rel is None else f"{rel:.3g}",
+         "model_cost": model_cost(shape, splits) if group == "main" else "",
+         "status": status, "message": message[:300]}
+    ROWS.append(r)
+    return r
+
+
+def checked(shape, group, candidates: dict, ref, splits_of: dict) -> dict:
+    """The candidates that run and match the reference; a row for each that does not."""
+    good = {}
+    tol = study.tolerance("float16")
+    for name, make in candidates.items():
+        if left() < 0:
+            row(shape, group, name, splits_of.get(name, ""), status="skipped", message="probe time budget spent")
+            continue
+        try:
+            fn = make()
+            out = fn()
+            if ref is None:            # the read kernels: nothing to compare
+                good[name] = fn
+                continue
+            _, rel = study.check(out, ref, None)
+            if not rel <= tol:
+                row(shape, group, name, splits_of.get(name, ""), status="mismatch", rel=rel,
+                    message=f"relative error {rel:.3g} above {tol}")
+                continue
+            good[name] = (fn, rel)
+        except Exception as exc:       # one failing implementation must not stop the probe
+            row(shape, group, name, splits_of.get(name, ""), status="error",
+                message=f"{type(exc).__name__}: {exc}".replace("\n", " "))
+            print(f"  {name}: {type(exc).__name__}: {str(exc)[:160]}", flush=True)
+    return good
+
+
+def time_all(fns: dict) -> dict:
+    """{name: list of ms}: CUPTI device time of each call, flushed before, in one profiler session."""
+    from torch.profiler import ProfilerActivity, profile
+    for fn in fns.values():            # warm-up outside the session
+        for _ in range(1 if DRY else 3):
+            fn()
+    order = []
+    names = list(fns)
+    for _ in range(ROUNDS):
+        random.shuffle(names)
+        for name in names:
+            order.extend([name] * CALLS)
+    if DRY:                            # no GPU: host wall-clock, only to exercise the probe
+        out = {name: [] for name in fns}
+        for name in order:
+            t = time.perf_counter()
+            fns[name]()
+            out[name].append((time.perf_counter() - t) * 1e3)
+        return out
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for name in order:
+            timer.flush()
+            fns[name]()
+        timer.flush()
+        torch.cuda.synchronize()
+    samples = device_segments(_device_events(prof), len(order))
+    out = {name: [] for name in fns}
+    for name, ms in zip(order, samples):
+        out[name].append(ms)
+    return out
+
+
+def read_candidates(nbytes: int):
+    """rooflab.ceilings' read kernel over nbytes of fp32, one program per block (what won at 128 MiB-1 GiB)."""
+    src = torch.rand(nbytes // 4, device=DEVICE)
+    n = src.numel()
+    out = {}
+    for block in (2048, 4096):
+        partial = torch.empty(cdiv(n, block), device=DEVICE, dtype=torch.float32)
+        out[f"read{block}"] = (lambda p=partial, b=block:
+                               (lambda: _read_kernel[(p.numel(),)](src, p, n, 1, BLOCK=b, num_warps=8)))
+    return out, src
+
+
+def wave_splits(batch, heads_kv, cache_len, num_sms) -> int:
+    """The one-wave rule's S (choose_splits, contiguous), over the tiles launch_config gives."""
+    return fd.choose_splits(batch, heads_kv, cache_len, fd.launch_config(D, 2)[0], num_sms)[0]
+
+
+def sweep_splits(batch, heads_kv, cache_len, old, fill, num_sms) -> list[int]:
+    programs, n_blocks = batch * heads_kv, cdiv(cache_len, 64)
+    cands = {old // 2, old, 2 * old, fill - 1, fill, fill + 1, num_sms // programs, 2 * num_sms // programs,
+             4 * num_sms // programs}
+    if 2 * programs >= num_sms:
+        cands.add(1)
+    return sorted(s for s in cands if 1 <= s <= n_blocks)
+
+
+def run_group(shape, group, candidates, splits_of, ref, with_read=False, with_peers=False):
+    inputs = shape.get("_inputs")
+    fns = {}
+    good = checked(shape, group, candidates, ref, splits_of)
+    rels = {}
+    for name, (fn, rel) in good.items():
+        fns[name], rels[name] = fn, rel
+    keep = None
+    if with_peers:
+        peers = {"cudnn": (lambda: study.impls()["sdpa_cudnn"](inputs)),
+                 "fa2": (lambda: study.impls()["sdpa_flash"](inputs))}
+        for name, (fn, rel) in checked(shape, group, peers, ref, {}).items():
+            fns[name], rels[name] = fn, rel
+    if with_read:
+        reads, keep = read_candidates(kv_bytes(shape))
+        fns.update(checked(shape, group, reads, None, {}))
+    if not fns:
+        return {}
+    if left() < 0:
+        for name in fns:
+            row(shape, group, name, splits_of.get(name, ""), status="skipped", message="probe time budget spent")
+        return {}
+    try:
+        times = time_all(fns)
+    except Exception as exc:
+        for name in fns:
+            row(shape, group, name, splits_of.get(name, ""), status="error",
+                message=f"timing: {type(exc).__name__}: {exc}")
+        return {}
+    del keep
+    result = {}
+    for name, ms in times.items():
+        us = statistics.median(ms) * 1e3
+        result[name] = us
+        row(shape, group, name, splits_of.get(name, ""), us=us, rel=rels.get(name), reps=len(ms))
+    return result
+
+
+def finish(shape_rows_from: int, result: dict):
+    """Fill share_read and vs_cudnn of this shape's rows."""
+    reads = [result[k] for k in ("read2048", "read4096") if k in result]
+    read_us = min(reads) if reads else None
+    cudnn = result.get("cudnn")
+    for r in ROWS[shape_rows_from:]:
+        if r["median_us"] == "":
+            continue
+        if read_us:
+            r["share_read"] = round(read_us / r["median_us"], 4)
+        if cudnn:
+            r["vs_cudnn"] = round(cudnn / r["median_us"], 4)
+
+
+def paged_group(shape, inputs, ref, result, num_sms, full: bool):
+    """Paged rows of a shape: ours and forced S; with `full`, the contiguous cache with lengths at the
+    same S, two tilings and 16-token pages."""
+    batch, heads_kv, cache_len = shape["batch"], shape["heads_kv"], shape["cache_len"]
+    group = HQ // heads_kv
+    q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
+    start = len(ROWS)
+    kp, vp, table = fd.paged_cache(k, v, study.PAGE_SIZE, seed=study.PAGE_SEED)
+    pc, pso = {}, {}
+
+    def paged(s):
+        return lambda: (lambda: fd.decode_attention(q, kp, vp, lens, num_splits=s, block_table=table))
+
+    def contiguous(s):
+        return lambda: (lambda: fd.decode_attention(q, k, v, lens, num_splits=s))
+
+    pc["paged_ours"] = paged(None)
+    pso["paged_ours"] = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, True, True)
+    # The contiguous rules' counts (fill_splits' and the one-wave rule's) and the paged rule's, halved.
+    sweep = {fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group),
+             wave_splits(batch, heads_kv, cache_len, num_sms), pso["paged_ours"], max(1, pso["paged_ours"] // 2)}
+    if full:
+        pc["lens_ours"] = contiguous(None)
+        pso["lens_ours"] = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, False, True)
+        sweep |= {1, 2, 4, 8}
+        for bn, w, st in ((64, 4, 3), (32, 4, 4)):
+            pc[f"paged_{bn}x{w}x{st}"] = (lambda bn=bn, w=w, st=st: (
+                lambda: fd._decode(q, kp, vp, lens, None, None, table, bn, w, st)))
+            pso[f"paged_{bn}x{w}x{st}"] = fd.launch_shape(batch, heads_kv, group, cache_len, D, 2, num_sms, True,
+                                                          True, None, bn, w, st)[0]
+        kp16, vp16, table16 = fd.paged_cache(k, v, 16, seed=study.PAGE_SEED)          # vLLM's default page
+        pc["paged16_ours"] = lambda: (lambda: fd.decode_attention(q, kp16, vp16, lens, block_table=table16))
+        pso["paged16_ours"] = pso["paged_ours"]
+    n_blocks = cdiv(cache_len, fd.launch_config(D, 2)[0])
+    for s in sorted(x for x in sweep if 1 <= x <= n_blocks):
+        pc[f"paged_S={s}"] = paged(s)
+        pso[f"paged_S={s}"] = s
+        if full:
+            pc[f"lens_S={s}"] = contiguous(s)
+            pso[f"lens_S={s}"] = s
+    presult = run_group(shape, "paged", pc, pso, ref)
+    for key in ("cudnn", "read2048", "read4096"):
+        if result.get(key):
+            presult[key] = result[key]
+    finish(start, presult)
+    presult["contiguous_ours"] = result.get("ours")
+    return presult, pso
+
+
+def kernel_rows(path):
+    """Registers, spills and shared memory of every kernel the probe's plans compiled."""
+    rows = []
+    for key, plan in list(fd._PLANS.items()):
+        compiled = getattr(plan.fast, "compiled", None)
+        if compiled is None:
+            continue
+        q_layout, k_layout = key[0], key[1]
+        rows.append({"q_shape": tuple(q_layout[0]), "cache_shape": tuple(k_layout[0]), "paged": key[4] is not None,
+                     "num_splits": key[7], "block_n": key[9], "num_warps": key[10], "num_stages": key[11],
+                     "grid": plan.grid, "regs": getattr(compiled, "n_regs", ""),
+                     "spills": getattr(compiled, "n_spills", ""), "shared": compiled.metadata.shared})
+    if rows:
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return rows
+
+
+def main():
+    global timer
+    os.makedirs(OUT, exist_ok=True)
+    random.seed(0)
+    timer = None if DRY else CudaTimer()
+    num_sms = sm_count(torch.device(DEVICE))
+    name = "CPU interpreter (dry run)" if DRY else torch.cuda.get_device_name()
+    print(f"device {name} SMs {num_sms}; torch {torch.__version__}", flush=True)
+    summary = []       # (label, dict) for the table
+    for batch, heads_kv, cache_len in MAIN_SHAPES + EXTRA_SHAPES:
+        if left() < 0:
+            row(shape_dict(batch, heads_kv, cache_len), "main", "all", status="skipped",
+                message="probe time budget spent")
+            continue
+        shape = shape_dict(batch, heads_kv, cache_len)
+        start = len(ROWS)
+        try:
+            inputs = study.make_inputs(shape, DTYPE, DEVICE)
+            ref = study.reference(inputs)
+        except Exception as exc:
+            row(shape, "main", "inputs", status="error", message=f"{type(exc).__name__}: {exc}")
+            continue
+        shape["_inputs"] = inputs
+        q, k, v = inputs["q"], inputs["k_cache"], inputs["v_cache"]
+        group = HQ // heads_kv
+        old = wave_splits(batch, heads_kv, cache_len, num_sms)
+        fill = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group)
+        cands = {"ours": lambda: (lambda: fd.decode_attention(q, k, v))}
+        splits_of = {"ours": fill, "wave": old}
+        for s in sweep_splits(batch, heads_kv, cache_len, old, fill, num_sms):
+            name = f"S={s}"
+            splits_of[name] = s
+            if s == 1:
+                cands[name] = lambda: (lambda: fd.decode_attention_nosplit(q, k, v))
+            else:
+                cands[name] = lambda s=s: (lambda: fd.decode_attention(q, k, v, num_splits=s))
+        result = run_group(shape, "main", cands, splits_of, ref, with_read=True, with_peers=True)
+        finish(start, result)
+        if result:
+            summary.append(((batch, heads_kv, cache_len), result, splits_of))
+
+        if (batch, heads_kv, cache_len) in PAGED_SHAPES and left() > 0:
+            presult, pso = paged_group(shape, inputs, ref, result, num_sms,
+                                       full=(batch, heads_kv, cache_len) == PAGED_SHAPE)
+            summary.append((("paged", batch, heads_kv, cache_len), presult, pso))
+
+        if (batch, heads_kv, cache_len) in CONFIG_SHAPES and left() > 0:
+            start = len(ROWS)
+            cc = {}
+            cso = {}
+            for bn, w, st in CONFIGS:
+                name = f"ours_{bn}x{w}x{st}"
+                cc[name] = lambda bn=bn, w=w, st=st: (lambda: fd._decode(q, k, v, None, None, None, None, bn, w, st))
+                cso[name] = fd.launch_shape(batch, heads_kv, group, cache_len, D, 2, num_sms, False, False,
+                                            None, bn, w, st)[0]
+            cresult = run_group(shape, "config", cc, cso, ref)
+            cresult["cudnn"] = result.get("cudnn")
+            finish(start, {k: v for k, v in cresult.items() if v})
+            summary.append((("config", batch, heads_kv, cache_len), cresult, cso))
+        del inputs, q, k, v, ref, shape["_inputs"]
+        if not DRY:
+            torch.cuda.empty_cache()
+        print(f"  done B={batch} Hkv={heads_kv} L={cache_len} at {time.perf_counter() - T0:.0f} s", flush=True)
+
+    path = os.path.join(OUT, "decode_balance.csv")
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(ROWS[0]) if ROWS else ["status"])
+        writer.writeheader()
+        writer.writerows(ROWS)
+    kernels = kernel_rows(os.path.join(OUT, "decode_balance_kernels.csv"))
+    print_table(summary)
+    paged_kernels = sorted({(r["block_n"] or "-", r["regs"], r["spills"], r["shared"]) for r in kernels if r["paged"]})
+    if paged_kernels:
+        print("paged kernels (BLOCK_N forced, regs, spills, shared bytes): "
+              + "; ".join(map(str, paged_kernels[:6])))
+    bad = [r for r in ROWS if r["status"] != "ok"]
+    print(f"{len(ROWS)} rows ({len(bad)} not ok) -> {path}; wall {time.perf_counter() - T0:.0f} s")
+    for r in bad[:6]:
+        print(f"  {r['status']}: B={r['batch']} Hkv={r['heads_kv']} L={r['cache_len']} {r['impl']}: "
+              f"{r['message'][:100]}")
+
+
+def _us(x) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def print_table(summary):
+    print(f"\nus: CUPTI kernel time, fp16, Hq={HQ}, D={D}. ours: decode_attention; wave: forced S of the one-wave "
+          f"rule; TB/s, fill%: KV bytes / ours' time, and over {READ_TBPS} TB/s; rd%: the same-size read's time "
+          "over ours'; xC: cuDNN us / ours us (> 1: ours faster)")
+    print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'MB':>5} | {'ours(S)':>11} {'wave(S)':>11} {'bestS(S)':>11} | "
+          f"{'cuDNN':>6} {'FA2':>6} {'read':>6} | {'TB/s':>4} {'fill%':>5} {'rd%':>4} {'xC':>5}")
+    for key, res, splits in summary:
+        if key[0] in ("paged", "config"):
+            continue
+        b, h, n = key
+        nbytes = kv_bytes(shape_dict(b, h, n))
+        sweep = {k: v for k, v in res.items() if k.startswith("S=")}
+        best = min(sweep, key=sweep.get) if sweep else None
+        read = min([res[k] for k in ("read2048", "read4096") if k in res], default=None)
+        ours, cud, wave = res.get("ours"), res.get("cudnn"), res.get(f"S={splits.get('wave')}")
+        share = f"{nbytes / ours / 1e6:4.2f} {nbytes / ours / 1e6 / READ_TBPS * 100:5.1f}" if ours else "   -     -"
+        rd = f"{read / ours * 100:4.0f}" if ours and read else "   -"
+        xc = f"{cud / ours:5.2f}" if ours and cud else "    -"
+        print(f"{b:>3} {h:>3} {n:>6} {nbytes / 1e6:>5.0f} | {_us(ours):>7}({splits.get('ours', '')!s:>2}) "
+              f"{_us(wave):>7}({splits.get('wave', '')!s:>2}) "
+              f"{_us(sweep.get(best)):>7}({best[2:] if best else '':>2}) | {_us(cud):>6} {_us(res.get('fa2')):>6} "
+              f"{_us(read):>6} | {share} {rd} {xc}")
+    main = [(res, splits) for key, res, splits in summary if key[0] not in ("paged", "config")]
+    pairs = [(r["ours"], r[f"S={sp['wave']}"]) for r, sp in main if r.get("ours") and r.get(f"S={sp['wave']}")]
+    if pairs:
+        geo = math.exp(sum(math.log(f / c) for f, c in pairs) / len(pairs))
+        print(f"ours / one-wave S: geo-mean {geo:.3f}; faster by > 2% at {sum(f < 0.98 * c for f, c in pairs)}, "
+              f"slower by > 2% at {sum(f > 1.02 * c for f, c in pairs)} of {len(pairs)} shapes")
+    ratios = [r["cudnn"] / r["ours"] for r, _ in main if r.get("cudnn") and r.get("ours")]
+    if ratios:
+        print(f"cuDNN / ours: geo-mean {math.exp(sum(map(math.log, ratios)) / len(ratios)):.3f}, "
+              f"min {min(ratios):.2f}, below 0.98 at {sum(x < 0.98 for x in ratios)} of {len(ratios)}")
+    for key, res, splits in summary:
+        if key[0] == "paged":
+            _, b, h, n = key
+            base = res.get("contiguous_ours")
+            print(f"paged B={b} Hkv={h} L={n}, {study.PAGE_SIZE}-token pages (paged16_*: 16), lengths passed "
+                  f"(lens_*: the contiguous cache with lengths; x: over contiguous ours without lengths, "
+                  f"{_us(base)} us):")
+            names = [k for k in res if k.startswith(("paged_", "paged16_", "lens_")) and res[k]]
+            cells = [f"{k}{'' if 'S=' in k or k not in splits else '(' + str(splits[k]) + ')'} {res[k]:.1f}"
+                     + (f" x{res[k] / base:.2f}" if base else "") for k in names]
+            for i in range(0, len(cells), 4):
+                print("  " + "; ".join(cells[i:i + 4]))
+            gaps = [f"S={s} {res[f'paged_S={s}'] / res[f'lens_S={s}']:.3f}" for s in (1, 2, 4, 8)
+                    if res.get(f"paged_S={s}") and res.get(f"lens_S={s}")]
+            if gaps:
+                print("  paged / contiguous with lengths at the same S (the gather's cost): " + ", ".join(gaps))
+        if key[0] == "config":
+            _, b, h, n = key
+            items = sorted((v, k) for k, v in res.items() if k.startswith("ours_") and v)
+            print(f"config B={b} Hkv={h} L={n}, BLOCK_NxwarpsxstagesS(S) us: "
+                  + ", ".join(f"{k[5:]}({splits.get(k, '')}) {v:.1f}" for v, k in items))
+
+
+if __name__ == "__main__":
+    if not (DRY or torch.cuda.is_available()):
+        sys.exit("decode_balance needs a CUDA GPU")
+    main()

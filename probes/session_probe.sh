@@ -1,0 +1,22 @@
+# One device call of probes, each under its own time limit so that one that hangs or runs long
+# costs only its share; the table each prints last is echoed at the end.
+#   bash probes/session_probe.sh COMMIT [hopper_tests] NAME:LIMIT_S[:BUDGET_S] ...
+# hopper_tests: the Gluon attention kernel's GPU tests first. BUDGET_S goes to the probe as
+# PROBE_BUDGET_S (when it stops starting new work).
+set -o pipefail
+. probes/device_setup.sh "$1" || exit 1
+shift
+names=()
+for spec in "$@"; do
+    if [ "$spec" = hopper_tests ]; then
+        timeout 90 python3 -m pytest -q --noconftest -p no:cacheprovider tests/test_attention_hopper.py -k "test_gpu_" -x 2>&1 \
+            | tee "$OUT/hopper_tests.log" | tail -4
+        continue
+    fi
+    IFS=: read -r name limit budget <<<"$spec"
+    names+=("$name")
+    echo "== $name (limit $limit s)"; s=$SECONDS
+    PROBE_BUDGET_S=${budget:-$((limit * 3 / 4))} timeout "$limit" python3 "probes/$name.py" > "$OUT/$name.log" 2>&1
+    echo "rc=$? in $((SECONDS - s)) s" >> "$OUT/$name.log"
+done
+for name in "${names[@]}"; do echo "== $name"; tail -40 "$OUT/$name.log" | cut -c1-160; done

@@ -1,0 +1,133 @@
+"""Where split's time goes at the few-long-row shapes: launch settings and the cost of its sync.
+
+Times kernels.fused_softmax's split (forced) under its own launch table and under other settings
+(programs per SM, warps, tiles per segment), and two copies of the module changed for timing only:
+`relaxed` (the arrive / wait / depart atomics without release / acquire ordering: the fences'
+cost) and `nowait` (no wait for the row's other segments: what the sync costs in all; its output is
+wrong by construction and only timed). Looped (forced), torch.softmax and a copy of the same bytes
+are the references. Every variant's output is checked against float64 and its error reported.
+Timing: triton.testing.do_bench median (L2 flushed before each call). Writes $OUT/softmax_split_diag.csv.
+
+    PYTHONUNBUFFERED=1 python3 probes/softmax_split_diag.py
+"""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import os
+import sys
+import tempfile
+import time
+
+import torch
+import triton
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from kernels import fused_softmax as fs  # noqa: E402
+
+OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
+BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
+SHAPES = [(16, 4194304, torch.float16), (256, 262144, torch.float16), (1024, 131072, torch.float16),
+          (4096, 32768, torch.float16), (64, 1048576, torch.float32), (1024, 131072, torch.float32)]
+# (name, per_sm, num_warps, seg_tiles); None: the launch table's value
+SETTINGS = [("table", None, None, None), ("pm8", 8, None, None), ("w4", None, 4, None),
+            ("w4_pm8", 8, 4, None), ("w4_pm16", 16, 4, None), ("s2", None, None, 2), ("s8", None, None, 8)]
+EDITS = {   # module copies, timing only
+    "relaxed": [('sem="release"', 'sem="relaxed"'), ('sem="acquire"', 'sem="relaxed"'),
+                ('sem="acq_rel"', 'sem="relaxed"')],
+    "nowait": [("while arrived < n_segs:", "while arrived < 0:")],
+}
+
+
+def _module_copy(name: str, edits):
+    src = open(fs.__file__).read()
+    for old, new in edits:
+        assert old in src, (name, old)
+        src = src.replace(old, new)
+    path = os.path.join(tempfile.mkdtemp(), f"fused_softmax_{name}.py")
+    with open(path, "w") as f:
+        f.write(src)
+    spec = importlib.util.spec_from_file_location(f"fused_softmax_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _bench(fn) -> float:
+    return float(triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median")) * 1e3   # us
+
+
+def main() -> None:
+    os.makedirs(OUT, exist_ok=True)
+    t0 = time.perf_counter()
+    mods = {"main": fs, **{n: _module_copy(n, e) for n, e in EDITS.items()}}
+    rows_out = []
+    for r, c, dt in SHAPES:
+        if time.perf_counter() - t0 > BUDGET_S:
+            rows_out.append(dict(shape=f"{r}x{c}", dtype=str(dt)[6:], variant="-", error="skipped (budget)"))
+            continue
+        torch.manual_seed(0)
+        x = torch.randn(r, c, device="cuda", dtype=torch.float32).mul_(4).to(dt)
+        x[0, 5] = float("-inf")
+        ref = torch.softmax(x.double(), dim=-1)
+        out = torch.empty_like(x)
+        nbytes = 2 * x.numel() * x.element_size()
+        copy_us = _bench(lambda: out.copy_(x))
+        base = fs.config("split", c, dt, r, fs.num_sms(x.device))
+        cases = []
+        for name, per_sm, warps, seg in SETTINGS:
+            cfg = fs.Config(block=base.block, num_warps=warps or base.num_warps, per_sm=per_sm or base.per_sm,
+                            prefetch=base.prefetch, seg_tiles=seg or base.seg_tiles)
+            cases.append((f"split_{name}", fs, "split", cfg))
+        for mname in EDITS:
+            cases.append((f"split_{mname}", mods[mname], "split", None))
+        cases.append(("looped", fs, "looped", None))
+        for variant, mod, strat, cfg in cases:
+            row = dict(shape=f"{r}x{c}", dtype=str(dt)[6:], variant=variant)
+            try:
+                out.fill_(float("nan"))
+                mod.STRATEGIES[strat].run(x, out, cfg)
+                torch.cuda.synchronize()
+                err = (out.double() - ref).abs().max().item()
+                row["max_abs_err"] = err
+                us = _bench(lambda: mod.STRATEGIES[strat].run(x, out, cfg))
+                row.update(us=round(us, 2), of_copy=round(copy_us / us, 3), tbs=round(nbytes / us / 1e6, 3))
+            except Exception as exc:   # a refused config is a row, the probe goes on
+                row["error"] = f"{type(exc).__name__}: {exc}"[:160]
+            rows_out.append(row)
+        us = _bench(lambda: torch.softmax(x, dim=-1))
+        rows_out.append(dict(shape=f"{r}x{c}", dtype=str(dt)[6:], variant="torch", us=round(us, 2),
+                             of_copy=round(copy_us / us, 3)))
+        rows_out.append(dict(shape=f"{r}x{c}", dtype=str(dt)[6:], variant="copy", us=round(copy_us, 2),
+                             of_copy=1.0, tbs=round(nbytes / copy_us / 1e6, 3)))
+        print(f"# {r}x{c} {dt} done at {time.perf_counter() - t0:.0f} s", flush=True)
+        del x, out, ref
+        torch.cuda.empty_cache()
+    cols = ["shape", "dtype", "variant", "us", "of_copy", "tbs", "max_abs_err", "error"]
+    with open(os.path.join(OUT, "softmax_split_diag.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows_out)
+    variants = [v for v in dict.fromkeys(r["variant"] for r in rows_out) if v != "-"]
+    print("share of the copy (copy us / us); errors marked *; E = refused")
+    print(f"{'shape':>12} {'dt':>8} " + " ".join(f"{v.replace('split_', ''):>8}" for v in variants))
+    for key in dict.fromkeys((r["shape"], r["dtype"]) for r in rows_out):
+        cells = []
+        for v in variants:
+            hit = [r for r in rows_out if (r["shape"], r["dtype"]) == key and r["variant"] == v]
+            if not hit or "us" not in hit[0]:
+                cells.append(f"{'E' if hit and hit[0].get('error') else '-':>8}")
+                continue
+            bad = hit[0].get("max_abs_err", 0) > 2e-3
+            cells.append(f"{hit[0]['of_copy']:>7.3f}{'*' if bad else ' '}")
+        print(f"{key[0]:>12} {key[1]:>8} " + " ".join(cells))
+    for r in rows_out:
+        if r.get("error"):
+            print("ERROR", r["shape"], r["dtype"], r["variant"], r["error"])
+    print(f"# total {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -49,6 +49,13 @@ last dimension is contiguous):
             this loop's speed at the few-long-row shapes (16x4194304 fp16 0.579 of the copy
             against 0.617; 1024x131072 bf16 0.577 against 0.658), and 0.89-1.02x with 4 warps,
             8 programs an SM or 4-tile segments: the wait is not what holds these rows near 60%.
+            Timed only (probes/softmax_split_diag.py, do_bench median, share of the copy): the
+            fused loop with relaxed instead of release/acquire ordering ran 0.673-0.759 against
+            0.637-0.692 (so the fences cost 5-10%), without any wait (wrong by construction)
+            0.663-0.724; 8 programs an SM, 4 warps, or 2- and 8-tile segments were no faster.
+            At 4096x32768 fp16, one segment a row, split reads and writes as looped does and
+            reaches 0.668 of the copy where looped reaches 0.870: the persistent, round-by-round
+            loop itself, not the exchange, is what costs split's long rows a quarter.
 
 Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the
 strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kernel time):

@@ -24,8 +24,8 @@ only question is how fast the cache streams from memory. One kernel, one program
 
 `decode_attention_nosplit` always uses S = 1 (one program per (batch, kv head)).
 
-Number of splits (`launch_shape`): contiguous caches take fill_splits' count, paged caches
-choose_splits' paged rule (both below). The one-wave rule (`choose_splits`): the B * Hkv
+Number of splits (`launch_shape`): `choose_splits`, the one-wave rule for contiguous caches and
+its paged rule for paged caches (both below). The one-wave rule: the B * Hkv
 programs of an unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many
 as SMs (paged caches, and calls that pass seqlens, whose lengths may differ, want about
 PAGED_PROGRAMS_PER_SM programs per SM even then; see choose_splits). Below that, a contiguous cache is cut into S = SMs // (B * Hkv) chunks of a
@@ -52,19 +52,18 @@ per-token lookup at every shape tried (B=1 Hkv=8 L=131072 page 64: 160.6 against
 page 16). S depends on the cache shape (B, Hkv, Lmax) and on whether seqlens and a block table
 are passed, never on their values, so the host never waits for the GPU.
 
-Contiguous caches: fill_splits' count over balanced chunks (split s reads tiles
-floor(s * n / S) .. floor((s + 1) * n / S) - 1 of n, so S need not divide n). On the decode
-grid's shapes it gives the one-wave S; it differs where B * Hkv does not divide the SM count
-well. Measured on the H200 (probes/decode_balance.py, fp16, Hq=32, D=128, CUPTI kernel time,
-L2 flushed) against the previous plan (one-wave S, the last program merging its G rows one
-after another, each a dependent round of L2 loads): geo-mean time ratio 0.916 over 10 shapes,
-faster by more than 2% at 6 and slower at none; cuDNN's time over ours geo-mean 1.038, min 0.97.
-Per shape, us (previous -> now, cuDNN): B=1 Hkv=8 L=1024 9.1 -> 6.3 (S=16), 7.5; L=16384
-29.6 -> 26.7, 28.4; L=65536 77.2 -> 73.4, 75.2; B=4 Hkv=8 L=1024 14.3 -> 11.4 (S=4), 12.5;
-L=16384 77.2 -> 73.4, 75.2; B=16 Hkv=8 L=1024 25.3 -> 25.4 (S=1), 25.2; B=16 Hkv=32 L=4096
-247.2 -> 247.2, 245.9; B=64 Hkv=32 L=1024 249.1 -> 249.0, 245.3; B=3 Hkv=8 L=16384 64.1 (S=5)
--> 59.6 (S=11), 63.2; B=25 Hkv=8 L=4096 114.0 (S=1) -> 113.6 (S=5, S=6 forced 112.7), 110.3.
-The grouped merge alone (one-wave S) gave most of the gain (B=1 L=1024 6.3, B=4 L=1024 11.2).
+Contiguous caches: the one-wave rule's S over balanced chunks (split s reads tiles
+floor(s * n / S) .. floor((s + 1) * n / S) - 1 of n, so S need not divide n), with the grouped
+merge. Measured on the H200 (probes/decode_balance.py, fp16, Hq=32, D=128, CUPTI kernel time,
+L2 flushed) against the previous plan (the same S, the last program merging its G rows one
+after another, each a dependent round of L2 loads), over the decode grid's shapes, us
+(previous -> now, cuDNN): B=1 Hkv=8 L=1024 9.1 -> 6.3 (S=16), 7.5; L=16384 29.6 -> 26.7, 28.4;
+L=65536 77.2 -> 73.4, 75.2; B=4 Hkv=8 L=1024 14.3 -> 11.4 (S=4), 12.5; L=16384 77.2 -> 73.4,
+75.2; B=16 Hkv=8 L=1024 25.3 -> 25.4 (S=1), 25.2; B=16 Hkv=32 L=4096 247.2 -> 247.2, 245.9;
+B=64 Hkv=32 L=1024 249.1 -> 249.0, 245.3. A wave-filling rule (S so that B * Hkv * S fills whole
+waves of SMs, where B * Hkv does not divide the SM count well) was measured and not kept: same
+probe, B=3 Hkv=8 L=16384 S=11 61.0 us against the one-wave S=5 60.6; B=25 Hkv=8 L=4096 S=5 114.9
+against S=1 112.2 (cuDNN 109.4); on the decode grid's shapes it chose the one-wave S.
 
 Paged caches: the same kernel and grouped merge with choose_splits' paged S (at the measured
 shapes the same balanced and equal chunks: S=64, 16 and 4 below). Same probe, page 64, lengths
@@ -132,11 +131,6 @@ RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no lo
 LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG
 LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks)
 MERGE_TILE = 8192            # grouped merge: partial values (G rows x splits x D) loaded per step
-FILL_PROGRAM_BLOCKS = 1.0    # fill_splits' cost model: a program's fixed cost (start, first loads,
-                             # partial stores), in BLOCK_N tiles of streaming
-FILL_MERGE_BLOCKS = 1.0      # ... and the merge's, per step of the grouped merge
-FILL_MAX_WAVES = 8           # ... and split counts tried: at most this many waves of programs
-FILL_MIN_BLOCKS = 1          # tiles each split holds at least (contiguous caches)
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
 
@@ -357,8 +351,8 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
                   paged: bool = False, lengths: bool = False) -> tuple[int, int]:
     """(S, chunk_len): split each sequence into S chunks of chunk_len tokens (a multiple of block_n).
 
-    decode_attention takes this S for paged caches (cut into balanced chunks); for contiguous
-    caches (paged=False) it is the one-wave rule, fill_splits' point of comparison.
+    decode_attention takes this S (cut into balanced chunks): the one-wave rule for contiguous
+    caches (paged=False), the paged rule below for paged caches.
 
     Paged caches: a program's page lookups put a dependent load before each tile's K and V, so
     one program per SM leaves the memory system idle; a grid that would not be split is split
@@ -394,60 +388,6 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
 def _chunking(n_blocks: int, splits: int, block_n: int) -> tuple[int, int]:
     blocks_per_split = cdiv(n_blocks, max(1, min(splits, n_blocks)))
     return cdiv(n_blocks, blocks_per_split), blocks_per_split * block_n
-
-
-def fill_cost(programs: int, n_blocks: int, splits: int, slots: int, merge_step: int) -> float:
-    """fill_splits' model of a launch's time, in BLOCK_N tiles streamed by one program.
-
-    `programs` (batch, kv head) pairs each cut into `splits` balanced chunks of n_blocks tiles run
-    in waves of `slots` programs (one per SM); a wave lasts as
-    long as its longest chunk plus FILL_PROGRAM_BLOCKS, and a split launch adds FILL_MERGE_BLOCKS
-    per merge step of `merge_step` splits.
-    """
-    waves = cdiv(programs * splits, slots)
-    cost = waves * (cdiv(n_blocks, splits) + FILL_PROGRAM_BLOCKS)
-    return cost + (FILL_MERGE_BLOCKS * cdiv(splits, merge_step) if splits > 1 else 0.0)
-
-
-def wave_fill(programs: int, n_blocks: int, splits: int, slots: int) -> float:
-    """Share of the launch's program slots busy streaming tiles: the tiles to read over
-    waves x slots x the longest chunk (1.0: every wave full, every chunk as long as the longest)."""
-    waves = cdiv(programs * splits, slots)
-    return programs * n_blocks / (waves * slots * cdiv(n_blocks, splits))
-
-
-@functools.lru_cache(maxsize=4096)
-def fill_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int,
-                lengths: bool = False, merge_step: int = 16) -> int:
-    """S of a contiguous cache: the split count of least fill_cost, over balanced chunks.
-
-    merge_step is the grouped merge's splits per step (merge_step(); 16 at G = 4, D = 128). The S
-    candidates keep at least FILL_MIN_BLOCKS tiles per split and at most FILL_MAX_WAVES waves of
-    programs; ties go to fewer splits. The model sees waves of num_sms programs, so B * Hkv * S
-    lands on, or just under, a whole number of waves where the chunk lengths allow: B=3 Hkv=8
-    L=16384 (24 programs, 256 tiles of 64 tokens on 132 SMs) takes S=11 (264 programs, two full
-    waves of 23-24 tiles, cost 51) where the one-wave rule's S=5 gives 120 programs of up to 52
-    tiles (cost 54); B=25 Hkv=8 L=4096 (200 programs) S=5 (1000 programs, 8 waves of 12-13 tiles,
-    cost 113) where the one-wave rule does not split (two waves of 64 tiles, the second 68 of 132,
-    cost 130). On the decode grid's shapes (B in 1, 4, 16, 64; Hkv in 8, 32) it gives choose_splits'
-    S: at 64-token tiles no other count shortens the longest wave. Measured: see the module
-    docstring. Calls that pass lengths on a grid that fills the SMs keep choose_splits' spreading of
-    ragged work (at least cdiv(Lmax, RAGGED_CHUNK_TOKENS) splits). The kernel then reads split s's
-    tiles floor(s * n_blocks / S) .. floor((s + 1) * n_blocks / S) - 1, so any S up to n_blocks is
-    exact.
-    """
-    n_blocks = cdiv(cache_len, block_n)
-    programs = batch * heads_kv
-    slots = num_sms                                               # one program per SM
-    top = max(1, min(n_blocks // FILL_MIN_BLOCKS, cdiv(FILL_MAX_WAVES * slots, programs)),
-              min(n_blocks, num_sms // programs))                 # one wave of SMs may take shorter chunks
-    splits = min(range(1, top + 1),
-                 key=lambda s: (fill_cost(programs, n_blocks, s, slots, merge_step), s))
-    if lengths and programs >= NO_SPLIT_FILL * num_sms:
-        spread = max(min(PAGED_PROGRAMS_PER_SM * num_sms // programs, n_blocks // MIN_CHUNK_BLOCKS),
-                     cdiv(cache_len, RAGGED_CHUNK_TOKENS))
-        splits = max(splits, min(spread, n_blocks))
-    return splits
 
 
 def merge_step(group: int, head_dim: int) -> int:
@@ -583,8 +523,8 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     """(S, BLOCK_N, num_warps, num_stages) of a launch; split s reads tiles
     floor(s * n_blocks / S) .. floor((s + 1) * n_blocks / S) - 1 of n_blocks = cdiv(cache_len, BLOCK_N).
 
-    S: fill_splits for contiguous caches, choose_splits' paged rule for paged caches; a forced
-    num_splits is kept exactly, up to one tile per split.
+    S: choose_splits (the one-wave rule for contiguous caches, its paged rule for paged caches); a
+    forced num_splits is kept exactly, up to one tile per split.
     """
     chosen = block_n is None and num_warps is None and num_stages is None
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, element_size)
@@ -592,10 +532,8 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     n_blocks = cdiv(cache_len, block_n)
     if num_splits is not None:
         splits = num_splits
-    elif paged:
-        splits = choose_splits(batch, heads_kv, cache_len, block_n, num_sms, paged=True, lengths=lengths)[0]
     else:
-        splits = fill_splits(batch, heads_kv, cache_len, block_n, num_sms, lengths, merge_step(group, head_dim))
+        splits = choose_splits(batch, heads_kv, cache_len, block_n, num_sms, paged=paged, lengths=lengths)[0]
     splits = max(1, min(splits, n_blocks))
     if chosen and not paged and long_grouped_chunks(group, splits, (n_blocks // splits) * block_n, block_n):
         block_n, num_warps, num_stages = LONG_CHUNK_CONFIG

@@ -7,15 +7,18 @@ Writes $OUT/decode_balance.csv (OUT defaults to ./probe_out) and prints a short 
 Shapes follow the decode study (rooflab/studies/decode.py: Hq = 32, D = 128, fp16, inputs from
 study.make_inputs, float64 reference from study.reference, cuDNN and FA2 from study.impls():
 sdpa_cudnn and sdpa_flash). Implementations of ours:
-  ours     decode_attention as shipped (contiguous: fill_splits' S over balanced chunks, grouped merge)
+  ours     decode_attention as shipped (contiguous: the one-wave rule's S, choose_splits, over balanced
+           chunks, grouped merge; the same S as `wave`)
   S=<n>    a forced split count over balanced chunks (S=1: decode_attention_nosplit); the sweep holds
            the one-wave rule's count (choose_splits), shown as `wave`
   read     rooflab.ceilings' read kernel over a buffer of the KV bytes (best of two tilings)
 Extra groups: `paged` (64-token pages as the study builds them, lengths passed: ours with
 choose_splits' paged S, forced S; at B=16 Hkv=8 L=1024 in full also the contiguous cache with
 lengths at the same S, two tilings and 16-token pages), `config` (BLOCK_N, warps, stages at
-L=1024 and at B=4 L=16384) and two shapes where fill_splits differs from the one-wave rule (B=3
-and B=25). The table ends with geo-means of ours over the one-wave S and of cuDNN over ours.
+L=1024 and at B=4 L=16384) and two shapes where B * Hkv divides the SM count badly (B=3 and B=25:
+the sweep holds the wave-filling counts S=11 and S=5 that were measured against the one-wave rule).
+The table ends with geo-means of ours over the one-wave S (the same S forced: run-to-run spread)
+and of cuDNN over ours.
 Every implementation is checked against the float64 reference before it is timed (a mismatch is a
 row, not a time). Kernel time: CUPTI device time between L2 flushes (rooflab.timing.CudaTimer, as
 the study's `cupti` rows), all of a shape's implementations in one profiler session, in shuffled rounds.
@@ -56,7 +59,7 @@ ROUNDS, CALLS = 3, 10        # timed calls per implementation: ROUNDS shuffled r
 OUT = os.environ.get("OUT", "./probe_out")
 MAIN_SHAPES = [(1, 8, 1024), (1, 8, 16384), (1, 8, 65536), (4, 8, 1024), (4, 8, 16384), (16, 8, 1024),
                (16, 32, 4096), (64, 32, 1024)]
-EXTRA_SHAPES = [(3, 8, 16384), (25, 8, 4096)]             # fill_splits differs from the one-wave rule
+EXTRA_SHAPES = [(3, 8, 16384), (25, 8, 4096)]             # B * Hkv divides the SM count badly
 PAGED_SHAPE = (16, 8, 1024)                          # paged, in full (forced S, contiguous with lengths)
 PAGED_SHAPES = [PAGED_SHAPE, (1, 8, 16384), (4, 8, 16384)]   # paged: ours and forced S
 CONFIG_SHAPES = [(1, 8, 1024), (4, 8, 1024), (4, 8, 16384)]
@@ -84,15 +87,6 @@ def kv_bytes(shape) -> int:
     return fd.decode_traffic(shape["batch"] * shape["cache_len"], shape["batch"], HQ, shape["heads_kv"], D, 2)[0]
 
 
-def model_cost(shape, splits) -> str:
-    """fill_splits' modelled time of S balanced splits (contiguous waves), to set beside the measured one."""
-    if not isinstance(splits, int) or splits < 1:
-        return ""
-    programs, n_blocks = shape["batch"] * shape["heads_kv"], cdiv(shape["cache_len"], fd.launch_config(D, 2)[0])
-    step = fd.merge_step(HQ // shape["heads_kv"], D)
-    return fd.fill_cost(programs, n_blocks, min(splits, n_blocks), fd.sm_count(torch.device(DEVICE)), step)
-
-
 def row(shape, group, impl, splits="", us=None, status="ok", message="", rel=None, reps=0):
     nbytes = kv_bytes(shape)
     r = {"batch": shape["batch"], "heads_q": HQ, "heads_kv": shape["heads_kv"], "cache_len": shape["cache_len"],
@@ -101,7 +95,6 @@ def row(shape, group, impl, splits="", us=None, status="ok", message="", rel=Non
          "tbps": "" if us is None else round(nbytes / us / 1e6, 4),
          "share_4p57": "" if us is None else round(nbytes / us / 1e6 / READ_TBPS, 4),
          "share_read": "", "vs_cudnn": "", "rel_err": "" if rel is None else f"{rel:.3g}",
-         "model_cost": model_cost(shape, splits) if group == "main" else "",
          "status": status, "message": message[:300]}
     ROWS.append(r)
     return r
@@ -184,10 +177,14 @@ def wave_splits(batch, heads_kv, cache_len, num_sms) -> int:
     return fd.choose_splits(batch, heads_kv, cache_len, fd.launch_config(D, 2)[0], num_sms)[0]
 
 
-def sweep_splits(batch, heads_kv, cache_len, old, fill, num_sms) -> list[int]:
+def sweep_splits(batch, heads_kv, cache_len, wave, num_sms) -> list[int]:
+    """Forced counts around the one-wave S, and whole waves of programs (B=3 Hkv=8: S=11, two waves of
+    132 SMs; B=25 Hkv=8: S=5, the wave-filling rule's count measured against the one-wave rule)."""
     programs, n_blocks = batch * heads_kv, cdiv(cache_len, 64)
-    cands = {old // 2, old, 2 * old, fill - 1, fill, fill + 1, num_sms // programs, 2 * num_sms // programs,
+    cands = {wave // 2, wave - 1, wave, wave + 1, 2 * wave, num_sms // programs, 2 * num_sms // programs,
              4 * num_sms // programs}
+    if (batch, heads_kv, cache_len) == (25, 8, 4096):
+        cands.add(5)
     if 2 * programs >= num_sms:
         cands.add(1)
     return sorted(s for s in cands if 1 <= s <= n_blocks)
@@ -263,7 +260,7 @@ def paged_group(shape, inputs, ref, result, num_sms, full: bool):
 
     pc["paged_ours"] = paged(None)
     pso["paged_ours"] = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, True, True)
-    # The contiguous rules' counts (fill_splits' and the one-wave rule's) and the paged rule's, halved.
+    # The contiguous rule's count (the one-wave rule's) and the paged rule's, halved.
     sweep = {fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group),
              wave_splits(batch, heads_kv, cache_len, num_sms), pso["paged_ours"], max(1, pso["paged_ours"] // 2)}
     if full:
@@ -339,11 +336,11 @@ def main():
         shape["_inputs"] = inputs
         q, k, v = inputs["q"], inputs["k_cache"], inputs["v_cache"]
         group = HQ // heads_kv
-        old = wave_splits(batch, heads_kv, cache_len, num_sms)
-        fill = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group)
+        wave = wave_splits(batch, heads_kv, cache_len, num_sms)
+        planned = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group)   # equals wave
         cands = {"ours": lambda: (lambda: fd.decode_attention(q, k, v))}
-        splits_of = {"ours": fill, "wave": old}
-        for s in sweep_splits(batch, heads_kv, cache_len, old, fill, num_sms):
+        splits_of = {"ours": planned, "wave": wave}
+        for s in sweep_splits(batch, heads_kv, cache_len, wave, num_sms):
             name = f"S={s}"
             splits_of[name] = s
             if s == 1:
@@ -385,7 +382,8 @@ def main():
         writer.writerows(ROWS)
     kernels = kernel_rows(os.path.join(OUT, "decode_balance_kernels.csv"))
     print_table(summary)
-    paged_kernels = sorted({(r["block_n"] or "-", r["regs"], r["spills"], r["shared"]) for r in kernels if r["paged"]})
+    paged_kernels = sorted({(r["block_n"] or "-", r["regs"], r["spills"], r["shared"]) for r in kernels if r["paged"]},
+                           key=_sort_key)
     if paged_kernels:
         print("paged kernels (BLOCK_N forced, regs, spills, shared bytes): "
               + "; ".join(map(str, paged_kernels[:6])))
@@ -394,6 +392,11 @@ def main():
     for r in bad[:6]:
         print(f"  {r['status']}: B={r['batch']} Hkv={r['heads_kv']} L={r['cache_len']} {r['impl']}: "
               f"{r['message'][:100]}")
+
+
+def _sort_key(values: tuple) -> tuple:
+    """Sort key for tuples mixing ints and strings ("-", ""): numbers first, by value, then text."""
+    return tuple((0, v, "") if isinstance(v, (int, float)) else (1, 0, str(v)) for v in values)
 
 
 def _us(x) -> str:

@@ -521,7 +521,7 @@ def test_paged_bad_input_raises_value_error(call, needle):
         call(q, k_pages, v_pages, table)
 
 
-# ---- the plan: fill_splits over balanced chunks (contiguous), choose_splits' paged rule, grouped merge ----
+# ---- the plan: choose_splits over balanced chunks (one-wave rule contiguous, paged rule paged), grouped merge ----
 
 @pytest.mark.parametrize("heads_q,heads_kv,head_dim,splits", [(8, 2, 64, 7), (16, 1, 256, 7), (6, 2, 48, 19),
                                                                (2, 2, 128, 5), (32, 1, 64, 13)])
@@ -590,8 +590,9 @@ def test_paged_balanced_chunks_span_pages(poison):
 
 
 def test_plan_rule_and_merge(fresh_plans, monkeypatch):
-    """The plan's split counts: fill_splits' for a contiguous cache, choose_splits' paged rule for a paged
-    one (the S the probe measured for the grouped merge: 64 at B=1 Hkv=8 L=16384, 16 at B=4, 4 at B=16
+    """The plan's split counts: choose_splits' one-wave rule for a contiguous cache (also where B * Hkv
+    divides the SMs badly: the wave-filling S=11 and S=5 measured slower), its paged rule for a paged one
+    (the S the probe measured for the grouped merge: 64 at B=1 Hkv=8 L=16384, 16 at B=4, 4 at B=16
     L=1024, page 64, lengths passed); a split launch merges with merge_step(G, D) splits a step."""
     monkeypatch.setattr(decode, "sm_count", lambda device: 132)
     q, k, v = _inputs(3, 32, 8, 1024, 128, torch.float16)
@@ -599,69 +600,31 @@ def test_plan_rule_and_merge(fresh_plans, monkeypatch):
     (plan,) = decode._PLANS.values()
     assert plan.grid == (4, 24) and plan.rest[3:5] == (16, 4)              # 16 tiles over 4 splits
     assert plan.rest[11] == decode.merge_step(4, 128) == 16 and plan.rest[-1] == 0   # not paged
-    assert decode.planned_splits(25, 8, 4096, 128, 2, 132, 4) == 5           # B * Hkv * S: 8 full waves
-    assert decode.planned_splits(3, 8, 16384, 128, 2, 132, 4) == 11
+    assert decode.planned_splits(25, 8, 4096, 128, 2, 132, 4) == 1           # 200 programs: no split
+    assert decode.planned_splits(3, 8, 16384, 128, 2, 132, 4) == 5           # 132 // 24
+    assert decode.planned_splits(3, 8, 1024, 128, 2, 132, 4) == 4            # 16 tiles: 4 chunks of 4
+    for batch, heads_kv, cache_len in ((25, 8, 4096), (3, 8, 16384), (1, 8, 1024), (4, 8, 16384), (16, 32, 4096)):
+        for lengths in (False, True):
+            assert decode.planned_splits(batch, heads_kv, cache_len, 128, 2, 132, 32 // heads_kv, False,
+                                         lengths) == choose_splits(batch, heads_kv, cache_len, 64, 132,
+                                                                   lengths=lengths)[0]
     for batch, cache_len, splits in ((1, 16384, 64), (4, 16384, 16), (16, 1024, 4)):
         assert decode.planned_splits(batch, 8, cache_len, 128, 2, 132, 4, True, True) == splits
         assert choose_splits(batch, 8, cache_len, 64, 132, paged=True, lengths=True)[0] == splits
-    assert decode.planned_splits(1, 8, 1024, 128, 2, 132, 4, True, True) == 16    # choose_splits, not fill_splits
-    assert decode.fill_splits(1, 8, 1024, 64, 132) == 16
+    assert decode.planned_splits(1, 8, 1024, 128, 2, 132, 4, True, True) == 16    # paged rule: 2 tiles each
+    assert decode.planned_splits(1, 8, 1024, 128, 2, 132, 4) == 16                # one wave: 132 // 8
 
 
 def test_study_strategy_follows_the_plan(monkeypatch):
     monkeypatch.setattr(decode, "sm_count", lambda device: 132)
     shape = {"batch": 25, "heads_q": 32, "heads_kv": 8, "cache_len": 4096, "head_dim": 128, "ragged": False}
     inputs = {"k_cache": torch.zeros(1, dtype=torch.float16), "ragged": False}
-    assert study.strategy(shape, "float16", inputs) == "split5"              # fill_splits (one-wave: no split)
+    assert study.strategy(shape, "float16", inputs) == "nosplit"             # 200 programs fill the SMs
+    shape.update(batch=3, cache_len=16384)
+    assert study.strategy(shape, "float16", inputs) == "split5"              # one wave: 132 // 24
     shape["batch"] = 64
     assert study.strategy(shape, "float16", inputs) == "nosplit"
 
 
-@pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(3, 8, 16384, 11), (25, 8, 4096, 5), (1, 8, 1024, 16),
-                                                           (1, 8, 131072, 16), (4, 8, 16384, 4), (16, 8, 1024, 1),
-                                                           (64, 32, 1024, 1), (16, 32, 4096, 1)])
-def test_fill_splits_where_worked_out(batch, heads_kv, cache_len, splits):
-    """fill_splits' docstring: whole waves where the tiles allow, the one-wave count on the decode grid."""
-    assert decode.fill_splits(batch, heads_kv, cache_len, 64, 132) == splits
-
-
-FILL_SHAPES = [(b, h, n) for b in (1, 2, 3, 4, 5, 7, 12, 16, 25, 33, 64) for h in (1, 2, 8, 32)
-               for n in (1, 63, 64, 1000, 4096, 16384, 131072)]
-
-
-@pytest.mark.parametrize("sms", [132, 108, 78])
-@pytest.mark.parametrize("lengths", [False, True])
-def test_fill_splits_properties(sms, lengths):
-    """For every shape: 1 <= S <= n_blocks; a split keeps at least the minimum tiles; no more than
-    FILL_MAX_WAVES waves of programs (ragged spreading aside); and, without lengths, never a longer
-    modelled time than the one-wave rule's count cut the same way or than S = 1, and where it differs
-    from the one-wave count without a shorter merge, fuller waves."""
-    block_n, step = 64, 16
-    for batch, heads_kv, cache_len in FILL_SHAPES:
-        n_blocks, programs = cdiv(cache_len, block_n), batch * heads_kv
-        slots = sms
-        s = decode.fill_splits(batch, heads_kv, cache_len, block_n, sms, lengths, step)
-        assert 1 <= s <= n_blocks
-        if s > 1 and programs * s > sms:
-            assert n_blocks // s >= decode.FILL_MIN_BLOCKS
-        spread = lengths and programs >= decode.NO_SPLIT_FILL * sms
-        if not spread:
-            assert programs * s <= max(decode.FILL_MAX_WAVES * slots + programs, sms)
-        if not lengths:
-            old = choose_splits(batch, heads_kv, cache_len, block_n, sms)[0]
-            cost = decode.fill_cost(programs, n_blocks, s, slots, step)
-            assert cost <= decode.fill_cost(programs, n_blocks, old, slots, step)
-            assert cost <= decode.fill_cost(programs, n_blocks, 1, slots, step)
-            if s != old:                                      # a lower cost, or the same with fewer splits
-                assert cost < decode.fill_cost(programs, n_blocks, old, slots, step) or s < old
-                if s > old and cdiv(s, step) >= cdiv(old, step):   # more splits, not for a shorter merge
-                    fuller = decode.wave_fill(programs, n_blocks, s, slots)
-                    assert fuller > decode.wave_fill(programs, n_blocks, old, slots)
-
-
-def test_wave_fill_and_cost():
-    # 24 programs x 11 splits on 132 SMs: two full waves of 23-24 tiles out of 256.
-    assert decode.wave_fill(24, 256, 11, 132) == pytest.approx(24 * 256 / (2 * 132 * 24))
-    assert decode.fill_cost(24, 256, 11, 132, 16) == 2 * (24 + decode.FILL_PROGRAM_BLOCKS) + decode.FILL_MERGE_BLOCKS
-    assert decode.fill_cost(128, 16, 1, 132, 16) == 16 + decode.FILL_PROGRAM_BLOCKS            # no merge
+def test_merge_step():
     assert decode.merge_step(4, 128) == 16 and decode.merge_step(1, 128) == 32 and decode.merge_step(32, 256) == 2

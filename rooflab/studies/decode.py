@@ -93,7 +93,8 @@ def ceiling(dtype: str, ceilings: dict) -> Ceiling:
 
 def strategy(shape: dict, dtype: str, inputs: dict) -> str:
     """`nosplit` (its forced twin is ours_nosplit) or `split<S>`: what decode_attention chooses here
-    (a contiguous cache: fill_splits' S over balanced chunks, merged by the grouped merge)."""
+    (a contiguous cache: the one-wave rule's S, choose_splits, over balanced chunks, merged by the
+    grouped merge)."""
     from kernels._device import sm_count
     from kernels.flash_decoding import planned_splits
     k = inputs["k_cache"]

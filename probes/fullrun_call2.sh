@@ -6,7 +6,7 @@ set -o pipefail
 G=results/nvidia-h200
 T="--rerun-triggers params input software-env code"
 test -s $G/softmax.csv || { echo "call2: no softmax.csv from call 1 on this machine"; exit 3; }
-python3 -m snakemake --cores 1 $T $G/decode.csv $G/e2e.csv $G/attention.csv 2>&1 | tee "$OUT/call2.log" | grep -E "^(rule|Finished|Error|.*steps)"
+python3 -m snakemake --cores 1 $G/decode.csv $G/e2e.csv $G/attention.csv $T 2>&1 | tee "$OUT/call2.log" | grep -E "^(rule|Finished|Error|.*steps)"
 rc=${PIPESTATUS[0]}
 tar czf "$OUT/call2.tgz" results logs
 exit $rc

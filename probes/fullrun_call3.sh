@@ -5,11 +5,11 @@ set -o pipefail
 G=results/nvidia-h200
 T="--rerun-triggers params input software-env code"
 test -s $G/attention.csv || { echo "call3: no attention.csv from call 2 on this machine"; exit 3; }
-python3 -m snakemake --cores 1 $T $G/env.json $G/qa.csv 2>&1 | tee "$OUT/call3_full.log" | grep -E "^(rule|Finished|Error|.*steps)" || exit 4
+python3 -m snakemake --cores 1 $G/env.json $G/qa.csv $T 2>&1 | tee "$OUT/call3_full.log" | grep -E "^(rule|Finished|Error|.*steps)" || exit 4
 cat $G/qa.csv
-python3 -m snakemake --cores 1 $T publish --config allow_flags=true 2>&1 | tail -3
+python3 -m snakemake --cores 1 publish --config allow_flags=true $T 2>&1 | tail -3
 tar czf "$OUT/full.tgz" data/results/nvidia-h200 logs
-python3 -m snakemake --cores 1 $T reproduce --config profile=quick 2>&1 | tee "$OUT/call3_quick.log" | grep -E "^(rule|Finished|Error|.*steps)"
+python3 -m snakemake --cores 1 reproduce --config profile=quick $T 2>&1 | tee "$OUT/call3_quick.log" | grep -E "^(rule|Finished|Error|.*steps)"
 rc=${PIPESTATUS[0]}
 cp $G/reproduction.csv $G/reproduction.json "$OUT/" 2>/dev/null
 tar czf "$OUT/quick.tgz" results logs

@@ -72,7 +72,11 @@ Hkv=8 L=16384 80.9 -> 76.5 (S=16); B=16 Hkv=8 L=1024 33.5 -> 28.3 (S=4; contiguo
 lengths 25.3). Loading each tile's page indices one iteration ahead (so that Triton 3.6
 pipelines the paged K and V loads three tiles deep on sm_90, 104 KB of shared memory, instead
 of one, 39 KB) was measured and not kept: 36.2, 82.7 and 34.0 us at those shapes with the
-grouped merge (with it, forced S=16 at B=1 L=16384 took 29.1 us).
+grouped merge (with it, forced S=16 at B=1 L=16384 took 29.1 us). The committed run at
+9f262f2 merged 8192 values a step (MERGE_TILE): at G = 1 that tile raised the kernel to 155
+registers, too many for PAGED_PROGRAMS_PER_SM resident programs, and its paged rows at Hkv=32
+ran 1.2-1.39x slower than at 81ffb54 (B=1 L=131072 0.488 -> 0.654-0.684 ms); 2048 values a step
+(126 registers) gave 490 us there again, with G = 4 and contiguous caches within 4%.
 
 Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
 length 0 attends to nothing and its output is defined as zeros. Lengths on the host are
@@ -130,7 +134,10 @@ RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no lo
                              # B=64 Lmax=4096 S=1 3.64, S=2 3.27)
 LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG
 LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks)
-MERGE_TILE = 8192            # grouped merge: partial values (G rows x splits x D) loaded per step
+MERGE_TILE = 2048            # grouped merge: partial values (G rows x splits x D) loaded per step; its tile
+                             # sets the kernel's registers (H200, fp16 D=128 paged, G=1: 8192 values 155
+                             # registers, B=1 Hkv=32 L=131072 687 us; 2048 126 registers, 490 us; G=4 and
+                             # contiguous caches within 4% either way; probes/decode_paged_merge.py)
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
 

@@ -599,7 +599,7 @@ def test_plan_rule_and_merge(fresh_plans, monkeypatch):
     decode_attention(q, k, v)
     (plan,) = decode._PLANS.values()
     assert plan.grid == (4, 24) and plan.rest[3:5] == (16, 4)              # 16 tiles over 4 splits
-    assert plan.rest[11] == decode.merge_step(4, 128) == 16 and plan.rest[-1] == 0   # not paged
+    assert plan.rest[11] == decode.merge_step(4, 128) == 4 and plan.rest[-1] == 0   # not paged
     assert decode.planned_splits(25, 8, 4096, 128, 2, 132, 4) == 1           # 200 programs: no split
     assert decode.planned_splits(3, 8, 16384, 128, 2, 132, 4) == 5           # 132 // 24
     assert decode.planned_splits(3, 8, 1024, 128, 2, 132, 4) == 4            # 16 tiles: 4 chunks of 4
@@ -627,4 +627,4 @@ def test_study_strategy_follows_the_plan(monkeypatch):
 
 
 def test_merge_step():
-    assert decode.merge_step(4, 128) == 16 and decode.merge_step(1, 128) == 32 and decode.merge_step(32, 256) == 2
+    assert decode.merge_step(4, 128) == 4 and decode.merge_step(1, 128) == 8 and decode.merge_step(32, 256) == 2

@@ -89,15 +89,24 @@ def test_strided_caches_and_query(poison):
         _assert_close(decode_attention(q, k, v, lens, num_splits=splits), ref, torch.float16)
 
 
-def test_cache_past_length_is_never_read(poison):
-    q, k, v = _inputs(3, 4, 1, 100, 64, torch.float16)
-    lens = torch.tensor([1, 100, 57], dtype=torch.int32)
-    for b, n in enumerate(lens.tolist()):
+@pytest.mark.parametrize("dtype,heads_q,heads_kv,lengths,split_counts,block_n", [
+    (torch.float16, 4, 1, [1, 100, 57], (None, 1, 3), None),
+    (torch.bfloat16, 8, 2, [0, 100, 37], (None, 3, 7), 16),      # length 0: zeros; 16-token tiles
+])
+def test_cache_past_length_is_never_read(poison, dtype, heads_q, heads_kv, lengths, split_counts, block_n):
+    q, k, v = _inputs(3, heads_q, heads_kv, 100, 64, dtype)
+    lens = torch.tensor(lengths, dtype=torch.int32)
+    for b, n in enumerate(lengths):
         k[b, :, n:] = float("nan")
-        v[b, :, n:] = float("inf")
+        v[b, :, n:] = float("-inf") if b % 2 else float("inf")
     ref = reference(q, k, v, lens)
-    for splits in (None, 1, 3):
-        _assert_close(decode_attention(q, k, v, lens, num_splits=splits), ref, torch.float16)
+    for splits in split_counts:
+        out = decode._decode(q, k, v, lens, None, splits, None, block_n, None, None)
+        for b, n in enumerate(lengths):
+            if n == 0:
+                assert torch.equal(out[b], torch.zeros_like(out[b]))
+            else:
+                _assert_close(out[b], ref[b], dtype)
 
 
 def test_length_zero_gives_zeros(poison):
@@ -565,19 +574,6 @@ def test_grouped_merge_with_far_apart_splits(poison):
     ref = reference(q, k, v, lens)
     for splits in (None, 4, 9):
         _assert_close(decode_attention(q, k, v, lens, num_splits=splits), ref, torch.float16)
-
-
-def test_split_length_zero_and_unread_tail(poison):
-    q, k, v = _inputs(3, 8, 2, 100, 64, torch.bfloat16)
-    lens = torch.tensor([0, 100, 37], dtype=torch.int32)
-    for b, n in enumerate(lens.tolist()):
-        k[b, :, n:] = float("nan")
-        v[b, :, n:] = float("-inf")
-    ref = reference(q, k, v, lens)
-    for splits in (None, 3, 7):
-        out = decode._decode(q, k, v, lens, None, splits, None, 16, None, None)
-        assert torch.equal(out[0], torch.zeros_like(out[0]))
-        _assert_close(out[1:], ref[1:], torch.bfloat16)
 
 
 def test_paged_balanced_chunks_span_pages(poison):

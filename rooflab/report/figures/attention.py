@@ -18,8 +18,9 @@ def _order(impl: str) -> tuple:
 
 
 def _short(case) -> str:
-    """'Hkv=8 of 32\nN=8192\nD=128\ncausal': what sets a shape apart, on short lines that fit a bar group."""
-    heads = f"Hkv={case['heads_kv']} of {case['heads_q']}"
+    """'Hkv=8/32\nN=8192\nD=128\ncausal': what sets a shape apart (KV heads / query heads, lengths, head
+    dimension, mask), on short lines that fit a bar group."""
+    heads = f"Hkv={case['heads_kv']}/{case['heads_q']}"
     length = f"N={case['seqlen_q']}" if case["seqlen_q"] == case["seqlen_k"] else f"Nq={case['seqlen_q']}\nNk={case['seqlen_k']}"
     return f"{heads}\n{length}\nD={case['head_dim']}\n{'causal' if case['causal'] else 'non-causal'}"
 
@@ -42,7 +43,7 @@ def _others(ax, frame: pd.DataFrame, highest: float) -> None:
     ax.set_xticks(range(len(cases)))
     ax.set_xticklabels([_short(c) for _, c in cases.iterrows()], fontsize=6)
     ax.set_ylim(0, highest)
-    ax.set_title("other shapes: grouped-query (Hkv < Hq), Nq != Nk, one N", fontsize=9)
+    ax.set_title("other shapes: grouped-query (Hkv/Hq heads), Nq != Nk, one N", fontsize=9)
 
 
 def tflops(fig, data: FigureData):

@@ -6,7 +6,8 @@ Times kernels.fused_softmax's split (forced) under its own launch table and unde
 cost) and `nowait` (no wait for the row's other segments: what the sync costs in all; its output is
 wrong by construction and only timed). Looped (forced), torch.softmax and a copy of the same bytes
 are the references. Every variant's output is checked against float64 and its error reported.
-Timing: triton.testing.do_bench median (L2 flushed before each call). Writes $OUT/softmax_split_diag.csv.
+With DIAG=looped: split's launch table and looped on persistent grids of 2-16 programs an SM
+(does a persistent grid alone cost looped what it costs split?). Timing: triton.testing.do_bench median (L2 flushed before each call). Writes $OUT/softmax_split_diag.csv.
 
     PYTHONUNBUFFERED=1 python3 probes/softmax_split_diag.py
 """
@@ -33,6 +34,9 @@ SHAPES = [(16, 4194304, torch.float16), (256, 262144, torch.float16), (1024, 131
 # (name, per_sm, num_warps, seg_tiles); None: the launch table's value
 SETTINGS = [("table", None, None, None), ("pm8", 8, None, None), ("w4", None, 4, None),
             ("w4_pm8", 8, 4, None), ("w4_pm16", 16, 4, None), ("s2", None, None, 2), ("s8", None, None, 8)]
+# looped on a persistent grid of per_sm programs an SM (0: one program a row, the launch table's)
+LOOPED_PER_SM = (0, 2, 4, 8, 16)
+ONLY_LOOPED = os.environ.get("DIAG") == "looped"   # just split's table and looped at LOOPED_PER_SM
 EDITS = {   # module copies, timing only
     "relaxed": [('sem="release"', 'sem="relaxed"'), ('sem="acquire"', 'sem="relaxed"'),
                 ('sem="acq_rel"', 'sem="relaxed"')],
@@ -77,13 +81,16 @@ def main() -> None:
         copy_us = _bench(lambda: out.copy_(x))
         base = fs.config("split", c, dt, r, fs.num_sms(x.device))
         cases = []
-        for name, per_sm, warps, seg in SETTINGS:
+        for name, per_sm, warps, seg in (SETTINGS[:1] if ONLY_LOOPED else SETTINGS):
             cfg = fs.Config(block=base.block, num_warps=warps or base.num_warps, per_sm=per_sm or base.per_sm,
                             prefetch=base.prefetch, seg_tiles=seg or base.seg_tiles)
             cases.append((f"split_{name}", fs, "split", cfg))
-        for mname in EDITS:
+        for mname in () if ONLY_LOOPED else EDITS:
             cases.append((f"split_{mname}", mods[mname], "split", None))
-        cases.append(("looped", fs, "looped", None))
+        looped = fs.config("looped", c, dt, r, fs.num_sms(x.device))
+        for per_sm in LOOPED_PER_SM:
+            cases.append((f"looped_pm{per_sm}" if per_sm else "looped", fs, "looped",
+                          fs.Config(block=looped.block, num_warps=looped.num_warps, per_sm=per_sm)))
         for variant, mod, strat, cfg in cases:
             row = dict(shape=f"{r}x{c}", dtype=str(dt)[6:], variant=variant)
             try:

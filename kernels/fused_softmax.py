@@ -54,8 +54,11 @@ last dimension is contiguous):
             0.637-0.692 (so the fences cost 5-10%), without any wait (wrong by construction)
             0.663-0.724; 8 programs an SM, 4 warps, or 2- and 8-tile segments were no faster.
             At 4096x32768 fp16, one segment a row, split reads and writes as looped does and
-            reaches 0.668 of the copy where looped reaches 0.870: the persistent, round-by-round
-            loop itself, not the exchange, is what costs split's long rows a quarter.
+            reaches 0.669 of the copy where looped reaches 0.859, and 0.825-0.851 on a persistent
+            grid of 4-16 programs an SM (DIAG=looped): not the persistent grid nor the waiting
+            but each round's exchange itself (the partials' atomics, the counters, the fences)
+            costs split a fifth of its time; the long rows need fewer, larger rounds per byte, or
+            an exchange off the global-memory atomics.
 
 Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the
 strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kernel time):

@@ -84,7 +84,7 @@ from kernels._plans import aligned
 
 CAPABILITY = (9, 0)          # Hopper: wgmma, TMA, setmaxnreg
 DTYPES = (torch.float16, torch.bfloat16)
-HEAD_DIM = 128
+HEAD_DIMS = (64, 128)        # head dims the kernel is compiled for (the HEAD_DIM constexpr)
 BLOCK_M = 128                # query rows a program
 BLOCK_N = 128                # keys a K/V block
 QROWS = BLOCK_M // 2         # query rows a consumer partition
@@ -124,7 +124,7 @@ def supports(q, k, v, causal: bool) -> bool:
     if q.dtype not in DTYPES or k.dtype != q.dtype or v.dtype != q.dtype:
         return False
     (batch, heads_q, seqlen_q, head_dim), (batch_kv, heads_kv, seqlen_k, head_dim_kv) = q.shape, k.shape
-    if k.shape != v.shape or batch_kv != batch or head_dim != HEAD_DIM or head_dim_kv != HEAD_DIM:
+    if k.shape != v.shape or batch_kv != batch or head_dim not in HEAD_DIMS or head_dim_kv != head_dim:
         return False
     if heads_kv == 0 or heads_q % heads_kv != 0:
         return False
@@ -317,19 +317,23 @@ _GL_DTYPES = {torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 
 
 @functools.lru_cache(maxsize=None)
-def _smem_layout(dtype: torch.dtype, rows: int):
-    return gl.NVMMASharedLayout.get_default_for([rows, HEAD_DIM], _GL_DTYPES[dtype])
+def _smem_layout(dtype: torch.dtype, rows: int, head_dim: int):
+    return gl.NVMMASharedLayout.get_default_for([rows, head_dim], _GL_DTYPES[dtype])
 
 
 def _descriptor(t: torch.Tensor, rows: int) -> TensorDescriptor:
-    """t (..., HEAD_DIM) contiguous, as a (numel / HEAD_DIM, HEAD_DIM) matrix read in (rows, HEAD_DIM) tiles."""
-    flat = t.view(-1, HEAD_DIM)
-    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, HEAD_DIM],
-                            _smem_layout(t.dtype, rows))
+    """t (..., D) contiguous, D = t's last dim (one of HEAD_DIMS), as a (numel / D, D) matrix read
+    in (rows, D) tiles."""
+    head_dim = t.shape[-1]
+    flat = t.view(-1, head_dim)
+    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [rows, head_dim],
+                            _smem_layout(t.dtype, rows, head_dim))
 
 
-def _constexprs(causal: bool) -> dict:
-    return dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=HEAD_DIM, CAUSAL=causal, STAGES=STAGES,
+def _constexprs(causal: bool, head_dim: int) -> dict:
+    if head_dim not in HEAD_DIMS:
+        raise ValueError(f"head dim {head_dim} is not one of the Gluon kernel's {HEAD_DIMS}")
+    return dict(BLOCK_M=BLOCK_M, BLOCK_N=BLOCK_N, HEAD_DIM=head_dim, CAUSAL=causal, STAGES=STAGES,
                 LOADER_REGS=LOADER_REGS, CONSUMER_REGS=CONSUMER_REGS)
 
 
@@ -347,13 +351,13 @@ def _scalars(q: torch.Tensor, k: torch.Tensor, sm_scale: float) -> tuple:
 
 def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_scale: float,
             o: torch.Tensor):
-    """o = attention(q, k, v, causal, sm_scale) for inputs `supports` accepts; o (B, Hq, Nq, 128)
+    """o = attention(q, k, v, causal, sm_scale) for inputs `supports` accepts; o (B, Hq, Nq, D)
     contiguous and 16-byte aligned, in q's dtype. Launches through Gluon's JIT on the current CUDA
     device's stream and returns the compiled kernel that ran (for `replay_args`)."""
     if o.shape != q.shape or o.dtype != q.dtype or not _tma_ready(o):
         raise ValueError("o must be a contiguous, 16-byte aligned tensor of q's shape and dtype")
     return _attn_fwd[grid(q)](_descriptor(q, QROWS), _descriptor(k, BLOCK_N), _descriptor(v, BLOCK_N),
-                              _descriptor(o, QROWS), *_scalars(q, k, sm_scale), **_constexprs(causal),
+                              _descriptor(o, QROWS), *_scalars(q, k, sm_scale), **_constexprs(causal, q.shape[-1]),
                               num_warps=NUM_WARPS, maxnreg=MAXNREG)
 
 
@@ -361,7 +365,7 @@ def forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool, sm_
 
 class LaunchDescriptor:
     """A host tensor descriptor as Triton's launcher reads it (base, shape, strides, padding) for
-    a contiguous (..., HEAD_DIM) tensor. A repeat launch of the compiled kernel (kernels._plans.Launch)
+    a contiguous (..., D) tensor, D its last dim. A repeat launch of the compiled kernel (kernels._plans.Launch)
     passes these: the block shapes and shared layouts are the compiled kernel's own (its
     tensordesc metadata), and TensorDescriptor's checks held on the first launch of the same
     layout, so only the base changes. Building four TensorDescriptors and binding them through
@@ -371,7 +375,8 @@ class LaunchDescriptor:
 
     def __init__(self, t: torch.Tensor):
         self.base, self.padding = t, "zero"
-        self.shape, self.strides = [t.numel() // HEAD_DIM, HEAD_DIM], [HEAD_DIM, 1]
+        head_dim = t.shape[-1]
+        self.shape, self.strides = [t.numel() // head_dim, head_dim], [head_dim, 1]
 
 
 _CONSTEXPR_ORDER = tuple(_attn_fwd.arg_names[_attn_fwd.arg_names.index("qk_scale") + 1:])
@@ -380,7 +385,7 @@ _CONSTEXPR_ORDER = tuple(_attn_fwd.arg_names[_attn_fwd.arg_names.index("qk_scale
 def replay_args(q: torch.Tensor, k: torch.Tensor, causal: bool, sm_scale: float) -> tuple:
     """The arguments after the four descriptors of a direct launch of the compiled kernel, in
     signature order, constexprs included (Triton's launcher takes every parameter positionally)."""
-    constexprs = _constexprs(causal)
+    constexprs = _constexprs(causal, q.shape[-1])
     return (*_scalars(q, k, sm_scale), *(constexprs[name] for name in _CONSTEXPR_ORDER))
 
 
@@ -390,18 +395,19 @@ def launch_descriptors(q, k, v, o) -> tuple:
     return LaunchDescriptor(q), LaunchDescriptor(k), LaunchDescriptor(v), LaunchDescriptor(o)
 
 
-def compile_for_sm90(causal: bool, dtype: torch.dtype = torch.float16):
-    """The kernel compiled for sm_90 without a GPU (Triton's CompiledKernel: asm["ptx"], metadata.shared)."""
+def compile_for_sm90(causal: bool, dtype: torch.dtype = torch.float16, head_dim: int = 128):
+    """The kernel for head dim `head_dim` (one of HEAD_DIMS) compiled for sm_90 without a GPU
+    (Triton's CompiledKernel: asm["ptx"], metadata.shared)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
     from triton.runtime.jit import mangle_type
 
-    rows = torch.empty(2 * BLOCK_M, HEAD_DIM, dtype=dtype)       # only the descriptors' types matter
+    rows = torch.empty(2 * BLOCK_M, head_dim, dtype=dtype)       # only the descriptors' types matter
     signature = {"q_desc": mangle_type(_descriptor(rows, QROWS)), "k_desc": mangle_type(_descriptor(rows, BLOCK_N)),
                  "v_desc": mangle_type(_descriptor(rows, BLOCK_N)), "o_desc": mangle_type(_descriptor(rows, QROWS)),
                  "N_Q": "i32", "N_K": "i32", "H": "i32", "GROUP": "i32", "qk_scale": "fp32"}
-    constexprs = _constexprs(causal)
+    constexprs = _constexprs(causal, head_dim)
     signature.update({name: "constexpr" for name in constexprs})
     return triton.compile(GluonASTSource(_attn_fwd, signature, constexprs), target=GPUTarget("cuda", 90, 32),
                           options={"num_warps": NUM_WARPS, "maxnreg": MAXNREG})

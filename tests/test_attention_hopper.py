@@ -65,10 +65,11 @@ def on_hopper_standin(monkeypatch):
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("shape", [(1, 4, 4, 128), (2, 8, 2, 384), (1, 32, 8, 1024)],
                          ids=lambda s: "b{}h{}/{}n{}".format(*s))
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
 @pytest.mark.parametrize("causal", [True, False])
-def test_supports_its_scope(on_hopper_standin, shape, dtype, causal):
+def test_supports_its_scope(on_hopper_standin, shape, dtype, causal, d):
     b, hq, hkv, n = shape
-    q, k, v = _qkv(b, hq, hkv, n, dtype=dtype)
+    q, k, v = _qkv(b, hq, hkv, n, d=d, dtype=dtype)
     assert hopper.supports(q, k, v, causal)
 
 
@@ -79,8 +80,9 @@ UNEQUAL = [(128, 1024), (256, 384), (1024, 8192), (384, 256)]
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("nq, nk", UNEQUAL, ids=lambda n: str(n))
 @pytest.mark.parametrize("heads", [(8, 8), (8, 2), (32, 4)], ids=["mha", "gqa4", "gqa8"])
-def test_supports_nq_ne_nk(on_hopper_standin, nq, nk, heads, dtype):
-    q, k, v = _qkv(b=2, hq=heads[0], hkv=heads[1], nq=nq, nk=nk, dtype=dtype)
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_supports_nq_ne_nk(on_hopper_standin, nq, nk, heads, dtype, d):
+    q, k, v = _qkv(b=2, hq=heads[0], hkv=heads[1], nq=nq, nk=nk, d=d, dtype=dtype)
     assert hopper.supports(q, k, v, False)
     assert hopper.supports(q, k, v, True) == (nq <= nk)     # causal Nq > Nk: rows without keys
     assert attn.kernel_path(q, k, v, nq <= nk) == attn.HOPPER_PATH
@@ -100,9 +102,13 @@ REFUSED = {
     "fp32": lambda q, k, v: ((q.float(), k.float(), v.float()), {}),
     "mixed dtypes": lambda q, k, v: ((q, k.bfloat16(), v.bfloat16()), {}),
     "v dtype": lambda q, k, v: ((q, k, v.bfloat16()), {}),
-    "D=64": lambda q, k, v: (_qkv(d=64), {}),
+    "D=32": lambda q, k, v: (_qkv(d=32), {}),
     "D=256": lambda q, k, v: (_qkv(d=256), {}),
     "D=96": lambda q, k, v: (_qkv(d=96), {}),
+    "D=80": lambda q, k, v: (_qkv(d=80), {}),
+    "k, v D=64, q D=128": lambda q, k, v: ((q, k[..., :64].contiguous(), v[..., :64].contiguous()), {}),
+    "q D=64, k, v D=128": lambda q, k, v: ((q[..., :64].contiguous(), k, v), {}),
+    "v D=64": lambda q, k, v: ((q, k, v[..., :64].contiguous()), {}),
     "Nk=200": lambda q, k, v: (_qkv(nq=256, nk=200), {}),
     "Nk=1000": lambda q, k, v: (_qkv(nq=128, nk=1000), {}),
     "Nk=64": lambda q, k, v: (_qkv(nq=128, nk=64), {}),
@@ -130,8 +136,11 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("case", REFUSED)
-def test_refuses_outside_its_scope(on_hopper_standin, monkeypatch, case):
-    q, k, v = _qkv()
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_refuses_outside_its_scope(on_hopper_standin, monkeypatch, case, d):
+    if "D=" in case and d != 128:
+        pytest.skip("the head dim cases build their own tensors")
+    q, k, v = _qkv(d=d)
     assert hopper.supports(q, k, v, True) and hopper.supports(q, k, v, False)
     (q, k, v), stand_in = REFUSED[case](q, k, v)
     if "capability" in stand_in:
@@ -172,7 +181,9 @@ def test_without_a_stand_in_the_interpreter_and_the_cpu_are_refused():
 
 def test_kernel_path(on_hopper_standin):
     assert attn.kernel_path(*_qkv(), True) == attn.HOPPER_PATH
-    assert attn.kernel_path(*_qkv(d=64), True) == attn.TRITON_PATH
+    assert attn.kernel_path(*_qkv(d=64), True) == attn.HOPPER_PATH
+    for d in (16, 32, 96, 256):
+        assert attn.kernel_path(*_qkv(d=d), True) == attn.TRITON_PATH
 
 
 def test_a_triton_without_gluon_keeps_the_triton_path(on_hopper_standin, monkeypatch):
@@ -208,15 +219,17 @@ def test_the_interpreter_never_takes_the_hopper_path(fresh_plans, monkeypatch, h
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_the_plan_records_the_hopper_path(on_hopper_standin, fresh_plans, counted_checks, hopper_launches, causal):
-    q, k, v = _qkv(b=1, hq=4, hkv=1, nq=128)
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_the_plan_records_the_hopper_path(on_hopper_standin, fresh_plans, counted_checks, hopper_launches, causal,
+                                         d):
+    q, k, v = _qkv(b=1, hq=4, hkv=1, nq=128, d=d)
     first, second = (attn.attention(q, k, v, causal=causal) for _ in range(2))
     assert len(counted_checks) == 1 and len(hopper_launches) == 2        # the repeat call skips the checks
     (plan,) = attn._PLANS.values()
     assert plan.path == attn.HOPPER_PATH and plan.fast is None
     for call, out in zip(hopper_launches, (first, second)):
         assert call[:4] == (q, k, v, causal) and call[5] is out
-        assert call[4] == pytest.approx(1 / math.sqrt(128))                # the default scale, resolved
+        assert call[4] == pytest.approx(1 / math.sqrt(d))                  # the default scale, resolved
     assert first.data_ptr() != second.data_ptr()
     attn.attention(q, k, v, causal=causal, sm_scale=0.3)
     assert hopper_launches[-1][4] == 0.3 and len(attn._PLANS) == 2
@@ -255,21 +268,31 @@ class _RecordingKernel:
 
 
 @pytest.mark.parametrize("causal", [True, False])
-def test_forward_gives_the_kernel_nq_and_nk_rows(monkeypatch, causal):
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_forward_gives_the_kernel_nq_and_nk_rows(monkeypatch, causal, d):
     kernel = _RecordingKernel()
     monkeypatch.setattr(hopper, "_attn_fwd", kernel)
-    q, k, v = _qkv(b=2, hq=8, hkv=2, nq=256, nk=640)
+    q, k, v = _qkv(b=2, hq=8, hkv=2, nq=256, nk=640, d=d)
     o = torch.empty_like(q)
     hopper.forward(q, k, v, causal, 0.1, o)
     ((grid, args, kwargs),) = kernel.calls
     assert grid == hopper.grid(q) == (256 // 128, 2 * 8)                  # (Nq / 128, B * Hq)
     descs, scalars = args[:4], args[4:]
-    assert [d.base.data_ptr() for d in descs] == [t.data_ptr() for t in (q, k, v, o)]
-    assert [d.shape for d in descs] == [[2 * 8 * 256, 128], [2 * 2 * 640, 128], [2 * 2 * 640, 128],
-                                        [2 * 8 * 256, 128]]
-    assert [d.block_shape for d in descs] == [[64, 128], [128, 128], [128, 128], [64, 128]]
+    assert [desc.base.data_ptr() for desc in descs] == [t.data_ptr() for t in (q, k, v, o)]
+    assert [desc.shape for desc in descs] == [[2 * 8 * 256, d], [2 * 2 * 640, d], [2 * 2 * 640, d],
+                                              [2 * 8 * 256, d]]
+    assert [desc.strides for desc in descs] == [[d, 1]] * 4
+    assert [desc.block_shape for desc in descs] == [[64, d], [128, d], [128, d], [64, d]]
+    assert [desc.layout.swizzle_byte_width for desc in descs] == [min(128, 2 * d)] * 4
     assert scalars[:4] == (256, 640, 8, 4) and scalars[4] == pytest.approx(0.1 * hopper.LOG2E)
-    assert kwargs["CAUSAL"] is causal
+    assert kwargs["CAUSAL"] is causal and kwargs["HEAD_DIM"] == d
+
+
+@pytest.mark.parametrize("d", [16, 32, 96, 256])
+def test_the_kernel_is_built_for_its_head_dims_only(d):
+    assert hopper.HEAD_DIMS == (64, 128)
+    with pytest.raises(ValueError, match="head dim"):
+        hopper._constexprs(False, d)
 
 
 class _RecordingLaunch:
@@ -286,11 +309,12 @@ class _RecordingLaunch:
 
 
 @pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
 def test_a_repeat_call_launches_with_nq_and_nk_rows(on_hopper_standin, fresh_plans, counted_checks,
-                                                     hopper_launches, causal):
+                                                     hopper_launches, causal, d):
     """The direct launch of a planned Nq != Nk call: descriptors of the new tensors with Nq rows a
     head for q and o and Nk for k and v, and N_Q, N_K, H, GROUP in the kernel's argument order."""
-    q, k, v = _qkv(b=2, hq=8, hkv=2, nq=256, nk=640)
+    q, k, v = _qkv(b=2, hq=8, hkv=2, nq=256, nk=640, d=d)
     attn.attention(q, k, v, causal=causal)
     (plan,) = attn._PLANS.values()
     assert plan.path == attn.HOPPER_PATH
@@ -301,12 +325,14 @@ def test_a_repeat_call_launches_with_nq_and_nk_rows(on_hopper_standin, fresh_pla
     assert len(counted_checks) == 1 and len(hopper_launches) == 1          # replayed: no checks, no JIT
     ((*descs, n_q, n_k, heads, group, qk_scale), *_) = [call[:9] for call in launch.calls]
     assert len(launch.calls) == 1
-    assert all(d.base is t for d, t in zip(descs, (*new, out)))
-    assert [d.shape for d in descs] == [[2 * 8 * 256, 128], [2 * 2 * 640, 128], [2 * 2 * 640, 128],
-                                        [2 * 8 * 256, 128]]
+    assert all(desc.base is t for desc, t in zip(descs, (*new, out)))
+    assert [desc.shape for desc in descs] == [[2 * 8 * 256, d], [2 * 2 * 640, d], [2 * 2 * 640, d],
+                                              [2 * 8 * 256, d]]
+    assert [desc.strides for desc in descs] == [[d, 1]] * 4
     assert (n_q, n_k, heads, group) == (256, 640, 8, 4)
-    assert qk_scale == pytest.approx(hopper.LOG2E / math.sqrt(128))
-    constexprs = hopper._constexprs(causal)
+    assert qk_scale == pytest.approx(hopper.LOG2E / math.sqrt(d))
+    constexprs = hopper._constexprs(causal, d)
+    assert constexprs["HEAD_DIM"] == d
     assert launch.calls[0][9:] == tuple(constexprs[name] for name in hopper._CONSTEXPR_ORDER)
     assert hopper._CONSTEXPR_ORDER[0] == "BLOCK_M" and "CAUSAL" in hopper._CONSTEXPR_ORDER
 
@@ -353,7 +379,9 @@ def test_the_study_names_the_path(on_hopper_standin):
              "causal": True}
     inputs = study.make_inputs(shape, torch.float16, "cpu")
     assert study.strategy(shape, "float16", inputs) == attn.HOPPER_PATH
-    other = study.make_inputs(dict(shape, head_dim=64), torch.float16, "cpu")
+    d64 = dict(shape, head_dim=64)
+    assert study.strategy(d64, "float16", study.make_inputs(d64, torch.float16, "cpu")) == attn.HOPPER_PATH
+    other = study.make_inputs(dict(shape, head_dim=96), torch.float16, "cpu")
     assert study.strategy(shape, "float16", other) is None                # no autotuning in the interpreter
     chunk = dict(shape, seqlen_q=256, seqlen_k=1024)
     assert study.strategy(chunk, "float16", study.make_inputs(chunk, torch.float16, "cpu")) == attn.HOPPER_PATH
@@ -434,16 +462,25 @@ def test_offline_sm90_checks():
 @compiled_only
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("causal", [True, False])
-def test_sm90_compile_without_spills(causal, dtype):
-    compiled = hopper.compile_for_sm90(causal, dtype)
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_sm90_compile_without_spills(causal, dtype, d):
+    compiled = hopper.compile_for_sm90(causal, dtype, d)
     ptx = compiled.asm["ptx"]
     assert _ptxas_spills(ptx) == (0, 0)
     assert not re.search(r"\b(ld|st)\.local", ptx)
     assert compiled.metadata.num_warps == 12                                 # 2 consumer warpgroups + loader
     assert compiled.metadata.shared <= attn.SMEM_BYTES
-    assert ptx.count("wgmma.mma_async") == (96 if causal else 64)
+    # Q (2 x 64 x d) and the K, V ring (2 x STAGES x 128 x d), 2-byte elements: 224 KB at d = 128,
+    # 112 KB at d = 64, plus the barriers
+    tiles = 2 * (2 * hopper.QROWS + 2 * hopper.STAGES * hopper.BLOCK_N) * d
+    assert tiles <= compiled.metadata.shared < tiles + 1024
+    # wgmma instructions (K = 16 each) a consumer: S_0 = Q K_0^T (d / 16), each overlapped loop
+    # (one; two when causal) S_{j+1} and P_j V_j (d / 16 + 128 / 16), the last P V (128 / 16)
+    qk, pv = d // 16, hopper.BLOCK_N // 16
+    assert ptx.count("wgmma.mma_async") == 2 * (qk + (2 if causal else 1) * (qk + pv) + pv)
+    assert ptx.count("wgmma.mma_async") == {(128, True): 96, (128, False): 64, (64, True): 72, (64, False): 48}[d, causal]
     # every overlapped step (one loop per consumer, two when causal) computes its 64 exp2 of the
-    # 64 x 128 scores a thread (and 2 for the row rescale) while P V is in flight
+    # 64 x 128 scores a thread (and 2 for the row rescale) while P V is in flight, at any d
     assert _exp2_while_pv_runs(_sass(compiled.asm["cubin"])) == [66] * (4 if causal else 2)
 
 
@@ -485,8 +522,9 @@ def _check_close(out, ref, dtype):
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("group", [1, 4], ids=["mha", "gqa4"])
 @pytest.mark.parametrize("n", [128, 384, 1024])
-def test_gpu_hopper_path_matches_reference(fresh_plans, nan_empty, n, group, causal, dtype):
-    q, k, v = _qkv(b=2, hq=8, hkv=8 // group, nq=n, dtype=dtype, device="cuda")
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_gpu_hopper_path_matches_reference(fresh_plans, nan_empty, d, n, group, causal, dtype):
+    q, k, v = _qkv(b=2, hq=8, hkv=8 // group, nq=n, d=d, dtype=dtype, device="cuda")
     assert attn.kernel_path(q, k, v, causal) == attn.HOPPER_PATH
     out = attn.attention(q, k, v, causal=causal)
     (plan,) = attn._PLANS.values()
@@ -494,7 +532,7 @@ def test_gpu_hopper_path_matches_reference(fresh_plans, nan_empty, n, group, cau
     ref = attn.reference(q, k, v, causal)
     _check_close(out, ref, dtype)
     direct = torch.full_like(q, float("nan"))                               # the launcher on a NaN-filled output
-    hopper.forward(q, k, v, causal, 1 / math.sqrt(128), direct)
+    hopper.forward(q, k, v, causal, 1 / math.sqrt(d), direct)
     torch.testing.assert_close(direct, out, rtol=0, atol=0)
 
 
@@ -502,18 +540,20 @@ def test_gpu_hopper_path_matches_reference(fresh_plans, nan_empty, n, group, cau
 @compiled_only
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("heads", [(4, 4), (8, 2), (32, 4)], ids=["mha", "gqa4", "gqa8"])
-@pytest.mark.parametrize("nq, nk, causal", [(nq, nk, causal) for nq, nk in UNEQUAL for causal in (True, False)
+@pytest.mark.parametrize("nq, nk, causal", [(nq, nk, causal) for nq, nk in UNEQUAL + [(1024, 4096)]
+                                            for causal in (True, False)
                                             if nq <= nk or not causal],     # causal Nq > Nk: the Triton kernel
                          ids=lambda x: str(x))
-def test_gpu_hopper_path_nq_ne_nk_matches_reference(fresh_plans, nan_empty, nq, nk, causal, heads, dtype):
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_gpu_hopper_path_nq_ne_nk_matches_reference(fresh_plans, nan_empty, d, nq, nk, causal, heads, dtype):
     hq, hkv = heads
-    q, k, v = _qkv(b=2 if nk < 8192 else 1, hq=hq, hkv=hkv, nq=nq, nk=nk, dtype=dtype, device="cuda")
+    q, k, v = _qkv(b=2 if nk < 4096 else 1, hq=hq, hkv=hkv, nq=nq, nk=nk, d=d, dtype=dtype, device="cuda")
     assert attn.kernel_path(q, k, v, causal) == attn.HOPPER_PATH
     out = attn.attention(q, k, v, causal=causal)
     assert [plan.path for plan in attn._PLANS.values()] == [attn.HOPPER_PATH]
     _check_close(out, attn.reference(q, k, v, causal), dtype)
     direct = torch.full_like(q, float("nan"))
-    hopper.forward(q, k, v, causal, 1 / math.sqrt(128), direct)
+    hopper.forward(q, k, v, causal, 1 / math.sqrt(d), direct)
     torch.testing.assert_close(direct, out, rtol=0, atol=0)
 
 
@@ -539,8 +579,9 @@ def test_gpu_bottom_right_mask_hides_exactly_the_later_keys(fresh_plans, nan_emp
 @on_hopper
 @compiled_only
 @pytest.mark.parametrize("causal", [True, False])
-def test_gpu_hopper_path_takes_sm_scale(fresh_plans, nan_empty, causal):
-    q, k, v = _qkv(b=1, hq=4, hkv=1, nq=384, device="cuda")
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_gpu_hopper_path_takes_sm_scale(fresh_plans, nan_empty, causal, d):
+    q, k, v = _qkv(b=1, hq=4, hkv=1, nq=384, d=d, device="cuda")
     for sm_scale in (0.02, 0.3):
         _check_close(attn.attention(q, k, v, causal=causal, sm_scale=sm_scale),
                      attn.reference(q, k, v, causal, sm_scale), torch.float16)
@@ -549,8 +590,9 @@ def test_gpu_hopper_path_takes_sm_scale(fresh_plans, nan_empty, causal):
 @on_hopper
 @compiled_only
 @pytest.mark.parametrize("causal", [True, False])
-def test_gpu_repeat_call_equals_the_cold_call(fresh_plans, counted_checks, nan_empty, causal):
-    q, k, v = _qkv(b=2, hq=8, hkv=2, nq=1024, dtype=torch.bfloat16, device="cuda")
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_gpu_repeat_call_equals_the_cold_call(fresh_plans, counted_checks, nan_empty, causal, d):
+    q, k, v = _qkv(b=2, hq=8, hkv=2, nq=1024, d=d, dtype=torch.bfloat16, device="cuda")
     cold = attn.attention(q, k, v, causal=causal)
     (plan,) = attn._PLANS.values()
     assert plan.path == attn.HOPPER_PATH and plan.fast is not None          # the compiled kernel, kept
@@ -564,9 +606,10 @@ def test_gpu_repeat_call_equals_the_cold_call(fresh_plans, counted_checks, nan_e
 @on_hopper
 @compiled_only
 @pytest.mark.parametrize("causal", [True, False])
-def test_gpu_replay_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty, causal):
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_gpu_replay_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty, causal, d):
     """A direct launch encodes its descriptors from the call's tensors, not the first call's."""
-    first = _qkv(b=1, hq=4, hkv=2, nq=384, device="cuda")
+    first = _qkv(b=1, hq=4, hkv=2, nq=384, d=d, device="cuda")
     attn.attention(*first, causal=causal)
     for _ in range(2):
         q, k, v = (torch.randn_like(t) for t in first)                      # same layout, new data
@@ -578,10 +621,11 @@ def test_gpu_replay_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty
 @compiled_only
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("heads", [(8, 2), (32, 4)], ids=["gqa4", "gqa8"])
-def test_gpu_replay_nq_ne_nk_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty, heads, causal):
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_gpu_replay_nq_ne_nk_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty, heads, causal, d):
     """The kept direct launch of an Nq != Nk plan: q/o descriptors of Nq rows a head, k/v of Nk."""
     hq, hkv = heads
-    first = _qkv(b=2, hq=hq, hkv=hkv, nq=256, nk=640, device="cuda")
+    first = _qkv(b=2, hq=hq, hkv=hkv, nq=256, nk=640, d=d, device="cuda")
     cold = attn.attention(*first, causal=causal)
     (plan,) = attn._PLANS.values()
     assert plan.path == attn.HOPPER_PATH and plan.fast is not None
@@ -608,8 +652,9 @@ def test_gpu_attention_triton_matches_reference(fresh_plans, nan_empty, causal, 
 
 @on_hopper
 @compiled_only
-@pytest.mark.parametrize("shape", [dict(nq=1000), dict(nq=256, d=64), dict(nq=128, nk=1000), dict(nq=384, nk=128)],
-                         ids=["N=1000", "D=64", "Nk=1000", "Nq>Nk"])
+@pytest.mark.parametrize("shape", [dict(nq=1000), dict(nq=256, d=96), dict(nq=256, d=32), dict(nq=1000, d=64),
+                                   dict(nq=128, nk=1000), dict(nq=384, nk=128)],
+                         ids=["N=1000", "D=96", "D=32", "D=64 N=1000", "Nk=1000", "Nq>Nk"])
 def test_gpu_other_shapes_take_the_triton_kernel(fresh_plans, nan_empty, shape):
     q, k, v = _qkv(b=1, hq=4, hkv=2, device="cuda", **shape)
     assert attn.kernel_path(q, k, v, True) == attn.TRITON_PATH
@@ -619,8 +664,9 @@ def test_gpu_other_shapes_take_the_triton_kernel(fresh_plans, nan_empty, shape):
 
 @on_hopper
 @compiled_only
-def test_gpu_study_strategy_names_the_path():
-    shape = {"batch": 1, "heads_q": 8, "heads_kv": 2, "seqlen_q": 512, "seqlen_k": 512, "head_dim": 128,
+@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
+def test_gpu_study_strategy_names_the_path(d):
+    shape = {"batch": 1, "heads_q": 8, "heads_kv": 2, "seqlen_q": 512, "seqlen_k": 512, "head_dim": d,
              "causal": True}
     inputs = study.make_inputs(shape, torch.float16, "cuda")
     study.impls()["ours"](inputs)()

@@ -31,7 +31,7 @@ count the visible pairs exactly. Memory traffic (`attention_bytes`): q, k, v rea
 o written once.
 
 Kernel design
-- Hopper path: on a GPU of compute capability 9.0, fp16/bf16 inputs with D = 128, Nq and Nk
+- Hopper path: on a GPU of compute capability 9.0, fp16/bf16 inputs with D = 128 or 64, Nq and Nk
   multiples of 128 (at least 128; Nq <= Nk when causal), Hq % Hkv == 0, and contiguous, 16-byte
   aligned q, k, v and output run the Gluon kernel of kernels.flash_attention_hopper (warp-specialized: a TMA loader
   warp and two 4-warp consumer partitions of 64 query rows each, the two matrix products of
@@ -39,7 +39,8 @@ Kernel design
   the slower of two rounds) it ran at 0.91-1.11x cuDNN: fp16 588 / 585 TFLOP/s at N = 4096 /
   8192 (cuDNN 648 / 587), causal 529 / 572 / 592 at N = 4096 / 8192 / 16384 (cuDNN 513 / 549 /
   533); bf16 600 / 613 (586 / 581), causal 550 / 589 / 610 (535 / 542 / 585), all at Nq == Nk
-  (Nq != Nk on this path is not yet measured on a GPU). It was correct at every shape (max abs error against fp32 SDPA math 6e-5 to 7.7e-3, as cuDNN's). Its module
+  (Nq != Nk on this path is not yet measured on a GPU; D = 64 on this path, not yet measured on a
+  GPU either). It was correct at every shape (max abs error against fp32 SDPA math 6e-5 to 7.7e-3, as cuDNN's). Its module
   docstring has the steps that led there. Every other shape, dtype, layout and device, and
   Triton's interpreter, run the Triton kernel below; attention_triton() forces it.
 - One program per (block of BLOCK_M queries, batch * query head). Programs of one head are
@@ -492,7 +493,7 @@ def _hopper():
 
 def kernel_path(q, k, v, causal: bool) -> str:
     """The kernel attention() runs for these inputs: HOPPER_PATH where the Gluon kernel supports
-    them (kernels.flash_attention_hopper.supports: compute capability 9.0, fp16/bf16, D = 128,
+    them (kernels.flash_attention_hopper.supports: compute capability 9.0, fp16/bf16, D = 128 or 64,
     Nq and Nk multiples of 128 with Nq <= Nk when causal, contiguous 16-byte aligned tensors, not
     in the interpreter), else TRITON_PATH."""
     hopper = _hopper()

@@ -2,15 +2,18 @@
 FlashAttention-3 style. kernels.flash_attention.attention() launches it for the shapes `supports`
 accepts; everything else runs the Triton kernel there.
 
-Scope: fp16 / bf16, head dim 128, Nq and Nk multiples of 128 (any such pair without a mask;
+Scope: fp16 / bf16, head dim 128 or 64 (HEAD_DIMS; the HEAD_DIM constexpr, taken from the
+tensors; everything measured below is at D = 128: D = 64 is not yet measured on a GPU, only
+compiled offline for sm_90 (no spills, 112 KB of shared memory, the same overlap in the SASS)),
+Nq and Nk multiples of 128 (any such pair without a mask;
 Nq <= Nk with the causal mask, aligned bottom-right as kernels.flash_attention's: query i sees
 keys j <= i + (Nk - Nq)), grouped-query attention (Hq % Hkv == 0), contiguous q, k, v and o with
 16-byte aligned data. sm_scale is any positive number; softmax runs in fp32 with exp2, log2(e)
 folded into the scale. Work is counted by kernels.flash_attention.attention_flops.
 
 Kernel
-- q, o contiguous (B, Hq, Nq, 128) and k, v (B, Hkv, Nk, 128), seen as (B*Hq*Nq, 128) and
-  (B*Hkv*Nk, 128) matrices through TMA descriptors. Grid (Nq/128, B*Hq): one program per 128
+- q, o contiguous (B, Hq, Nq, D) and k, v (B, Hkv, Nk, D), seen as (B*Hq*Nq, D) and
+  (B*Hkv*Nk, D) matrices through TMA descriptors (blocks of 64 or 128 rows by D). Grid (Nq/128, B*Hq): one program per 128
   query rows of one head; with a causal mask the heaviest query blocks of a head start first.
 - Causal key range: Nk - Nq is a multiple of 128, so the program of query rows [m, m + 128)
   sees key blocks 0 .. (m + Nk - Nq) / 128, all of them unmasked except the last, whose mask is
@@ -30,7 +33,9 @@ Kernel
 - Key blocks every query of the program sees run without a mask; the causal diagonal block runs in
   a loop of its own, so no loop body holds a branch. The output leaves through the consumer's
   Q buffer (free by then) by a TMA store.
-- Shared memory: Q 32 KB, K and V 3 x 2 x 32 KB: 224 KB of Hopper's 227.
+- Shared memory: Q 32 KB, K and V 3 x 2 x 32 KB: 224 KB of Hopper's 227 at D = 128; half of
+  each (112 KB) at D = 64, with the same tiles (BLOCK_M = BLOCK_N = 128, STAGES = 3) and
+  register split (the accumulator is 64 x 64 there instead of 64 x 128).
 
 Steps and what each gave (H200, B=4 H=32 D=128, TFLOP/s; cuDNN is torch SDPA's cuDNN backend;
 timings moved 5-10% between runs, so differences under ~5% are noise):
@@ -84,7 +89,7 @@ from kernels._plans import aligned
 
 CAPABILITY = (9, 0)          # Hopper: wgmma, TMA, setmaxnreg
 DTYPES = (torch.float16, torch.bfloat16)
-HEAD_DIMS = (64, 128)        # head dims the kernel is compiled for (the HEAD_DIM constexpr)
+HEAD_DIMS = (64, 128)        # head dims supports() accepts, the HEAD_DIM constexpr (D = 128 only: (128,))
 BLOCK_M = 128                # query rows a program
 BLOCK_N = 128                # keys a K/V block
 QROWS = BLOCK_M // 2         # query rows a consumer partition

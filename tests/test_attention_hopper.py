@@ -180,10 +180,9 @@ def test_without_a_stand_in_the_interpreter_and_the_cpu_are_refused():
 
 
 def test_kernel_path(on_hopper_standin):
-    assert attn.kernel_path(*_qkv(), True) == attn.HOPPER_PATH
-    assert attn.kernel_path(*_qkv(d=64), True) == attn.HOPPER_PATH
-    for d in (16, 32, 96, 256):
-        assert attn.kernel_path(*_qkv(d=d), True) == attn.TRITON_PATH
+    for d in (16, 32, 64, 96, 128, 256):
+        assert attn.kernel_path(*_qkv(d=d), True) == (attn.HOPPER_PATH if d in hopper.HEAD_DIMS else attn.TRITON_PATH)
+    assert 128 in hopper.HEAD_DIMS
 
 
 def test_a_triton_without_gluon_keeps_the_triton_path(on_hopper_standin, monkeypatch):
@@ -288,9 +287,11 @@ def test_forward_gives_the_kernel_nq_and_nk_rows(monkeypatch, causal, d):
     assert kwargs["CAUSAL"] is causal and kwargs["HEAD_DIM"] == d
 
 
-@pytest.mark.parametrize("d", [16, 32, 96, 256])
+@pytest.mark.parametrize("d", [16, 32, 64, 96, 256])
 def test_the_kernel_is_built_for_its_head_dims_only(d):
-    assert hopper.HEAD_DIMS == (64, 128)
+    if d in hopper.HEAD_DIMS:
+        assert hopper._constexprs(False, d)["HEAD_DIM"] == d
+        return
     with pytest.raises(ValueError, match="head dim"):
         hopper._constexprs(False, d)
 
@@ -380,7 +381,8 @@ def test_the_study_names_the_path(on_hopper_standin):
     inputs = study.make_inputs(shape, torch.float16, "cpu")
     assert study.strategy(shape, "float16", inputs) == attn.HOPPER_PATH
     d64 = dict(shape, head_dim=64)
-    assert study.strategy(d64, "float16", study.make_inputs(d64, torch.float16, "cpu")) == attn.HOPPER_PATH
+    assert (study.strategy(d64, "float16", study.make_inputs(d64, torch.float16, "cpu")) == attn.HOPPER_PATH) == (
+        64 in hopper.HEAD_DIMS)
     other = study.make_inputs(dict(shape, head_dim=96), torch.float16, "cpu")
     assert study.strategy(shape, "float16", other) is None                # no autotuning in the interpreter
     chunk = dict(shape, seqlen_q=256, seqlen_k=1024)

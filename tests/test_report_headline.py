@@ -132,7 +132,7 @@ def test_attention_headline_names_the_hopper_path_and_the_triton_kernel_alone(ag
         triton[col] = triton[col] * 1.25                       # the Triton kernel 1.25x slower there
     h = headline.hopper_path(pd.concat([frame, triton], ignore_index=True))
     cases = judged(frame[hopper], "attention")
-    assert h["n"] == len(cases) and h["gain"] == "1.25x"
+    assert h["n"] == len(cases) and h["gain"] == "1.25x" and h["head_dims"] == "128"
     ours = [_ms(raw, "sdpa_cudnn", seqlen_q=n, head_dim=128) / _ms(raw, "ours", seqlen_q=n, head_dim=128)
             for n in (4096, 16384)]
     assert h["cudnn"] == f"{min(ours):.2f}x–{max(ours):.2f}x"

@@ -175,8 +175,9 @@ TRITON_ALONE = "ours_triton"    # our Triton kernel forced at the same shapes
 
 
 def hopper_path(frame: pd.DataFrame) -> dict | None:
-    """The shapes where `ours` ran the Gluon Hopper kernel: how many, and cuDNN's time over ours and
-    over our Triton kernel alone (`ours_triton`) there, in the judged timing of each case."""
+    """The shapes where `ours` ran the Gluon Hopper kernel: how many, at which head dimensions, and
+    cuDNN's time over ours and over our Triton kernel alone (`ours_triton`) there, in the judged
+    timing of each case."""
     ok = frame[(frame["status"] == "ok") & frame["median_ms"].notna()]
     keys = ["gpu", "dtype", *SHAPE_COLUMNS["attention"]]
     cases = judged(ok, "attention")
@@ -193,7 +194,9 @@ def hopper_path(frame: pd.DataFrame) -> dict | None:
         return span(ratio(values.min()), ratio(values.max())) if not values.empty else None
 
     gain = (times[TRITON_ALONE] / times["ours"]).dropna() if TRITON_ALONE in times else pd.Series(dtype=float)
-    return {"n": len(times), "cudnn": over("ours"), "triton_cudnn": over(TRITON_ALONE),
+    dims = sorted({int(d) for d in times.index.get_level_values("head_dim")})
+    return {"n": len(times), "head_dims": " and ".join(map(str, dims)),
+            "cudnn": over("ours"), "triton_cudnn": over(TRITON_ALONE),
             "gain": span(ratio(gain.min()), ratio(gain.max())) if not gain.empty else None}
 
 

@@ -7,7 +7,8 @@ cost) and `nowait` (no wait for the row's other segments: what the sync costs in
 wrong by construction and only timed). Looped (forced), torch.softmax and a copy of the same bytes
 are the references. Every variant's output is checked against float64 and its error reported.
 With DIAG=looped: split's launch table and looped on persistent grids of 2-16 programs an SM
-(does a persistent grid alone cost looped what it costs split?). Timing: triton.testing.do_bench median (L2 flushed before each call). Writes $OUT/softmax_split_diag.csv.
+(does a persistent grid alone cost looped what it costs split?). With DIAG=bigtile: split with
+32-64 KB tiles, one-tile (register-resident) and 2-4-tile segments, 8-32 warps (BIG_TILES). Timing: triton.testing.do_bench median (L2 flushed before each call). Writes $OUT/softmax_split_diag.csv.
 
     PYTHONUNBUFFERED=1 python3 probes/softmax_split_diag.py
 """
@@ -31,12 +32,20 @@ OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
 SHAPES = [(16, 4194304, torch.float16), (256, 262144, torch.float16), (1024, 131072, torch.float16),
           (4096, 32768, torch.float16), (64, 1048576, torch.float32), (1024, 131072, torch.float32)]
-# (name, per_sm, num_warps, seg_tiles); None: the launch table's value
-SETTINGS = [("table", None, None, None), ("pm8", 8, None, None), ("w4", None, 4, None),
-            ("w4_pm8", 8, 4, None), ("w4_pm16", 16, 4, None), ("s2", None, None, 2), ("s8", None, None, 8)]
+# (name, per_sm, num_warps, seg_tiles, tile bytes); None: the launch table's value
+SETTINGS = [("table", None, None, None, None), ("pm8", 8, None, None, None), ("w4", None, 4, None, None),
+            ("w4_pm8", 8, 4, None, None), ("w4_pm16", 16, 4, None, None), ("s2", None, None, 2, None),
+            ("s8", None, None, 8, None)]
+# DIAG=bigtile: fewer, larger rounds per byte. One-tile segments stay in registers across the
+# exchange (no second read from L2) and tiles of 32-64 KB move 2-4x the bytes of the table's
+# 16 KB tile per exchange; two-tile segments of 32 KB for comparison.
+BIG_TILES = [("table", None, None, None, None), ("t32k_w16_s1", None, 16, 1, 32768),
+             ("t64k_w16_s1", None, 16, 1, 65536), ("t64k_w32_s1", None, 32, 1, 65536),
+             ("t32k_w16_s2", None, 16, 2, 32768), ("t32k_w8_s4", None, 8, 4, 32768)]
 # looped on a persistent grid of per_sm programs an SM (0: one program a row, the launch table's)
 LOOPED_PER_SM = (0, 2, 4, 8, 16)
 ONLY_LOOPED = os.environ.get("DIAG") == "looped"   # just split's table and looped at LOOPED_PER_SM
+BIG = os.environ.get("DIAG") == "bigtile"          # just split's table and BIG_TILES
 EDITS = {   # module copies, timing only
     "relaxed": [('sem="release"', 'sem="relaxed"'), ('sem="acquire"', 'sem="relaxed"'),
                 ('sem="acq_rel"', 'sem="relaxed"')],
@@ -81,14 +90,16 @@ def main() -> None:
         copy_us = _bench(lambda: out.copy_(x))
         base = fs.config("split", c, dt, r, fs.num_sms(x.device))
         cases = []
-        for name, per_sm, warps, seg in (SETTINGS[:1] if ONLY_LOOPED else SETTINGS):
-            cfg = fs.Config(block=base.block, num_warps=warps or base.num_warps, per_sm=per_sm or base.per_sm,
-                            prefetch=base.prefetch, seg_tiles=seg or base.seg_tiles)
+        settings = BIG_TILES if BIG else SETTINGS[:1] if ONLY_LOOPED else SETTINGS
+        for name, per_sm, warps, seg, tile_bytes in settings:
+            block = tile_bytes // x.element_size() if tile_bytes else base.block
+            cfg = fs.Config(block=min(block, triton.next_power_of_2(c)), num_warps=warps or base.num_warps,
+                            per_sm=per_sm or base.per_sm, prefetch=base.prefetch, seg_tiles=seg or base.seg_tiles)
             cases.append((f"split_{name}", fs, "split", cfg))
-        for mname in () if ONLY_LOOPED else EDITS:
+        for mname in () if ONLY_LOOPED or BIG else EDITS:
             cases.append((f"split_{mname}", mods[mname], "split", None))
         looped = fs.config("looped", c, dt, r, fs.num_sms(x.device))
-        for per_sm in LOOPED_PER_SM:
+        for per_sm in (0,) if BIG else LOOPED_PER_SM:
             cases.append((f"looped_pm{per_sm}" if per_sm else "looped", fs, "looped",
                           fs.Config(block=looped.block, num_warps=looped.num_warps, per_sm=per_sm)))
         for variant, mod, strat, cfg in cases:

@@ -17,8 +17,8 @@ folded into the scale. Work is counted by kernels.flash_attention.attention_flop
 
 Kernel
 - q, o contiguous (B, Hq, Nq, D) and k, v (B, Hkv, Nk, D), seen as (B*Hq*Nq, D) and
-  (B*Hkv*Nk, D) matrices through TMA descriptors (blocks of 64 or 128 rows by D). Grid (Nq/128, B*Hq): one program per 128
-  query rows of one head; with a causal mask the heaviest query blocks of a head start first.
+  (B*Hkv*Nk, D) matrices through TMA descriptors (blocks of 64 or 128 rows by D). Grid
+  (Nq/128, B*Hq): one program per 128 query rows of one head; with a causal mask the heaviest query blocks of a head start first.
 - Causal key range: Nk - Nq is a multiple of 128, so the program of query rows [m, m + 128)
   sees key blocks 0 .. (m + Nk - Nq) / 128, all of them unmasked except the last, whose mask is
   the square block's lower triangle (key offset <= query offset within the block); every row

@@ -25,11 +25,11 @@ only question is how fast the cache streams from memory. One kernel, one program
 `decode_attention_nosplit` always uses S = 1 (one program per (batch, kv head)).
 
 Number of splits (`launch_shape`): `choose_splits`, the one-wave rule for contiguous caches and
-its paged rule for paged caches (both below). The one-wave rule: the B * Hkv
-programs of an unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many
-as SMs (paged caches, and calls that pass seqlens, whose lengths may differ, want about
-PAGED_PROGRAMS_PER_SM programs per SM even then; see choose_splits). Below that, a contiguous cache is cut into S = SMs // (B * Hkv) chunks of a
-whole number of BLOCK_N tiles (at most one per tile): one wave of programs, each streaming its
+its paged rule for paged caches (both below). The one-wave rule: the B * Hkv programs of an
+unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many as SMs (paged
+caches, and calls that pass seqlens, whose lengths may differ, want about PAGED_PROGRAMS_PER_SM
+programs per SM even then; see choose_splits). Below that, a contiguous cache is cut into
+S = SMs // (B * Hkv) chunks of a whole number of BLOCK_N tiles (at most one per tile): one wave of programs, each streaming its
 chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with the L2 flushed,
 BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
 programs only add merge work and tail: B=1 Hkv=8 L=1024 S=16 9.1 us (S=2, the previous rule's
@@ -397,9 +397,14 @@ def _chunking(n_blocks: int, splits: int, block_n: int) -> tuple[int, int]:
     return cdiv(n_blocks, blocks_per_split), blocks_per_split * block_n
 
 
+def merge_rows(group: int) -> int:
+    """Rows of the grouped merge's tile (BLOCK_MG): G padded to a power of two, at least 2."""
+    return max(2, pow2(group))
+
+
 def merge_step(group: int, head_dim: int) -> int:
     """Splits the grouped merge reads per step: MERGE_TILE values of G rows x D, 2..32 splits."""
-    return max(2, min(32, MERGE_TILE // (max(2, pow2(group)) * max(16, pow2(head_dim)))))
+    return max(2, min(32, MERGE_TILE // (merge_rows(group) * max(16, pow2(head_dim)))))
 
 
 def planned_splits(batch: int, heads_kv: int, cache_len: int, head_dim: int, element_size: int, num_sms: int,
@@ -573,7 +578,7 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
             merge_step(group, head_dim) if splits > 1 else 2,   # S = 1 merges nothing: one kernel for all
             seqlens is not None, splits > 1,
             # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
-            q.dtype == torch.bfloat16 and interpreting(), max(2, pow2(group)), page_size)
+            q.dtype == torch.bfloat16 and interpreting(), merge_rows(group), page_size)
     return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
                        (batch, heads_q, splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,

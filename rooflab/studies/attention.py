@@ -252,8 +252,8 @@ def _sdpa_bottom_right(backend_name, q, k, v, inputs):
     """Causal Nq != Nk with SDPA's own bottom-right mask, torch.nn.attention.bias.causal_lower_right,
     which each backend handles natively or refuses. A backend for which SDPA falls back to a dense
     (Nq, Nk) mask (cuDNN in torch 2.11: 2x slower than its causal kernel at Nq=1024, Nk=8192 on an
-    H200) runs another kernel, so its row is `unsupported` with that reason. Backends that take no grouped K/V
-    get them expanded here, outside the timed callable."""
+    H200) runs another kernel, so its row is `unsupported` with that reason. Backends that take no
+    grouped K/V get them expanded here, outside the timed callable."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.bias import causal_lower_right
 

@@ -188,6 +188,18 @@ def test_amdahl_quiet_within_slack():
     assert gates(e2e_case(3.45)) == []
 
 
+def test_amdahl_quiet_when_the_intervals_allow_the_bound():
+    # medians 4.0 / 3.3 = 1.212x, but the intervals allow 3.5 / 3.8 = 0.92x: a noisy host-bound block
+    rows = e2e_case(3.3)
+    rows[0].update(ci_low_ms=3.5, ci_high_ms=4.3)
+    rows[2].update(ci_low_ms=2.9, ci_high_ms=3.8)
+    assert gates(rows) == []
+    rows[2].update(ci_high_ms=3.35)                       # 3.5 / 3.35 = 1.045x: still allowed
+    assert gates(rows) == []
+    rows[0].update(ci_low_ms=3.95)                        # 3.95 / 3.35 = 1.179x > 1.177x
+    assert gates(rows) == [("amdahl", "ours_softmax", "bfloat16")]
+
+
 def test_amdahl_cudagraph_totals_take_the_events_parts():
     graph = {"eager": 2.0, "ours_softmax": 1.6, "sdpa": 1.5, "ours_attention": 1.4}   # 1.25x > 1.177x
     out = qa.flags(pd.DataFrame(e2e_case(3.6, graph=graph)))

@@ -294,30 +294,25 @@ def _row_kernel(out_ptr, x_ptr,
 
 
 @triton.jit
-def _tiles_stats(x_row, start, n_tiles, n_cols, BLOCK: tl.constexpr, VEC: tl.constexpr, LANES: tl.constexpr):
+def _tiles_stats(x_row, start, n_tiles, n_cols, BLOCK: tl.constexpr, VEC: tl.constexpr):
     """(max, sum of exp(x - max)) of n_tiles tiles of BLOCK columns from `start`, in one pass.
 
-    Each tile is read as (BLOCK // LANES, LANES): a thread's columns of every row of the tile are
-    its own, so the running max and sum are kept per column (LANES of each) and reduced over the
-    tile's rows inside each thread; the one reduction across threads (and its barriers) comes after
-    the last tile. Tiles that are all -inf (or masked) give (-inf, 0). Loads ask L2 to keep the
-    tiles, which the normalising pass reads again.
+    Tiles that are all -inf (or masked) give (-inf, 0). Loads ask L2 to keep the tiles, which
+    the normalising pass reads again.
     """
-    offs2 = tl.arange(0, BLOCK // LANES)[:, None] * LANES + tl.arange(0, LANES)[None, :]
-    m = tl.full([LANES], -float("inf"), tl.float32)    # running max, per column
-    s = tl.zeros([LANES], tl.float32)                   # running sum of exp(x - m), per column
+    cols = tl.arange(0, BLOCK)
+    m = tl.full([], -float("inf"), tl.float32)    # running max
+    s = tl.full([], 0.0, tl.float32)              # running sum of exp(x - m)
     for t in range(0, n_tiles):
-        offs = start + t * BLOCK + offs2
-        mask = tl.max_constancy(offs < n_cols, [1, VEC])
+        offs = start + t * BLOCK + cols
+        mask = tl.max_constancy(offs < n_cols, VEC)
         x = tl.load(x_row + offs, mask=mask, other=-float("inf"),
                     eviction_policy="evict_last").to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
         m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)   # no -inf - -inf while all -inf
-        s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(x - m_safe[None, :]), axis=0)
+        s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
         m = m_new
-    row_max = tl.max(m, axis=0)
-    max_safe = tl.where(row_max == -float("inf"), 0.0, row_max)
-    return row_max, tl.sum(s * tl.exp(m - max_safe), axis=0)
+    return m, s
 
 
 @triton.jit
@@ -338,7 +333,7 @@ def _tiles_normalize(o_row, x_row, start, n_tiles, n_cols, row_max, inv_sum,
 def _looped_kernel(out_ptr, x_ptr,
                    x_row_stride, out_row_stride,
                    n_rows, n_cols,
-                   BLOCK: tl.constexpr, VEC: tl.constexpr, PEEL: tl.constexpr, LANES: tl.constexpr):
+                   BLOCK: tl.constexpr, VEC: tl.constexpr, PEEL: tl.constexpr):
     """One row per program in tiles of BLOCK: online max and sum, then a normalising pass.
 
     With PEEL rows need not start on a VEC boundary (an odd row length): the tiles cover each
@@ -354,7 +349,7 @@ def _looped_kernel(out_ptr, x_ptr,
             xe = tl.load(x_row + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
             m_e, s_e = _block_stats(xe)
             n_tiles = tl.cdiv(n_body, BLOCK)
-            m_b, s_b = _tiles_stats(x_row, 0, n_tiles, n_body, BLOCK, VEC, LANES)
+            m_b, s_b = _tiles_stats(x_row, 0, n_tiles, n_body, BLOCK, VEC)
             m, s = _merge_stats(m_e, s_e, m_b, s_b)
             inv = 1.0 / s                                                # all -inf: NaN below
             _tiles_normalize(o_row, x_row, 0, n_tiles, n_body, m, inv, BLOCK, VEC)
@@ -364,7 +359,7 @@ def _looped_kernel(out_ptr, x_ptr,
         for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
             x_row = x_ptr + tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
             o_row = out_ptr + tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
-            m, s = _tiles_stats(x_row, 0, n_tiles, n_cols, BLOCK, VEC, LANES)
+            m, s = _tiles_stats(x_row, 0, n_tiles, n_cols, BLOCK, VEC)
             _tiles_normalize(o_row, x_row, 0, n_tiles, n_cols, m, 1.0 / s, BLOCK, VEC)
 
 
@@ -453,8 +448,7 @@ def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart
                   x_row_stride, out_row_stride,
                   n_rows, n_cols, n_segs, seg_tiles,
                   BLOCK: tl.constexpr, VEC: tl.constexpr, PARTIALS_BLOCK: tl.constexpr,
-                  MODE: tl.constexpr, ONE_TILE: tl.constexpr, PREFETCH: tl.constexpr, PEEL: tl.constexpr,
-                  LANES: tl.constexpr):
+                  MODE: tl.constexpr, ONE_TILE: tl.constexpr, PREFETCH: tl.constexpr, PEEL: tl.constexpr):
     """Each row cut into n_segs segments of seg_tiles tiles of BLOCK columns, one program a segment.
 
     part_max, part_sum: (n_rows, n_segs) fp32; arrive, depart: (n_rows,) int32, zero on entry and
@@ -485,7 +479,7 @@ def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart
                 if ONE_TILE:
                     m, s = _block_stats(x.to(tl.float32))
                 else:
-                    m, s = _tiles_stats(x_row, start, seg_tiles, n_body, BLOCK, VEC, LANES)
+                    m, s = _tiles_stats(x_row, start, seg_tiles, n_body, BLOCK, VEC)
                 m_e, s_e = _block_stats(xe32)
                 m, s = _merge_stats(m, s, m_e, s_e)
                 _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + seg, row, m, s, MODE)
@@ -527,7 +521,7 @@ def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart
                 if ONE_TILE:
                     m, s = _block_stats(x.to(tl.float32))
                 else:
-                    m, s = _tiles_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC, LANES)
+                    m, s = _tiles_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
                 _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + seg, row, m, s, MODE)
                 if MODE == _FUSED:
                     if ONE_TILE and PREFETCH:   # the next round's segment streams in during the wait
@@ -672,11 +666,6 @@ def _libcuda():
     return ctypes.CDLL("libcuda.so.1")
 
 
-def lanes(block: int, vec: int, num_warps: int) -> int:
-    """Columns of a tile's row in `_tiles_stats`: one access of VEC elements for every thread."""
-    return min(block, 32 * num_warps * vec)
-
-
 def _vec(x: torch.Tensor, out: torch.Tensor) -> int:
     """Widest power-of-two access width (elements, <= 16 bytes) valid for every row of x and out."""
     elem = x.element_size()
@@ -741,10 +730,8 @@ def _access(x: torch.Tensor, out: torch.Tensor) -> tuple[int, bool]:
 
 def _looped_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
-    vec, peel = _access(x, out)
     return _looped_kernel, (_grid(rows, cfg, x.device),), (out, x, x.stride(0), out.stride(0), rows, cols,
-                                                            cfg.block, vec, peel,
-                                                            lanes(cfg.block, vec, cfg.num_warps)), \
+                                                            cfg.block, *_access(x, out)), \
         dict(num_warps=cfg.num_warps)
 
 
@@ -808,15 +795,14 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | No
     rows, cols = x.shape
     tiles = cdiv(cols, cfg.block)
     vec, peel = _access(x, out)
-    lane_cols = lanes(cfg.block, vec, cfg.num_warps)
-    common = dict(BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, PREFETCH=cfg.prefetch, PEEL=peel, LANES=lane_cols,
+    common = dict(BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, PREFETCH=cfg.prefetch, PEEL=peel,
                   num_warps=cfg.num_warps)
 
     def arguments(mode, one_tile, seg_tiles, parts, arrive, depart):
         """The kernel's arguments in signature order, constexprs included."""
         return (out, x, parts[0], parts[1], arrive, depart, x.stride(0), out.stride(0),
                 rows, cols, cdiv(tiles, seg_tiles), seg_tiles,
-                cfg.block, vec, PARTIALS_BLOCK, mode.value, one_tile, cfg.prefetch, peel, lane_cols)
+                cfg.block, vec, PARTIALS_BLOCK, mode.value, one_tile, cfg.prefetch, peel)
 
     if not interpreting():
         arrive, depart = _counters(x.device, rows)

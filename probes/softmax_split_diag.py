@@ -9,9 +9,10 @@ are the references. Every variant's output is checked against float64 and its er
 With DIAG=looped: split's launch table and looped on persistent grids of 2-16 programs an SM
 (does a persistent grid alone cost looped what it costs split?). With DIAG=bigtile: split with
 32-64 KB tiles, one-tile (register-resident) and 2-4-tile segments, 8-32 warps (BIG_TILES). With
-DIAG=lanes: split and looped against copies with the block-reduced running stats of before
-(`before`: a reduction across the block, with its barriers, every tile) and split with a relaxed
-depart (`depart_relaxed`: no fence after the segment's stores). Timing: triton.testing.do_bench median (L2 flushed before each call). Writes $OUT/softmax_split_diag.csv.
+DIAG=stages: split and looped with their tile loops software-pipelined by Triton (tl.range with
+num_stages: the next tiles stream into shared memory, cp.async, while one is reduced; `st3`, `st4`
+the running-stats loop, `st3n3` the normalising loop too) and split with a relaxed depart
+(`depart_relaxed`: no fence after the segment's stores). Timing: triton.testing.do_bench median (L2 flushed before each call). Writes $OUT/softmax_split_diag.csv.
 
     PYTHONUNBUFFERED=1 python3 probes/softmax_split_diag.py
 """
@@ -35,7 +36,7 @@ OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
 SHAPES = [(16, 4194304, torch.float16), (256, 262144, torch.float16), (1024, 131072, torch.float16),
           (4096, 32768, torch.float16), (64, 1048576, torch.float32), (1024, 131072, torch.float32)]
-LANES_SHAPES = [(2048, 65537, torch.float16), (512, 151936, torch.bfloat16)]   # DIAG=lanes adds these
+EXTRA_SHAPES = [(2048, 65537, torch.float16), (512, 151936, torch.bfloat16)]   # DIAG=stages adds these
 # (name, per_sm, num_warps, seg_tiles, tile bytes); None: the launch table's value
 SETTINGS = [("table", None, None, None, None), ("pm8", 8, None, None, None), ("w4", None, 4, None, None),
             ("w4_pm8", 8, 4, None, None), ("w4_pm16", 16, 4, None, None), ("s2", None, None, 2, None),
@@ -50,31 +51,30 @@ BIG_TILES = [("table", None, None, None, None), ("t32k_w16_s1", None, 16, 1, 327
 LOOPED_PER_SM = (0, 2, 4, 8, 16)
 ONLY_LOOPED = os.environ.get("DIAG") == "looped"   # just split's table and looped at LOOPED_PER_SM
 BIG = os.environ.get("DIAG") == "bigtile"          # just split's table and BIG_TILES
-LANES = os.environ.get("DIAG") == "lanes"          # the running stats kept per column, against before
-# The running stats as they were: one scalar (max, sum), reduced across the block every tile.
-BEFORE_STATS = '''def _tiles_stats(x_row, start, n_tiles, n_cols, BLOCK: tl.constexpr, VEC: tl.constexpr, LANES: tl.constexpr):
-    cols = tl.arange(0, BLOCK)
-    m = tl.full([], -float("inf"), tl.float32)
-    s = tl.full([], 0.0, tl.float32)
-    for t in range(0, n_tiles):
-        offs = start + t * BLOCK + cols
-        mask = tl.max_constancy(offs < n_cols, VEC)
-        x = tl.load(x_row + offs, mask=mask, other=-float("inf"), eviction_policy="evict_last").to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
-        s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
-        m = m_new
-    return m, s
-
-
-'''
+STAGES = os.environ.get("DIAG") == "stages"        # the tile loops software-pipelined (cp.async)
 EDITS = {   # module copies, timing only
     "relaxed": [('sem="release"', 'sem="relaxed"'), ('sem="acquire"', 'sem="relaxed"'),
                 ('sem="acq_rel"', 'sem="relaxed"')],
     "nowait": [("while arrived < n_segs:", "while arrived < 0:")],
 }
-LANES_EDITS = {
-    "before": [(("def _tiles_stats(", "@triton.jit\ndef _tiles_normalize("), BEFORE_STATS)],
+_STATS_LOOP = ("    for t in range(0, n_tiles):\n        offs = start + t * BLOCK + cols\n"
+               "        mask = tl.max_constancy(offs < n_cols, VEC)\n"
+               "        x = tl.load(x_row + offs, mask=mask, other=-float(\"inf\"),\n"
+               "                    eviction_policy=\"evict_last\")")
+_NORM_LOOP = "    for t in range(0, n_tiles):\n        offs = start + (n_tiles - 1 - t) * BLOCK + cols"
+
+
+def _staged(loop: str, k: int) -> tuple[str, str]:
+    return loop, loop.replace("range(0, n_tiles)", f"tl.range(0, n_tiles, num_stages={k})", 1)
+
+
+STAGE_EDITS = {   # DIAG=stages: the running-stats loop (and the normalising loop) as tl.range(num_stages=k)
+    "st3": [_staged(_STATS_LOOP, 3)],
+    "st4": [_staged(_STATS_LOOP, 4)],
+    "st3n3": [_staged(_STATS_LOOP, 3), _staged(_NORM_LOOP, 3)],
+    # ... and capped at 64 registers (maxnreg), as many programs an SM as the unpipelined kernel
+    "st3_r64": [_staged(_STATS_LOOP, 3), ("launch_cooperative_grid=True", "launch_cooperative_grid=True, maxnreg=64")],
+    "st4_r64": [_staged(_STATS_LOOP, 4), ("launch_cooperative_grid=True", "launch_cooperative_grid=True, maxnreg=64")],
     "depart_relaxed": [('departed = tl.atomic_add(depart_ptr + row, 1, sem="acq_rel")',
                         'departed = tl.atomic_add(depart_ptr + row, 1, sem="relaxed")')],
 }
@@ -83,10 +83,6 @@ LANES_EDITS = {
 def _module_copy(name: str, edits):
     src = open(fs.__file__).read()
     for old, new in edits:
-        if isinstance(old, tuple):            # (first, last): the text from first up to last
-            a = src.index(old[0])
-            src = src[:a] + new + src[src.index(old[1], a):]
-            continue
         assert old in src, (name, old)
         src = src.replace(old, new)
     path = os.path.join(tempfile.mkdtemp(), f"fused_softmax_{name}.py")
@@ -106,10 +102,10 @@ def _bench(fn) -> float:
 def main() -> None:
     os.makedirs(OUT, exist_ok=True)
     t0 = time.perf_counter()
-    edits = {**EDITS, **LANES_EDITS} if LANES else EDITS
+    edits = {**EDITS, **STAGE_EDITS} if STAGES else EDITS
     mods = {"main": fs, **{n: _module_copy(n, e) for n, e in edits.items()}}
     rows_out = []
-    for r, c, dt in SHAPES + (LANES_SHAPES if LANES else []):
+    for r, c, dt in SHAPES + (EXTRA_SHAPES if STAGES else []):
         if time.perf_counter() - t0 > BUDGET_S:
             rows_out.append(dict(shape=f"{r}x{c}", dtype=str(dt)[6:], variant="-", error="skipped (budget)"))
             continue
@@ -122,18 +118,18 @@ def main() -> None:
         copy_us = _bench(lambda: out.copy_(x))
         base = fs.config("split", c, dt, r, fs.num_sms(x.device))
         cases = []
-        settings = BIG_TILES if BIG else SETTINGS[:1] if ONLY_LOOPED or LANES else SETTINGS
+        settings = BIG_TILES if BIG else SETTINGS[:1] if ONLY_LOOPED or STAGES else SETTINGS
         for name, per_sm, warps, seg, tile_bytes in settings:
             block = tile_bytes // x.element_size() if tile_bytes else base.block
             cfg = fs.Config(block=min(block, triton.next_power_of_2(c)), num_warps=warps or base.num_warps,
                             per_sm=per_sm or base.per_sm, prefetch=base.prefetch, seg_tiles=seg or base.seg_tiles)
             cases.append((f"split_{name}", fs, "split", cfg))
-        for mname in ("before", "depart_relaxed", "relaxed") if LANES else () if ONLY_LOOPED or BIG else EDITS:
+        for mname in STAGE_EDITS if STAGES else () if ONLY_LOOPED or BIG else EDITS:
             cases.append((f"split_{mname}", mods[mname], "split", None))
         looped = fs.config("looped", c, dt, r, fs.num_sms(x.device))
-        if LANES:
-            cases.append(("looped_before", mods["before"], "looped", None))
-        for per_sm in (0,) if BIG or LANES else LOOPED_PER_SM:
+        for mname in ("st3", "st3n3") if STAGES else ():
+            cases.append((f"looped_{mname}", mods[mname], "looped", None))
+        for per_sm in (0,) if BIG or STAGES else LOOPED_PER_SM:
             cases.append((f"looped_pm{per_sm}" if per_sm else "looped", fs, "looped",
                           fs.Config(block=looped.block, num_warps=looped.num_warps, per_sm=per_sm)))
         for variant, mod, strat, cfg in cases:

@@ -355,11 +355,12 @@ def long_grouped_chunks(group: int, splits: int, chunk_len: int, block_n: int) -
 
 
 def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int,
-                  paged: bool = False, lengths: bool = False) -> tuple[int, int]:
-    """(S, chunk_len): split each sequence into S chunks of chunk_len tokens (a multiple of block_n).
-
-    decode_attention takes this S (cut into balanced chunks): the one-wave rule for contiguous
-    caches (paged=False), the paged rule below for paged caches.
+                  paged: bool = False, lengths: bool = False) -> int:
+    """S, the number of splits of each sequence: the one-wave rule for contiguous caches
+    (paged=False), the paged rule below for paged caches. A count of s splits is reduced to the
+    number of chunks of cdiv(n_blocks, s) whole tiles that cover the cache (`_whole_chunks`: 10
+    tiles in 6 splits are 5 chunks of 2), so no split is left without a tile; decode_attention
+    then cuts the cache into S balanced chunks (`launch_shape`).
 
     Paged caches: a program's page lookups put a dependent load before each tile's K and V, so
     one program per SM leaves the memory system idle; a grid that would not be split is split
@@ -381,20 +382,20 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     wanted = max(1, PAGED_PROGRAMS_PER_SM * num_sms // programs)
     if programs >= NO_SPLIT_FILL * num_sms:
         if not (paged or lengths):
-            return 1, n_blocks * block_n
+            return 1
         splits = max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS))
         if lengths:
             splits = max(splits, cdiv(cache_len, RAGGED_CHUNK_TOKENS))
-        return _chunking(n_blocks, splits, block_n)
+        return _whole_chunks(n_blocks, splits)
     wave = max(1, num_sms // programs)   # one wave of programs (module docstring), at most one per tile
     if not paged:
-        return _chunking(n_blocks, wave, block_n)
-    return _chunking(n_blocks, max(wave, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)), block_n)
+        return _whole_chunks(n_blocks, wave)
+    return _whole_chunks(n_blocks, max(wave, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)))
 
 
-def _chunking(n_blocks: int, splits: int, block_n: int) -> tuple[int, int]:
-    blocks_per_split = cdiv(n_blocks, max(1, min(splits, n_blocks)))
-    return cdiv(n_blocks, blocks_per_split), blocks_per_split * block_n
+def _whole_chunks(n_blocks: int, splits: int) -> int:
+    """Chunks of cdiv(n_blocks, splits) tiles that cover n_blocks tiles (at most `splits`)."""
+    return cdiv(n_blocks, cdiv(n_blocks, max(1, min(splits, n_blocks))))
 
 
 def merge_rows(group: int) -> int:
@@ -545,7 +546,7 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     if num_splits is not None:
         splits = num_splits
     else:
-        splits = choose_splits(batch, heads_kv, cache_len, block_n, num_sms, paged=paged, lengths=lengths)[0]
+        splits = choose_splits(batch, heads_kv, cache_len, block_n, num_sms, paged=paged, lengths=lengths)
     splits = max(1, min(splits, n_blocks))
     if chosen and not paged and long_grouped_chunks(group, splits, (n_blocks // splits) * block_n, block_n):
         block_n, num_warps, num_stages = LONG_CHUNK_CONFIG

@@ -174,7 +174,7 @@ def read_candidates(nbytes: int):
 
 def wave_splits(batch, heads_kv, cache_len, num_sms) -> int:
     """The one-wave rule's S (choose_splits, contiguous), over the tiles launch_config gives."""
-    return fd.choose_splits(batch, heads_kv, cache_len, fd.launch_config(D, 2)[0], num_sms)[0]
+    return fd.choose_splits(batch, heads_kv, cache_len, fd.launch_config(D, 2)[0], num_sms)
 
 
 def sweep_splits(batch, heads_kv, cache_len, wave, num_sms) -> list[int]:

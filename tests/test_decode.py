@@ -147,9 +147,8 @@ def test_reference_chunks_heads_under_a_budget():
                                                       (1, 8, 1024), (2, 8, 100)])
 def test_choose_splits(batch, heads_kv, cache_len):
     block_n, sms = 64, 132
-    splits, chunk = choose_splits(batch, heads_kv, cache_len, block_n, sms)
-    assert chunk % block_n == 0
-    assert (splits - 1) * chunk < cache_len <= splits * chunk      # every split holds keys
+    splits = choose_splits(batch, heads_kv, cache_len, block_n, sms)
+    assert 1 <= splits <= cdiv(cache_len, block_n)                 # every split holds keys
     if batch * heads_kv >= decode.NO_SPLIT_FILL * sms:             # the unsplit grid fills the GPU
         assert splits == 1
     else:                          # at most one wave, and no fewer than half of it (whole tiles per chunk)
@@ -161,7 +160,7 @@ def test_choose_splits(batch, heads_kv, cache_len):
                                                                (1, 32, 1024, 4), (16, 8, 4096, 1), (1, 32, 96, 2)])
 def test_choose_splits_one_wave_where_measured(batch, heads_kv, cache_len, expected):
     """The H200 measurements behind the rule (kernels.flash_decoding's docstring): one wave of programs."""
-    assert choose_splits(batch, heads_kv, cache_len, 64, 132)[0] == expected
+    assert choose_splits(batch, heads_kv, cache_len, 64, 132) == expected
 
 
 @pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 8192, 4), (32, 8, 8192, 2), (64, 8, 4096, 1),
@@ -174,13 +173,12 @@ def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
     measurements of kernels.flash_decoding's docstring."""
     block_n, sms = 64, 132
     paged = choose_splits(batch, heads_kv, cache_len, block_n, sms, paged=True)
-    assert paged[0] == splits
-    assert paged[1] % block_n == 0 and (paged[0] - 1) * paged[1] < cache_len <= paged[0] * paged[1]
-    wave = choose_splits(batch, heads_kv, cache_len, block_n, sms)[0]
-    assert paged[0] >= wave
-    assert batch * heads_kv * paged[0] <= max(sms, decode.PAGED_PROGRAMS_PER_SM * sms)   # whole waves
-    if paged[0] > wave:
-        assert paged[1] >= decode.MIN_CHUNK_BLOCKS * block_n
+    assert paged == splits
+    wave = choose_splits(batch, heads_kv, cache_len, block_n, sms)
+    assert paged >= wave
+    assert batch * heads_kv * paged <= max(sms, decode.PAGED_PROGRAMS_PER_SM * sms)   # whole waves
+    if paged > wave:              # the shortest of the balanced chunks holds MIN_CHUNK_BLOCKS tiles
+        assert cdiv(cache_len, block_n) // paged >= decode.MIN_CHUNK_BLOCKS
 
 
 @pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 32768, 8), (64, 8, 32768, 8), (32, 8, 16384, 4),
@@ -188,8 +186,8 @@ def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
 def test_choose_splits_with_lengths(batch, heads_kv, cache_len, splits):
     """Given lengths, a grid that fills the SMs once is split like a paged one (ragged work spread over
     programs), into chunks of at most RAGGED_CHUNK_TOKENS; below the fill the one-wave rule holds."""
-    assert choose_splits(batch, heads_kv, cache_len, 64, 132, lengths=True)[0] == splits
-    assert choose_splits(batch, heads_kv, cache_len, 64, 132)[0] == (1 if batch * heads_kv >= 119 else splits)
+    assert choose_splits(batch, heads_kv, cache_len, 64, 132, lengths=True) == splits
+    assert choose_splits(batch, heads_kv, cache_len, 64, 132) == (1 if batch * heads_kv >= 119 else splits)
 
 
 @pytest.mark.parametrize("group,splits,chunk,block_n,wide", [(4, 4, 32768, 64, True), (4, 16, 8192, 64, True),
@@ -603,10 +601,10 @@ def test_plan_rule_and_merge(fresh_plans, monkeypatch):
         for lengths in (False, True):
             assert decode.planned_splits(batch, heads_kv, cache_len, 128, 2, 132, 32 // heads_kv, False,
                                          lengths) == choose_splits(batch, heads_kv, cache_len, 64, 132,
-                                                                   lengths=lengths)[0]
+                                                                   lengths=lengths)
     for batch, cache_len, splits in ((1, 16384, 64), (4, 16384, 16), (16, 1024, 4)):
         assert decode.planned_splits(batch, 8, cache_len, 128, 2, 132, 4, True, True) == splits
-        assert choose_splits(batch, 8, cache_len, 64, 132, paged=True, lengths=True)[0] == splits
+        assert choose_splits(batch, 8, cache_len, 64, 132, paged=True, lengths=True) == splits
     assert decode.planned_splits(1, 8, 1024, 128, 2, 132, 4, True, True) == 16    # paged rule: 2 tiles each
     assert decode.planned_splits(1, 8, 1024, 128, 2, 132, 4) == 16                # one wave: 132 // 8
 

@@ -608,26 +608,14 @@ def test_gpu_repeat_call_equals_the_cold_call(fresh_plans, counted_checks, nan_e
 @on_hopper
 @compiled_only
 @pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("layout", [dict(b=1, hq=4, hkv=2, nq=384), dict(b=2, hq=8, hkv=2, nq=256, nk=640),
+                                    dict(b=2, hq=32, hkv=4, nq=256, nk=640)],
+                         ids=["Nq=Nk", "Nq<Nk gqa4", "Nq<Nk gqa8"])
 @pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
-def test_gpu_replay_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty, causal, d):
-    """A direct launch encodes its descriptors from the call's tensors, not the first call's."""
-    first = _qkv(b=1, hq=4, hkv=2, nq=384, d=d, device="cuda")
-    attn.attention(*first, causal=causal)
-    for _ in range(2):
-        q, k, v = (torch.randn_like(t) for t in first)                      # same layout, new data
-        _check_close(attn.attention(q, k, v, causal=causal), attn.reference(q, k, v, causal), torch.float16)
-    assert len(counted_checks) == 1 and len(attn._PLANS) == 1
-
-
-@on_hopper
-@compiled_only
-@pytest.mark.parametrize("causal", [True, False])
-@pytest.mark.parametrize("heads", [(8, 2), (32, 4)], ids=["gqa4", "gqa8"])
-@pytest.mark.parametrize("d", hopper.HEAD_DIMS, ids=lambda d: f"d{d}")
-def test_gpu_replay_nq_ne_nk_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty, heads, causal, d):
-    """The kept direct launch of an Nq != Nk plan: q/o descriptors of Nq rows a head, k/v of Nk."""
-    hq, hkv = heads
-    first = _qkv(b=2, hq=hq, hkv=hkv, nq=256, nk=640, d=d, device="cuda")
+def test_gpu_replay_reads_the_new_tensors(fresh_plans, counted_checks, nan_empty, layout, causal, d):
+    """A kept direct launch encodes its descriptors from the call's tensors, not the first call's
+    (Nq != Nk: q/o descriptors of Nq rows a head, k/v of Nk)."""
+    first = _qkv(**layout, d=d, device="cuda")
     cold = attn.attention(*first, causal=causal)
     (plan,) = attn._PLANS.values()
     assert plan.path == attn.HOPPER_PATH and plan.fast is not None

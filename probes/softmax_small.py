@@ -1,0 +1,138 @@
+"""Small softmax shapes where the committed run has `ours` behind Liger or torch.compile on kernel time:
+the rows and row strategies over a grid of launch settings, against Liger and torch.
+
+For each shape (fp16 and fp32): `ours` (softmax as shipped, its dispatch and launch table),
+`rows RxW` (R rows a program on W warps), `row W` (one row a program on W warps), Liger and
+torch.softmax. Every variant is checked against a float64 softmax before it is timed (a mismatch
+is a row, not a time). Kernel time: CUPTI device time between L2 flushes (rooflab.timing, as the
+study's `cupti` rows), every variant of a shape in one profiler session, in shuffled rounds.
+Writes $OUT/softmax_small.csv; prints, per shape, ours, the fastest setting and the peers (us).
+
+    PYTHONUNBUFFERED=1 python3 probes/softmax_small.py
+"""
+from __future__ import annotations
+
+import csv
+import os
+import random
+import statistics
+import sys
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from kernels import fused_softmax as fs  # noqa: E402
+from kernels._device import pow2  # noqa: E402
+from rooflab.timing import CudaTimer, _device_events, device_segments  # noqa: E402
+
+OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
+BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "60"))
+ROUNDS, CALLS = 3, 10
+SHAPES = [(256, 256, torch.float16), (256, 256, torch.float32), (512, 512, torch.float32),
+          (1024, 1024, torch.float16), (1024, 1000, torch.float32), (1024, 1024, torch.float32),
+          (4096, 1, torch.float16), (1048576, 1, torch.float16), (4096, 4096, torch.float32)]
+ROWS_GRID = [(r, w) for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8)]
+ONE_COL_GRID = [(r, w) for r in (32, 64, 128, 256, 512, 1024) for w in (1, 2, 4)]
+ROW_WARPS = (1, 2, 4, 8, 16)
+
+
+def variants(x: torch.Tensor, out: torch.Tensor) -> dict:
+    rows, cols = x.shape
+    fns = {"ours": lambda: fs.softmax(x, -1), "torch": lambda: torch.softmax(x, -1)}
+    try:
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+        fns["liger"] = lambda: LigerSoftmaxFunction.apply(x)
+    except ImportError as exc:
+        print("no liger:", exc)
+    block = pow2(cols)
+    for r, w in ONE_COL_GRID if cols == 1 else ROWS_GRID:
+        if cols <= 4096 and r * block <= 16384 and r * block >= 32 * w:
+            cfg = fs.Config(block=block, num_warps=w, rows=r)
+            fns[f"rows {r}x{w}"] = lambda cfg=cfg: fs.STRATEGIES["rows"].run(x, out, cfg)
+    if cols > 1:
+        for w in ROW_WARPS:
+            if block >= 32 * w:
+                cfg = fs.Config(block=block, num_warps=w)
+                fns[f"row {w}"] = lambda cfg=cfg: fs.STRATEGIES["row"].run(x, out, cfg)
+    return fns
+
+
+def time_all(fns: dict, timer: CudaTimer) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+    for fn in fns.values():
+        for _ in range(3):
+            fn()
+    order, names = [], list(fns)
+    for _ in range(ROUNDS):
+        random.shuffle(names)
+        for name in names:
+            order.extend([name] * CALLS)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for name in order:
+            timer.flush()
+            fns[name]()
+        timer.flush()
+        torch.cuda.synchronize()
+    samples = device_segments(_device_events(prof), len(order))
+    got = {name: [] for name in fns}
+    for name, ms in zip(order, samples):
+        got[name].append(ms * 1e3)
+    return got
+
+
+def main() -> None:
+    os.makedirs(OUT, exist_ok=True)
+    t0 = time.perf_counter()
+    timer = CudaTimer()
+    rows_out = []
+    for r, c, dt in SHAPES:
+        label = f"{r}x{c} {str(dt)[6:]}"
+        if time.perf_counter() - t0 > BUDGET_S:
+            rows_out.append(dict(shape=label, variant="-", status="skipped (budget)"))
+            continue
+        torch.manual_seed(0)
+        x = (torch.randn(r, c, device="cuda") * 4).to(dt)
+        out = torch.empty_like(x)
+        ref = torch.softmax(x.double(), -1)
+        tol = 2e-3 if dt != torch.float32 else 1e-5
+        good = {}
+        for name, fn in variants(x, out).items():
+            try:
+                got = fn()
+                got = out if got is None else got
+                torch.cuda.synchronize()
+                err = (got.double() - ref).abs().max().item()
+                if not err <= tol:
+                    rows_out.append(dict(shape=label, variant=name, status=f"mismatch {err:.3g}"))
+                    continue
+                good[name] = fn
+            except Exception as exc:   # a refused setting is a row; the probe goes on
+                rows_out.append(dict(shape=label, variant=name, status=f"{type(exc).__name__}: {exc}"[:160]))
+        times = time_all(good, timer)
+        for name, us in times.items():
+            rows_out.append(dict(shape=label, variant=name, us=round(statistics.median(us), 3), status="ok"))
+        print(f"# {label} done at {time.perf_counter() - t0:.0f} s", flush=True)
+    with open(os.path.join(OUT, "softmax_small.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["shape", "variant", "us", "status"])
+        w.writeheader()
+        w.writerows(rows_out)
+    print("kernel time, us (CUPTI median): ours, the fastest setting of ours, liger, torch")
+    for label in dict.fromkeys(r["shape"] for r in rows_out):
+        ok = {r["variant"]: r["us"] for r in rows_out if r["shape"] == label and r.get("us") is not None}
+        mine = {k: v for k, v in ok.items() if k.startswith(("rows", "row"))}
+        best = min(mine, key=mine.get) if mine else "-"
+        top3 = sorted(mine, key=mine.get)[:3]
+        print(f"{label:>22} ours {ok.get('ours', '-'):>7} best {best:>10} {mine.get(best, '-'):>7} "
+              f"liger {ok.get('liger', '-'):>7} torch {ok.get('torch', '-'):>7}  next: "
+              + ", ".join(f"{k} {mine[k]}" for k in top3[1:]))
+    for r in rows_out:
+        if r["status"] != "ok":
+            print("NOTE", r["shape"], r["variant"], r["status"])
+    print(f"# total {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -132,7 +132,13 @@ or more columns), on fewer warps when the tile holds under 512 elements (a warp 
 Kernel time in us, rows per program x warps (fp16 / fp32): 4096x7 128x4 2.50 / 2.34, 16x1 1.73 /
 1.73, 32x4 1.63 / 1.63, 64x4 2.17 / 1.79 (torch 1.76 / 1.82); 256x256 8x4 2.27 / 2.27, 1x2 1.98 /
 2.08, 2x2 1.73 / 2.05 (torch 2.66 / 2.34); 512x512 4x4 2.34 / 2.62, 2x4 2.18 / 2.50, 1x1 2.14 /
-2.33; 1024x128 16x4 2.30 / 2.91, 4x4 1.89 / 1.98, 8x1 1.98 / 2.94. Looped tiles of 8192
+2.33; 1024x128 16x4 2.30 / 2.91, 4x4 1.89 / 1.98, 8x1 1.98 / 2.94. Measured again against
+Liger (probes/softmax_small.py, CUPTI medians, us, fp16 / fp32): 256x256 the table's 1x2 1.95 /
+2.05, 2x1 1.70 / 1.86, Liger 1.84 / 1.92; 512x512 fp32 the table's 2x4 2.46, 1x1 2.29, Liger
+2.24; 1024x1024 fp16 row on 4 warps 3.04, rows 1x1 2.98, Liger 2.91; 4096x4096 fp32 row on 8
+warps 34.5, on 16 34.0, Liger 34.1. Fewer warps for these small tiles are ahead there, but 8x1
+loses at 1024x128 fp32 (above), so the table waits on those settings timed at every small shape
+of the grid. Looped tiles of 8192
 columns give each thread 64 bytes of input a tile (8 warps in
 fp16/bf16, 16 in fp32; 4096x32768 fp16: 3.60 TB/s with 8 warps, 3.28 with 16). Split's tiles
 hold 16 KB of input (4096 fp32 columns, 8192 fp16/bf16) on 8 warps and its segments four tiles

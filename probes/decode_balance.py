@@ -49,7 +49,7 @@ from kernels import flash_decoding as fd  # noqa: E402
 from kernels._device import cdiv, sm_count  # noqa: E402
 from rooflab.ceilings import _read_kernel  # noqa: E402
 from rooflab.studies import decode as study  # noqa: E402
-from rooflab.timing import CudaTimer, _device_events, device_segments  # noqa: E402
+from rooflab.timing import CudaTimer  # noqa: E402
 
 DEVICE = "cpu" if DRY else "cuda"
 HQ, D = (8, 32) if DRY else (32, 128)
@@ -129,7 +129,6 @@ def checked(shape, group, candidates: dict, ref, splits_of: dict) -> dict:
 
 def time_all(fns: dict) -> dict:
     """{name: list of ms}: CUPTI device time of each call, flushed before, in one profiler session."""
-    from torch.profiler import ProfilerActivity, profile
     for fn in fns.values():            # warm-up outside the session
         for _ in range(1 if DRY else 3):
             fn()
@@ -146,16 +145,8 @@ def time_all(fns: dict) -> dict:
             fns[name]()
             out[name].append((time.perf_counter() - t) * 1e3)
         return out
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for name in order:
-            timer.flush()
-            fns[name]()
-        timer.flush()
-        torch.cuda.synchronize()
-    samples = device_segments(_device_events(prof), len(order))
     out = {name: [] for name in fns}
-    for name, ms in zip(order, samples):
+    for name, ms in zip(order, timer.cupti_calls([fns[name] for name in order])):
         out[name].append(ms)
     return out
 

@@ -25,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
 from kernels._device import pow2  # noqa: E402
-from rooflab.timing import CudaTimer, _device_events, device_segments  # noqa: E402
+from rooflab.timing import CudaTimer  # noqa: E402
 
 OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "60"))
@@ -60,7 +60,7 @@ def variants(x: torch.Tensor, out: torch.Tensor) -> dict:
 
 
 def time_all(fns: dict, timer: CudaTimer) -> dict:
-    from torch.profiler import ProfilerActivity, profile
+    """{name: list of us}: every variant's calls in shuffled rounds, one profiler session."""
     for fn in fns.values():
         for _ in range(3):
             fn()
@@ -69,16 +69,8 @@ def time_all(fns: dict, timer: CudaTimer) -> dict:
         random.shuffle(names)
         for name in names:
             order.extend([name] * CALLS)
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for name in order:
-            timer.flush()
-            fns[name]()
-        timer.flush()
-        torch.cuda.synchronize()
-    samples = device_segments(_device_events(prof), len(order))
     got = {name: [] for name in fns}
-    for name, ms in zip(order, samples):
+    for name, ms in zip(order, timer.cupti_calls([fns[name] for name in order])):
         got[name].append(ms * 1e3)
     return got
 

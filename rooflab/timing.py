@@ -161,17 +161,22 @@ class CudaTimer:
 
     def cupti(self, fn, n: int) -> list[float]:
         """n samples (ms): the device time of the work one call issues, from CUPTI."""
+        return self.cupti_calls([fn] * n)
+
+    def cupti_calls(self, calls: list) -> list[float]:
+        """The device time (ms, CUPTI) of each call in `calls`, run in order in one profiler
+        session with the L2 flushed before each."""
         import torch
         from torch.profiler import ProfilerActivity, profile
 
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(n):
+            for fn in calls:
                 self.flush()
                 fn()
             self.flush()                         # closes the last call's segment
             torch.cuda.synchronize()
-        return device_segments(_device_events(prof), n)
+        return device_segments(_device_events(prof), len(calls))
 
     def sample(self, fn, n: int, mode: str) -> list[float]:
         if mode == "events":

@@ -34,15 +34,16 @@ Kernel design
 - Hopper path: on a GPU of compute capability 9.0, fp16/bf16 inputs with D = 128 or 64, Nq and Nk
   multiples of 128 (at least 128; Nq <= Nk when causal), Hq % Hkv == 0, and contiguous, 16-byte
   aligned q, k, v and output run the Gluon kernel of kernels.flash_attention_hopper
-  (warp-specialized: a TMA loader warp and two 4-warp consumer partitions of 64 query rows each, the two matrix products of
-  consecutive key blocks overlapped, a 3-stage K/V ring). On an H200 (B=4 H=32 D=128, do_bench,
-  the slower of two rounds) it ran at 0.91-1.11x cuDNN: fp16 588 / 585 TFLOP/s at N = 4096 /
-  8192 (cuDNN 648 / 587), causal 529 / 572 / 592 at N = 4096 / 8192 / 16384 (cuDNN 513 / 549 /
-  533); bf16 600 / 613 (586 / 581), causal 550 / 589 / 610 (535 / 542 / 585), all at Nq == Nk.
-  It was correct at every shape (max abs error against fp32 SDPA math 6e-5 to 7.7e-3, as
-  cuDNN's). Its module docstring has the steps that led there, and its H200 probes of Nq != Nk
-  (chunked prefill 1024/8192 causal: 1.99x FA2 in fp16) and of D = 64 (0.93-0.99x cuDNN). Every other shape, dtype, layout and device, and
-  Triton's interpreter, run the Triton kernel below; attention_triton() forces it.
+  (warp-specialized: a TMA loader warp and two 4-warp consumer partitions of 64 query rows each,
+  the two matrix products of consecutive key blocks overlapped, a 3-stage K/V ring). On an H200
+  (B=4 H=32 D=128, do_bench, the slower of two rounds) it ran at 0.91-1.11x cuDNN: fp16 588 / 585
+  TFLOP/s at N = 4096 / 8192 (cuDNN 648 / 587), causal 529 / 572 / 592 at N = 4096 / 8192 / 16384
+  (cuDNN 513 / 549 / 533); bf16 600 / 613 (586 / 581), causal 550 / 589 / 610 (535 / 542 / 585),
+  all at Nq == Nk. It was correct at every shape (max abs error against fp32 SDPA math 6e-5 to
+  7.7e-3, as cuDNN's). Its module docstring has the steps that led there, and its H200 probes of
+  Nq != Nk (chunked prefill 1024/8192 causal: 1.99x FA2 in fp16) and of D = 64 (0.93-0.99x cuDNN).
+  Every other shape, dtype, layout and device, and Triton's interpreter, run the Triton kernel
+  below; attention_triton() forces it.
 - One program per (block of BLOCK_M queries, batch * query head). Programs of one head are
   adjacent in launch order, so the K/V tiles they stream are shared in L2; with a causal mask
   the heaviest query blocks of each head start first, so the lightest ones fill the tail.

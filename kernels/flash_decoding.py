@@ -29,8 +29,8 @@ its paged rule for paged caches (both below). The one-wave rule: the B * Hkv pro
 unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many as SMs (paged
 caches, and calls that pass seqlens, whose lengths may differ, want about PAGED_PROGRAMS_PER_SM
 programs per SM even then; see choose_splits). Below that, a contiguous cache is cut into
-S = SMs // (B * Hkv) chunks of a whole number of BLOCK_N tiles (at most one per tile): one wave of programs, each streaming its
-chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with the L2 flushed,
+S = SMs // (B * Hkv) chunks of a whole number of BLOCK_N tiles (at most one per tile): one wave
+of programs, each streaming its chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with the L2 flushed,
 BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
 programs only add merge work and tail: B=1 Hkv=8 L=1024 S=16 9.1 us (S=2, the previous rule's
 choice, 14.6; cuDNN 7.6), L=4096 S=16 14.1 (S=8 16.1; cuDNN 12.8), L=16384 S=16 29.9 (S=32

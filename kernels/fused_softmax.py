@@ -60,17 +60,17 @@ last dimension is contiguous):
             costs split a fifth of its time; the long rows need fewer, larger rounds per byte, or
             an exchange off the global-memory atomics. Nsight Compute at 16x4194304 fp16 and
             64x1048576 fp32: split reads 1.19-1.23x the ideal bytes from DRAM (a fifth of the
-            segments' second reads miss L2) and takes 102 / 187 us
-            where the measured copy bandwidth allows 63 / 126, so most of the loss is bytes not
-            in flight rather than bytes re-read. More in flight per program did not help, each
-            for the registers it costs (an SM holds 4 programs at 63 registers, 3 at 80): 32-64
-            KB tiles held in registers (16-32 warps) 0.31-0.55 of the copy; the tile loops
-            pipelined by Triton (tl.range num_stages 3-4, cp.async into shared memory, 80-128
-            registers) 0.35-0.70 against 0.49-0.70 for this loop, and 0.44-0.72 when capped at
-            64 registers; the running max and sum kept per column and reduced once after the
-            last tile (no barrier a tile; 79 registers) 0.34-0.70 against 0.44-0.70, though it
-            read 12% fewer bytes (fewer programs, fewer segments out of L2); a relaxed depart,
-            no fence after a segment's stores, 0.99-1.02x.
+            segments' second reads miss L2) and takes 102 / 187 us where the measured copy
+            bandwidth allows 63 / 126, so most of the loss is bytes not in flight rather than
+            bytes re-read. More in flight per program did not help, each for the registers it
+            costs (an SM holds 4 programs at 63 registers, 3 at 80): 32-64 KB tiles held in
+            registers (16-32 warps) 0.31-0.55 of the copy; the tile loops pipelined by Triton
+            (tl.range num_stages 3-4, cp.async into shared memory, 80-128 registers) 0.35-0.70
+            against 0.49-0.70 for this loop, and 0.44-0.72 when capped at 64 registers; the
+            running max and sum kept per column and reduced once after the last tile (no barrier
+            a tile; 79 registers) 0.34-0.70 against 0.44-0.70, though it read 12% fewer bytes
+            (fewer programs, fewer segments out of L2); a relaxed depart, no fence after a
+            segment's stores, 0.99-1.02x.
 
 Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the
 strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kernel time):

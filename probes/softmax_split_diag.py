@@ -6,13 +6,15 @@ Times kernels.fused_softmax's split (forced) under its own launch table and unde
 cost) and `nowait` (no wait for the row's other segments: what the sync costs in all; its output is
 wrong by construction and only timed). Looped (forced), torch.softmax and a copy of the same bytes
 are the references. Every variant's output is checked against float64 and its error reported.
-With DIAG=looped: split's launch table and looped on persistent grids of 2-16 programs an SM
-(does a persistent grid alone cost looped what it costs split?). With DIAG=bigtile: split with
-32-64 KB tiles, one-tile (register-resident) and 2-4-tile segments, 8-32 warps (BIG_TILES). With
+With DIAG=looped: split's launch table and looped on persistent grids of 2-16 programs an SM (does
+a persistent grid alone cost looped what it costs split?). With DIAG=bigtile: split with 32-64 KB
+tiles, one-tile (register-resident) and 2-4-tile segments, 8-32 warps (BIG_TILES). With
 DIAG=stages: split and looped with their tile loops software-pipelined by Triton (tl.range with
 num_stages: the next tiles stream into shared memory, cp.async, while one is reduced; `st3`, `st4`
-the running-stats loop, `st3n3` the normalising loop too) and split with a relaxed depart
-(`depart_relaxed`: no fence after the segment's stores). Timing: triton.testing.do_bench median (L2 flushed before each call). Writes $OUT/softmax_split_diag.csv.
+the running-stats loop, `st3n3` the normalising loop too, `st3_r64` and `st4_r64` capped at 64
+registers) and split with a relaxed depart (`depart_relaxed`: no fence after the segment's stores).
+Timing: triton.testing.do_bench median (L2 flushed before each call). Writes
+$OUT/softmax_split_diag.csv.
 
     PYTHONUNBUFFERED=1 python3 probes/softmax_split_diag.py
 """

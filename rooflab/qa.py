@@ -206,7 +206,7 @@ def amdahl_bounds(rows: pd.DataFrame) -> pd.DataFrame:
                             "speedup": number(b["median_ms"]) / number(o["median_ms"]),
                             "speedup_low": number(b["ci_low_ms"]) / number(o["ci_high_ms"]),
                             "bound": whole / (whole - piece), "part_ms": piece,
-                            "row": swapped.iloc[0].to_dict()})
+                            "row": o.to_dict()})
     return pd.DataFrame(out)
 
 

@@ -40,7 +40,8 @@ QA_GATES = {
                   "bytes move)",
     "above_ceiling": "a row faster than its measured ceiling",
     "few_samples": "a median behind too few timed calls or trials",
-    "amdahl": "an end-to-end block sped up more than Amdahl's law allows for the part swapped, even at the least speedup its intervals allow",
+    "amdahl": "an end-to-end block sped up more than Amdahl's law allows for the part swapped, even at the "
+              "least speedup its intervals allow",
 }
 REPRODUCTION_MIN_MS = 0.020    # the reproduction summary counts cases whose committed time is at least this
 REPRODUCTION_TOLERANCE = 0.05  # medians this close reproduce (the reproduce rule's tolerance)

@@ -1,0 +1,252 @@
+"""Split softmax for Hopper (sm_90) in Gluon: few long rows read from HBM once, each segment held
+in shared memory across the row's exchange. kernels.fused_softmax's `split` strategy launches it
+for the inputs `supports` accepts on an sm_90 GPU; everything else runs the Triton split kernel.
+
+Why. The Triton split kernel keeps a segment in registers only while a row's segments fit the
+resident programs at one tile each; longer rows are cut into segments of several tiles that are
+read twice (the second time from L2, where a fifth of them miss) and it streams at 0.6-0.69 of
+the copy bandwidth on the few-long-row shapes (kernels/fused_softmax.py's docstring). Here a
+segment of up to SEGMENT_BOXES * BOX_BYTES lands in shared memory by TMA, which keeps many bytes
+in flight without registers, and stays there until the row's maximum and sum are known: HBM is
+read once and written once, 2 * rows * cols * element_size bytes, the traffic of
+kernels.fused_softmax.traffic_bytes.
+
+Kernel (one partition, NUM_WARPS warps, one program per SM, a cooperative launch so that every
+segment of a round is resident at once):
+- x (rows, cols) with cols a multiple of LINE (128 bytes of elements) is seen through a 3-D TMA
+  descriptor (rows, cols / LINE, LINE) read in boxes of (1, BOX_LINES, LINE), 16 KB each; a box
+  past a row's end is clipped by TMA (zeros, masked in registers), so no byte is read twice.
+- A row's boxes are cut into n_segs balanced segments of whole boxes, one program a segment;
+  rows go in rounds of programs // n_segs rows. Program p takes segment p % n_segs of rows
+  p // n_segs, p // n_segs + R, ...
+- Shared memory is a ring of RING_BOXES box slots, each with its mbarrier. Every program walks
+  its (round, box) loads in order; slot c % RING_BOXES takes load c, and is refilled with load
+  c + RING_BOXES as soon as the box it holds has been normalised and written. A segment of at
+  most half the ring is therefore loaded a whole round ahead, during the exchange.
+- Per round: the segment's maximum (one pass over its boxes in shared memory), then its sum of
+  exp (a second pass), published as kernels.fused_softmax's split publishes (relaxed exchanges,
+  a barrier, a release add on the row's counter); a spin on the counter (acquire); the row's
+  max and sum from the n_segs partials; a third pass that writes exp(x - max) / sum to global
+  memory (plain 16-byte stores; out has x's layout). The last program to leave a row resets its
+  counters, so they are zero again for the next launch.
+Arithmetic in fp32 (exp2 with log2(e) folded in); a row that is all -inf gives NaN, as torch does.
+
+Scope (`supports`): fp32 / fp16 / bf16 on sm_90, x and out (rows, cols) with the last dimension
+contiguous, cols a multiple of LINE, row strides and data pointers 16-byte aligned, and rows short
+enough that n_segs <= SMs segments of at most SEGMENT_BOXES boxes cover one.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from kernels._device import cdiv
+
+LINE_BYTES = 128             # a line of the (rows, cols / LINE, LINE) view: 128 bytes (the TMA swizzle span)
+BOX_LINES = 128              # lines per TMA box: 16 KB
+BOX_BYTES = LINE_BYTES * BOX_LINES
+RING_BOXES = 12              # shared-memory box slots a program holds (192 KB)
+SEGMENT_BOXES = RING_BOXES   # boxes of one segment at most (past RING_BOXES // 2 a round is not loaded ahead)
+ROUND_COST_BOXES = 1         # segment choice: a round's exchange costs about this many boxes of streaming
+NUM_WARPS = 8
+PARTIALS_BLOCK = 256         # partials read per step when combining a row's segments (n_segs <= SMs)
+LOG2E = gl.constexpr(1.4426950408889634)
+_GL_DTYPES = {torch.float32: gl.float32, torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
+
+
+def line_elems(dtype: torch.dtype) -> int:
+    return LINE_BYTES // dtype.itemsize
+
+
+@gluon.jit
+def _issue(x_desc, smem, bars, c, first, rpr, n_lines, box0, seg_boxes,
+           SEGMENT: gl.constexpr, RING: gl.constexpr, BOX: gl.constexpr):
+    """Load c of this program (round c // SEGMENT, box c % SEGMENT of its segment) into slot c % RING.
+    Box slots past this segment's boxes are only arrived on (nothing to read)."""
+    slot = c % RING
+    k = c % SEGMENT
+    row = first + (c // SEGMENT) * rpr
+    needed = k < seg_boxes
+    bar = bars.index(slot)
+    mbarrier.expect(bar, x_desc.block_type.nbytes, pred=needed)
+    tma.async_copy_global_to_shared(x_desc, [row, (box0 + k) * BOX, 0], bar, smem.index(slot), pred=needed)
+    mbarrier.arrive(bar, pred=k >= seg_boxes)
+
+
+@gluon.jit
+def _valid(k, box0, seg_lines_end, BOX: gl.constexpr, LINE: gl.constexpr, layout: gl.constexpr):
+    """(1, BOX, 1) mask of box k's lines that belong to this segment and its row."""
+    lines = (box0 + k) * BOX + gl.arange(0, BOX, layout=gl.SliceLayout(0, gl.SliceLayout(2, layout)))
+    return gl.expand_dims(gl.expand_dims(lines < seg_lines_end, 0), 2)                 # (1, BOX, 1)
+
+
+@gluon.jit
+def _reduce_all(x, MAX: gl.constexpr):
+    if MAX:
+        return gl.max(gl.max(gl.max(x, 2), 1), 0)
+    return gl.sum(gl.sum(gl.sum(x, 2), 1), 0)
+
+
+@gluon.jit
+def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart_ptr,
+                       out_row_stride, n_rows, n_lines, n_boxes_row, n_segs,
+                       SEGMENT: gl.constexpr, RING: gl.constexpr, BOX: gl.constexpr, LINE: gl.constexpr,
+                       VEC: gl.constexpr, PARTIALS: gl.constexpr):
+    NW: gl.constexpr = gl.num_warps()
+    TPL: gl.constexpr = LINE // VEC                     # threads across a line (8: 16 bytes each)
+    layout: gl.constexpr = gl.BlockedLayout([1, 1, VEC], [1, 32 // TPL, TPL], [1, NW, 1], [2, 1, 0])
+    p_layout: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
+    smem = gl.allocate_shared_memory(x_desc.dtype, [RING, 1, BOX, LINE], x_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [RING, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(RING):
+        mbarrier.init(bars.index(i), count=1)
+    fence_async_shared()
+
+    pid = gl.program_id(0)
+    seg = pid % n_segs
+    first = pid // n_segs
+    rpr = gl.num_programs(0) // n_segs
+    box0 = (seg * n_boxes_row) // n_segs                 # balanced whole boxes
+    seg_boxes = ((seg + 1) * n_boxes_row) // n_segs - box0
+    seg_end = gl.minimum((box0 + seg_boxes) * BOX, n_lines)
+    n_my = gl.maximum(gl.cdiv(n_rows - first, rpr), 0)
+    total = n_my * SEGMENT
+
+    for c in range(0, gl.minimum(total, RING)):
+        _issue(x_desc, smem, bars, c, first, rpr, n_lines, box0, seg_boxes, SEGMENT, RING, BOX)
+
+    offs_l = gl.arange(0, BOX, layout=gl.SliceLayout(0, gl.SliceLayout(2, layout)))
+    offs_e = gl.arange(0, LINE, layout=gl.SliceLayout(0, gl.SliceLayout(1, layout)))
+    offs = (gl.expand_dims(gl.expand_dims(offs_l, 0), 2) * LINE
+            + gl.expand_dims(gl.expand_dims(offs_e, 0), 1))                               # (1, BOX, LINE)
+    offs_p = gl.arange(0, PARTIALS, layout=p_layout)
+    for i in range(n_my):
+        row = first + i * rpr
+        base = i * SEGMENT
+        # Pass 1: the segment's maximum.
+        mx = gl.full([1, BOX, LINE], float("-inf"), gl.float32, layout)
+        for k in range(SEGMENT):
+            c = base + k
+            mbarrier.wait(bars.index(c % RING), (c // RING) & 1)
+            x = smem.index(c % RING).load(layout).to(gl.float32)
+            mx = gl.maximum(mx, gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), x, float("-inf")))
+        m = _reduce_all(mx, True)
+        m_safe = gl.where(m == float("-inf"), 0.0, m) * LOG2E
+        # Pass 2: its sum of exp(x - m).
+        sx = gl.zeros([1, BOX, LINE], gl.float32, layout)
+        for k in range(SEGMENT):
+            c = base + k
+            x = smem.index(c % RING).load(layout).to(gl.float32)
+            e = gl.exp2(x * LOG2E - m_safe)
+            sx += gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), e, 0.0)
+        s = _reduce_all(sx, False)
+        # Publish, wait for the row's other segments, combine.
+        part = row.to(gl.int64) * n_segs
+        gl.atomic_xchg(part_max_ptr + part + seg, m, sem="relaxed")
+        gl.atomic_xchg(part_sum_ptr + part + seg, s, sem="relaxed")
+        gl.thread_barrier()
+        gl.atomic_add(arrive_ptr + row, 1, sem="release")
+        arrived = gl.atomic_add(arrive_ptr + row, 0, sem="acquire")
+        while arrived < n_segs:
+            arrived = gl.atomic_add(arrive_ptr + row, 0, sem="acquire")
+        row_max = gl.full([PARTIALS], float("-inf"), gl.float32, p_layout)
+        for j in range(0, n_segs, PARTIALS):
+            pm = gl.load(part_max_ptr + part + j + offs_p, mask=j + offs_p < n_segs, other=float("-inf"),
+                         volatile=True)
+            row_max = gl.maximum(row_max, pm)
+        big = gl.max(row_max, 0)
+        row_sum = gl.zeros([PARTIALS], gl.float32, p_layout)
+        for j in range(0, n_segs, PARTIALS):
+            pm = gl.load(part_max_ptr + part + j + offs_p, mask=j + offs_p < n_segs, other=float("-inf"),
+                         volatile=True)
+            ps = gl.load(part_sum_ptr + part + j + offs_p, mask=j + offs_p < n_segs, other=0.0, volatile=True)
+            row_sum += ps * gl.exp2((pm - big) * LOG2E)               # all -inf segments add 0
+        inv = 1.0 / gl.sum(row_sum, 0)
+        big2 = big * LOG2E
+        # Pass 3: normalise and write; each slot is refilled with its next load once read.
+        o_row = out_ptr + row.to(gl.int64) * out_row_stride
+        for k in range(SEGMENT):
+            c = base + k
+            x = smem.index(c % RING).load(layout).to(gl.float32)
+            y = gl.exp2(x * LOG2E - big2) * inv
+            gl.store(o_row + (box0 + k) * (BOX * LINE) + offs, y.to(out_ptr.dtype.element_ty),
+                     mask=_valid(k, box0, seg_end, BOX, LINE, layout))
+            gl.thread_barrier()                                          # every thread has read the slot
+            if c + RING < total:
+                _issue(x_desc, smem, bars, c + RING, first, rpr, n_lines, box0, seg_boxes, SEGMENT, RING, BOX)
+        # The last program to leave the row re-arms its counters for the next launch.
+        departed = gl.atomic_add(depart_ptr + row, 1, sem="acq_rel")
+        if departed == n_segs - 1:
+            gl.atomic_xchg(arrive_ptr + row, 0, sem="relaxed")
+            gl.atomic_xchg(depart_ptr + row, 0, sem="relaxed")
+
+
+@functools.lru_cache(maxsize=None)
+def _smem_layout(dtype: torch.dtype):
+    return gl.NVMMASharedLayout.get_default_for([1, BOX_LINES, line_elems(dtype)], _GL_DTYPES[dtype])
+
+
+def segments(rows: int, cols: int, dtype: torch.dtype, sms: int) -> tuple[int, int] | None:
+    """(n_segs, boxes per segment) of the launch, or None when no segmentation fits.
+
+    The count that minimises rounds * (boxes per segment + ROUND_COST_BOXES): the time a program
+    streams, counted in boxes, plus a round's exchange, with rounds = cdiv(rows, SMs // n_segs).
+    """
+    n_boxes = cdiv(cdiv(cols, line_elems(dtype)), BOX_LINES)
+    best = None
+    for n_segs in range(cdiv(n_boxes, SEGMENT_BOXES), min(n_boxes, sms) + 1):
+        boxes = cdiv(n_boxes, n_segs)
+        cost = cdiv(rows, sms // n_segs) * (boxes + ROUND_COST_BOXES)
+        if best is None or cost < best[0]:
+            best = (cost, n_segs, boxes)
+    return None if best is None else best[1:]
+
+
+def supports(x: torch.Tensor, out: torch.Tensor, sms: int) -> bool:
+    """True when the kernel takes this (rows, cols) input and output (see Scope)."""
+    if x.device.type != "cuda" or x.dtype not in _GL_DTYPES or x.dim() != 2 or out.dtype != x.dtype:
+        return False
+    if torch.cuda.get_device_capability(x.device) != (9, 0):
+        return False
+    rows, cols = x.shape
+    line = line_elems(x.dtype)
+    if rows == 0 or cols % line or x.stride(1) != 1 or out.stride(1) != 1 or out.shape != x.shape:
+        return False
+    if (x.stride(0) * x.element_size()) % 16 or (out.stride(0) * out.element_size()) % 16:
+        return False
+    if x.data_ptr() % 16 or out.data_ptr() % 16:
+        return False
+    return segments(rows, cols, x.dtype, sms) is not None
+
+
+def descriptor(x: torch.Tensor) -> TensorDescriptor:
+    """x (rows, cols) as a (rows, cols / LINE, LINE) TMA descriptor read in (1, BOX_LINES, LINE) boxes."""
+    rows, cols = x.shape
+    line = line_elems(x.dtype)
+    return TensorDescriptor(x, [rows, cols // line, line], [x.stride(0), line, 1], [1, BOX_LINES, line],
+                            _smem_layout(x.dtype))
+
+
+def launch(x: torch.Tensor, out: torch.Tensor, parts: torch.Tensor, arrive: torch.Tensor, depart: torch.Tensor,
+           sms: int, n_segs: int | None = None):
+    """softmax of x's rows into out (supports(x, out) holds); parts (2, rows, n_segs) fp32 scratch,
+    arrive / depart (rows,) int32 zeros (left zero). Returns (compiled kernel, grid, n_segs)."""
+    rows, cols = x.shape
+    line = line_elems(x.dtype)
+    n_lines = cols // line
+    n_boxes = cdiv(n_lines, BOX_LINES)
+    if n_segs is None:
+        n_segs, boxes = segments(rows, cols, x.dtype, sms)
+    else:
+        boxes = cdiv(n_boxes, n_segs)
+    grid = (min(sms // n_segs, rows) * n_segs,)
+    compiled = _split_smem_kernel[grid](
+        descriptor(x), out, parts[0], parts[1], arrive, depart, out.stride(0), rows, n_lines, n_boxes, n_segs,
+        SEGMENT=boxes, RING=RING_BOXES, BOX=BOX_LINES, LINE=line, VEC=16 // x.element_size(),
+        PARTIALS=PARTIALS_BLOCK, num_warps=NUM_WARPS, launch_cooperative_grid=True)
+    return compiled, grid, n_segs

@@ -1,0 +1,131 @@
+"""The Gluon split softmax (kernels/softmax_hopper.py: segments held in shared memory, loaded by TMA)
+against the shipped dispatch (the Triton split kernel at these shapes), torch.softmax and a copy of
+the same bytes, at the few-long-row shapes.
+
+Variants per shape: `ours` (kernels.fused_softmax.softmax as committed), `tma` (the segment count
+kernels.softmax_hopper.segments chooses), `tma S=n` (forced segment counts around it), `torch`,
+and `copy` (out.copy_(x): the same read and write). Every variant but copy is checked against a
+float64 softmax first (rows holding -inf entries and a row that is all -inf included); a mismatch
+is a row, not a time. Kernel time: CUPTI device time between L2 flushes (rooflab.timing), every
+variant of a shape in one profiler session, in shuffled rounds. Writes $OUT/softmax_tma.csv and
+prints us and the share of the copy's time per shape.
+
+    PYTHONUNBUFFERED=1 python3 probes/softmax_tma.py
+"""
+from __future__ import annotations
+
+import csv
+import os
+import random
+import statistics
+import sys
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from kernels import fused_softmax as fs  # noqa: E402
+from kernels import softmax_hopper as sh  # noqa: E402
+from kernels._device import cdiv  # noqa: E402
+from rooflab.timing import CudaTimer  # noqa: E402
+
+OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
+BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "120"))
+ROUNDS, CALLS = 3, 8
+SHAPES = [(r, c, dt) for dt in (torch.float16, torch.float32, torch.bfloat16)
+          for r, c in ((16, 4194304), (64, 1048576), (256, 262144), (512, 151936), (1024, 131072))]
+
+
+def tma_variant(x, out, sms, n_segs):
+    rows = x.shape[0]
+    parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)
+    arrive, depart = fs._counters(x.device, rows)
+    return lambda: sh.launch(x, out, parts, arrive, depart, sms, n_segs)
+
+
+def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
+    rows, cols = x.shape
+    fns = {"ours": lambda: fs.softmax(x, -1), "torch": lambda: torch.softmax(x, -1)}
+    if sh.supports(x, out, sms):
+        n_segs, boxes = sh.segments(rows, cols, x.dtype, sms)
+        fns[f"tma S={n_segs}"] = tma_variant(x, out, sms, n_segs)
+        n_boxes = cdiv(cdiv(cols, sh.line_elems(x.dtype)), sh.BOX_LINES)
+        for s in sorted({max(1, n_segs // 2), n_segs * 2, min(sms, n_boxes)}):
+            if s != n_segs and s <= sms and cdiv(n_boxes, s) <= sh.SEGMENT_BOXES and s <= n_boxes:
+                fns[f"tma S={s}"] = tma_variant(x, out, sms, s)
+    return fns
+
+
+def time_all(fns: dict, timer: CudaTimer) -> dict:
+    for fn in fns.values():
+        for _ in range(2):
+            fn()
+    order, names = [], list(fns)
+    for _ in range(ROUNDS):
+        random.shuffle(names)
+        for name in names:
+            order.extend([name] * CALLS)
+    got = {name: [] for name in fns}
+    for name, ms in zip(order, timer.cupti_calls([fns[name] for name in order])):
+        got[name].append(ms * 1e3)
+    return got
+
+
+def main() -> None:
+    os.makedirs(OUT, exist_ok=True)
+    t0 = time.perf_counter()
+    timer = CudaTimer()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows_out = []
+    for r, c, dt in SHAPES:
+        label = f"{r}x{c} {str(dt)[6:]}"
+        if time.perf_counter() - t0 > BUDGET_S:
+            rows_out.append(dict(shape=label, variant="-", status="skipped (budget)"))
+            continue
+        torch.manual_seed(0)
+        x = (torch.randn(r, c, device="cuda") * 4).to(dt)
+        x[0, ::7] = float("-inf")
+        x[-1] = float("-inf")
+        x[1, 5] = 3e4 if dt != torch.float32 else 1e30
+        out = torch.empty_like(x)
+        ref = torch.softmax(x.double(), -1)
+        tol = 2e-3 if dt != torch.float32 else 1e-5
+        good = {}
+        for name, fn in variants(x, out, sms).items():
+            try:
+                out.fill_(float("nan") if name != "copy" else 0)
+                got = fn()
+                got = out if got is None or name.startswith("tma") else got
+                torch.cuda.synchronize()
+                err = (got.double() - ref).abs().nan_to_num(nan=0.0).max().item()
+                nan_ok = torch.equal(got.isnan(), ref.isnan())
+                if not (err <= tol and nan_ok):
+                    rows_out.append(dict(shape=label, variant=name, status=f"mismatch {err:.3g} nan_ok={nan_ok}"))
+                    continue
+                good[name] = fn
+            except Exception as exc:   # a refused setting is a row; the probe goes on
+                rows_out.append(dict(shape=label, variant=name, status=f"{type(exc).__name__}: {exc}"[:200]))
+        good["copy"] = lambda: out.copy_(x)
+        times = time_all(good, timer)
+        for name, us in times.items():
+            rows_out.append(dict(shape=label, variant=name, us=round(statistics.median(us), 2), status="ok"))
+        print(f"# {label} done at {time.perf_counter() - t0:.0f} s", flush=True)
+    with open(os.path.join(OUT, "softmax_tma.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["shape", "variant", "us", "status"])
+        w.writeheader()
+        w.writerows(rows_out)
+    print("kernel time, us (CUPTI median), and copy time / variant time")
+    for label in dict.fromkeys(r["shape"] for r in rows_out):
+        ok = {r["variant"]: r["us"] for r in rows_out if r["shape"] == label and r.get("us") is not None}
+        copy = ok.get("copy")
+        cells = [f"{k} {v} ({copy / v:.2f})" if copy else f"{k} {v}" for k, v in sorted(ok.items(), key=lambda kv: kv[1])]
+        print(f"{label:>20}: " + "; ".join(cells))
+    for r in rows_out:
+        if r["status"] != "ok":
+            print("NOTE", r["shape"], r["variant"], r["status"])
+    print(f"# total {time.perf_counter() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -96,7 +96,7 @@ def _reduce_all(x, MAX: gl.constexpr):
 def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart_ptr,
                        out_row_stride, n_rows, n_lines, n_boxes_row, n_segs,
                        SEGMENT: gl.constexpr, RING: gl.constexpr, BOX: gl.constexpr, LINE: gl.constexpr,
-                       VEC: gl.constexpr, PARTIALS: gl.constexpr):
+                       VEC: gl.constexpr, PARTIALS: gl.constexpr, SPIN: gl.constexpr = 1):
     NW: gl.constexpr = gl.num_warps()
     TPL: gl.constexpr = LINE // VEC                     # threads across a line (8: 16 bytes each)
     layout: gl.constexpr = gl.BlockedLayout([1, 1, VEC], [1, 32 // TPL, TPL], [1, NW, 1], [2, 1, 0])
@@ -136,13 +136,13 @@ def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, 
             x = smem.index(c % RING).load(layout).to(gl.float32)
             mx = gl.maximum(mx, gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), x, float("-inf")))
         m = _reduce_all(mx, True)
-        m_safe = gl.where(m == float("-inf"), 0.0, m) * LOG2E
+        m_safe = gl.where(m == float("-inf"), 0.0, m)
         # Pass 2: its sum of exp(x - m).
         sx = gl.zeros([1, BOX, LINE], gl.float32, layout)
         for k in range(SEGMENT):
             c = base + k
             x = smem.index(c % RING).load(layout).to(gl.float32)
-            e = gl.exp2(x * LOG2E - m_safe)
+            e = gl.exp2((x - m_safe) * LOG2E)
             sx += gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), e, 0.0)
         s = _reduce_all(sx, False)
         # Publish, wait for the row's other segments, combine.
@@ -150,10 +150,18 @@ def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, 
         gl.atomic_xchg(part_max_ptr + part + seg, m, sem="relaxed")
         gl.atomic_xchg(part_sum_ptr + part + seg, s, sem="relaxed")
         gl.thread_barrier()
-        gl.atomic_add(arrive_ptr + row, 1, sem="release")
-        arrived = gl.atomic_add(arrive_ptr + row, 0, sem="acquire")
-        while arrived < n_segs:
+        if SPIN != 2:
+            gl.atomic_add(arrive_ptr + row, 1, sem="release")
+        if SPIN == 0:      # read-modify-write spin
             arrived = gl.atomic_add(arrive_ptr + row, 0, sem="acquire")
+            while arrived < n_segs:
+                arrived = gl.atomic_add(arrive_ptr + row, 0, sem="acquire")
+        elif SPIN == 1:    # load spin, then one acquire
+            arrived = gl.load(arrive_ptr + row, volatile=True)
+            while arrived < n_segs:
+                arrived = gl.load(arrive_ptr + row, volatile=True)
+            gl.atomic_add(arrive_ptr + row, 0, sem="acquire")
+        # SPIN == 2: no exchange at all (a diagnosis of its cost; the result is wrong)
         row_max = gl.full([PARTIALS], float("-inf"), gl.float32, p_layout)
         for j in range(0, n_segs, PARTIALS):
             pm = gl.load(part_max_ptr + part + j + offs_p, mask=j + offs_p < n_segs, other=float("-inf"),
@@ -167,23 +175,23 @@ def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, 
             ps = gl.load(part_sum_ptr + part + j + offs_p, mask=j + offs_p < n_segs, other=0.0, volatile=True)
             row_sum += ps * gl.exp2((pm - big) * LOG2E)               # all -inf segments add 0
         inv = 1.0 / gl.sum(row_sum, 0)
-        big2 = big * LOG2E
         # Pass 3: normalise and write; each slot is refilled with its next load once read.
         o_row = out_ptr + row.to(gl.int64) * out_row_stride
         for k in range(SEGMENT):
             c = base + k
             x = smem.index(c % RING).load(layout).to(gl.float32)
-            y = gl.exp2(x * LOG2E - big2) * inv
+            y = gl.exp2((x - big) * LOG2E) * inv
             gl.store(o_row + (box0 + k) * (BOX * LINE) + offs, y.to(out_ptr.dtype.element_ty),
                      mask=_valid(k, box0, seg_end, BOX, LINE, layout))
             gl.thread_barrier()                                          # every thread has read the slot
             if c + RING < total:
                 _issue(x_desc, smem, bars, c + RING, first, rpr, n_lines, box0, seg_boxes, SEGMENT, RING, BOX)
         # The last program to leave the row re-arms its counters for the next launch.
-        departed = gl.atomic_add(depart_ptr + row, 1, sem="acq_rel")
-        if departed == n_segs - 1:
-            gl.atomic_xchg(arrive_ptr + row, 0, sem="relaxed")
-            gl.atomic_xchg(depart_ptr + row, 0, sem="relaxed")
+        if SPIN != 2:
+            departed = gl.atomic_add(depart_ptr + row, 1, sem="acq_rel")
+            if departed == n_segs - 1:
+                gl.atomic_xchg(arrive_ptr + row, 0, sem="relaxed")
+                gl.atomic_xchg(depart_ptr + row, 0, sem="relaxed")
 
 
 @functools.lru_cache(maxsize=None)
@@ -233,7 +241,7 @@ def descriptor(x: torch.Tensor) -> TensorDescriptor:
 
 
 def launch(x: torch.Tensor, out: torch.Tensor, parts: torch.Tensor, arrive: torch.Tensor, depart: torch.Tensor,
-           sms: int, n_segs: int | None = None):
+           sms: int, n_segs: int | None = None, num_warps: int = NUM_WARPS, spin: int = 1):
     """softmax of x's rows into out (supports(x, out) holds); parts (2, rows, n_segs) fp32 scratch,
     arrive / depart (rows,) int32 zeros (left zero). Returns (compiled kernel, grid, n_segs)."""
     rows, cols = x.shape
@@ -248,5 +256,5 @@ def launch(x: torch.Tensor, out: torch.Tensor, parts: torch.Tensor, arrive: torc
     compiled = _split_smem_kernel[grid](
         descriptor(x), out, parts[0], parts[1], arrive, depart, out.stride(0), rows, n_lines, n_boxes, n_segs,
         SEGMENT=boxes, RING=RING_BOXES, BOX=BOX_LINES, LINE=line, VEC=16 // x.element_size(),
-        PARTIALS=PARTIALS_BLOCK, num_warps=NUM_WARPS, launch_cooperative_grid=True)
+        PARTIALS=PARTIALS_BLOCK, SPIN=spin, num_warps=num_warps, launch_cooperative_grid=True)
     return compiled, grid, n_segs

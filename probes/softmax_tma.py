@@ -37,11 +37,17 @@ SHAPES = [(r, c, dt) for dt in (torch.float16, torch.float32, torch.bfloat16)
           for r, c in ((16, 4194304), (64, 1048576), (256, 262144), (512, 151936), (1024, 131072))]
 
 
-def tma_variant(x, out, sms, n_segs):
+DIAG = os.environ.get("DIAG", "")
+if DIAG == "exchange":
+    SHAPES = [(16, 4194304, torch.float16), (64, 1048576, torch.float16), (256, 262144, torch.float16),
+              (64, 1048576, torch.float32), (1024, 131072, torch.float32)]
+
+
+def tma_variant(x, out, sms, n_segs, **kw):
     rows = x.shape[0]
     parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)
     arrive, depart = fs._counters(x.device, rows)
-    return lambda: sh.launch(x, out, parts, arrive, depart, sms, n_segs)
+    return lambda: sh.launch(x, out, parts, arrive, depart, sms, n_segs, **kw)
 
 
 def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
@@ -50,6 +56,10 @@ def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
     if sh.supports(x, out, sms):
         n_segs, boxes = sh.segments(rows, cols, x.dtype, sms)
         fns[f"tma S={n_segs}"] = tma_variant(x, out, sms, n_segs)
+        if DIAG == "exchange":   # spin kinds, warps, and no exchange at all (timing only: unchecked)
+            fns[f"tma S={n_segs} rmw-spin"] = tma_variant(x, out, sms, n_segs, spin=0)
+            fns[f"tma S={n_segs} 16 warps"] = tma_variant(x, out, sms, n_segs, num_warps=16)
+            fns[f"tma S={n_segs} 4 warps"] = tma_variant(x, out, sms, n_segs, num_warps=4)
         n_boxes = cdiv(cdiv(cols, sh.line_elems(x.dtype)), sh.BOX_LINES)
         for s in sorted({max(1, n_segs // 2), n_segs * 2, min(sms, n_boxes)}):
             if s != n_segs and s <= sms and cdiv(n_boxes, s) <= sh.SEGMENT_BOXES and s <= n_boxes:
@@ -107,6 +117,9 @@ def main() -> None:
             except Exception as exc:   # a refused setting is a row; the probe goes on
                 rows_out.append(dict(shape=label, variant=name, status=f"{type(exc).__name__}: {exc}"[:200]))
         good["copy"] = lambda: out.copy_(x)
+        if DIAG == "exchange" and sh.supports(x, out, sms):
+            for s in sorted({sh.segments(r, c, dt, sms)[0], min(sms, cdiv(cdiv(c, sh.line_elems(dt)), sh.BOX_LINES))}):
+                good[f"tma S={s} no-exchange (unchecked)"] = tma_variant(x, out, sms, s, spin=2)
         times = time_all(good, timer)
         for name, us in times.items():
             rows_out.append(dict(shape=label, variant=name, us=round(statistics.median(us), 2), status="ok"))

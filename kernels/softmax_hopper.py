@@ -54,7 +54,7 @@ RING_BOXES = 12              # shared-memory box slots a program holds (192 KB)
 SEGMENT_BOXES = RING_BOXES   # boxes of one segment at most (past RING_BOXES // 2 a round is not loaded ahead)
 ROUND_COST_BOXES = 1         # segment choice: a round's exchange costs about this many boxes of streaming
 NUM_WARPS = 8
-PARTIALS_BLOCK = 256         # partials read per step when combining a row's segments (n_segs <= SMs)
+PARTIALS_BLOCK = 256         # partials read at once when combining a row's segments (n_segs <= SMs)
 LOG2E = gl.constexpr(1.4426950408889634)
 _GL_DTYPES = {torch.float32: gl.float32, torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
 
@@ -93,12 +93,57 @@ def _reduce_all(x, MAX: gl.constexpr):
 
 
 @gluon.jit
+def _box_stats(x):
+    """(max, sum of exp(x - max)) of a box in registers; (-inf, 0) if it is all -inf."""
+    m = _reduce_all(x, True)
+    m_safe = gl.where(m == float("-inf"), 0.0, m)
+    return m, _reduce_all(gl.exp2((x - m_safe) * LOG2E), False)
+
+
+@gluon.jit
+def _merge(m1, s1, m2, s2):
+    m = gl.maximum(m1, m2)
+    m_safe = gl.where(m == float("-inf"), 0.0, m)
+    return m, s1 * gl.exp2((m1 - m_safe) * LOG2E) + s2 * gl.exp2((m2 - m_safe) * LOG2E)
+
+
+@gluon.jit
+def _segment_stats(smem, bars, base, box0, seg_boxes, seg_end, full_boxes,
+                   SEGMENT: gl.constexpr, RING: gl.constexpr, BOX: gl.constexpr, LINE: gl.constexpr,
+                   layout: gl.constexpr):
+    """(max, sum of exp(x - max)) of this program's segment of one round (loads base .. base + SEGMENT
+    - 1): one read of each box from shared memory, its stats merged into the running pair."""
+    m = gl.full([], float("-inf"), gl.float32)
+    s = gl.full([], 0.0, gl.float32)
+    for k in range(SEGMENT):
+        c = base + k
+        mbarrier.wait(bars.index(c % RING), (c // RING) & 1)
+        if k < seg_boxes:
+            x = smem.index(c % RING).load(layout).to(gl.float32)
+            if k >= full_boxes:                       # the row's last box, past its end
+                x = gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), x, float("-inf"))
+            bm, bs = _box_stats(x)
+            m, s = _merge(m, s, bm, bs)
+    return m, s
+
+
+@gluon.jit
+def _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part, row, m, s, EXCHANGE: gl.constexpr):
+    gl.store(part_max_ptr + part, m)
+    gl.store(part_sum_ptr + part, s)
+    gl.thread_barrier()
+    if EXCHANGE:
+        gl.atomic_add(arrive_ptr + row, 1, sem="release")
+
+
+@gluon.jit
 def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart_ptr,
                        out_row_stride, n_rows, n_lines, n_boxes_row, n_segs,
                        SEGMENT: gl.constexpr, RING: gl.constexpr, BOX: gl.constexpr, LINE: gl.constexpr,
-                       VEC: gl.constexpr, PARTIALS: gl.constexpr, SPIN: gl.constexpr = 1):
+                       VEC: gl.constexpr, PARTIALS: gl.constexpr, EXCHANGE: gl.constexpr = True):
     NW: gl.constexpr = gl.num_warps()
     TPL: gl.constexpr = LINE // VEC                     # threads across a line (8: 16 bytes each)
+    AHEAD: gl.constexpr = 2 * SEGMENT <= RING           # next round's segment loaded during this one
     layout: gl.constexpr = gl.BlockedLayout([1, 1, VEC], [1, 32 // TPL, TPL], [1, NW, 1], [2, 1, 0])
     p_layout: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
     smem = gl.allocate_shared_memory(x_desc.dtype, [RING, 1, BOX, LINE], x_desc.layout)
@@ -114,6 +159,7 @@ def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, 
     box0 = (seg * n_boxes_row) // n_segs                 # balanced whole boxes
     seg_boxes = ((seg + 1) * n_boxes_row) // n_segs - box0
     seg_end = gl.minimum((box0 + seg_boxes) * BOX, n_lines)
+    full_boxes = (seg_end // BOX) - box0                 # boxes of the segment wholly inside the row
     n_my = gl.maximum(gl.cdiv(n_rows - first, rpr), 0)
     total = n_my * SEGMENT
 
@@ -125,69 +171,55 @@ def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, 
     offs = (gl.expand_dims(gl.expand_dims(offs_l, 0), 2) * LINE
             + gl.expand_dims(gl.expand_dims(offs_e, 0), 1))                               # (1, BOX, LINE)
     offs_p = gl.arange(0, PARTIALS, layout=p_layout)
+    if AHEAD:   # stats one round ahead: round i + 1's are published before waiting on round i's
+        if n_my > 0:
+            m, s = _segment_stats(smem, bars, 0, box0, seg_boxes, seg_end, full_boxes, SEGMENT, RING, BOX, LINE,
+                                  layout)
+            _publish(part_max_ptr, part_sum_ptr, arrive_ptr, first.to(gl.int64) * n_segs + seg, first, m, s,
+                     EXCHANGE)
     for i in range(n_my):
         row = first + i * rpr
         base = i * SEGMENT
-        # Pass 1: the segment's maximum.
-        mx = gl.full([1, BOX, LINE], float("-inf"), gl.float32, layout)
-        for k in range(SEGMENT):
-            c = base + k
-            mbarrier.wait(bars.index(c % RING), (c // RING) & 1)
-            x = smem.index(c % RING).load(layout).to(gl.float32)
-            mx = gl.maximum(mx, gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), x, float("-inf")))
-        m = _reduce_all(mx, True)
-        m_safe = gl.where(m == float("-inf"), 0.0, m)
-        # Pass 2: its sum of exp(x - m).
-        sx = gl.zeros([1, BOX, LINE], gl.float32, layout)
-        for k in range(SEGMENT):
-            c = base + k
-            x = smem.index(c % RING).load(layout).to(gl.float32)
-            e = gl.exp2((x - m_safe) * LOG2E)
-            sx += gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), e, 0.0)
-        s = _reduce_all(sx, False)
-        # Publish, wait for the row's other segments, combine.
         part = row.to(gl.int64) * n_segs
-        gl.atomic_xchg(part_max_ptr + part + seg, m, sem="relaxed")
-        gl.atomic_xchg(part_sum_ptr + part + seg, s, sem="relaxed")
-        gl.thread_barrier()
-        if SPIN != 2:
-            gl.atomic_add(arrive_ptr + row, 1, sem="release")
-        if SPIN == 0:      # read-modify-write spin
-            arrived = gl.atomic_add(arrive_ptr + row, 0, sem="acquire")
-            while arrived < n_segs:
-                arrived = gl.atomic_add(arrive_ptr + row, 0, sem="acquire")
-        elif SPIN == 1:    # load spin, then one acquire
+        if AHEAD:
+            if i + 1 < n_my:
+                m, s = _segment_stats(smem, bars, base + SEGMENT, box0, seg_boxes, seg_end, full_boxes,
+                                      SEGMENT, RING, BOX, LINE, layout)
+                _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + rpr * n_segs + seg, row + rpr, m, s,
+                         EXCHANGE)
+        else:
+            m, s = _segment_stats(smem, bars, base, box0, seg_boxes, seg_end, full_boxes, SEGMENT, RING, BOX, LINE,
+                                  layout)
+            _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + seg, row, m, s, EXCHANGE)
+        # Wait for the row's other segments (a load spin, then one acquire), combine in one read.
+        if EXCHANGE:
             arrived = gl.load(arrive_ptr + row, volatile=True)
             while arrived < n_segs:
                 arrived = gl.load(arrive_ptr + row, volatile=True)
             gl.atomic_add(arrive_ptr + row, 0, sem="acquire")
-        # SPIN == 2: no exchange at all (a diagnosis of its cost; the result is wrong)
-        row_max = gl.full([PARTIALS], float("-inf"), gl.float32, p_layout)
-        for j in range(0, n_segs, PARTIALS):
-            pm = gl.load(part_max_ptr + part + j + offs_p, mask=j + offs_p < n_segs, other=float("-inf"),
-                         volatile=True)
-            row_max = gl.maximum(row_max, pm)
-        big = gl.max(row_max, 0)
-        row_sum = gl.zeros([PARTIALS], gl.float32, p_layout)
-        for j in range(0, n_segs, PARTIALS):
-            pm = gl.load(part_max_ptr + part + j + offs_p, mask=j + offs_p < n_segs, other=float("-inf"),
-                         volatile=True)
-            ps = gl.load(part_sum_ptr + part + j + offs_p, mask=j + offs_p < n_segs, other=0.0, volatile=True)
-            row_sum += ps * gl.exp2((pm - big) * LOG2E)               # all -inf segments add 0
-        inv = 1.0 / gl.sum(row_sum, 0)
-        # Pass 3: normalise and write; each slot is refilled with its next load once read.
+        pmask = offs_p < n_segs
+        pm = gl.load(part_max_ptr + part + offs_p, mask=pmask, other=float("-inf"), volatile=True)
+        ps = gl.load(part_sum_ptr + part + offs_p, mask=pmask, other=0.0, volatile=True)
+        big = gl.max(pm, 0)
+        row_sum = gl.sum(ps * gl.exp2((pm - big) * LOG2E), 0)          # all -inf segments add 0
+        shift = gl.log2(row_sum)                                         # y = exp2((x - max) log2 e - shift)
+        # Normalise and write; each slot is refilled with its next load once read.
         o_row = out_ptr + row.to(gl.int64) * out_row_stride
         for k in range(SEGMENT):
             c = base + k
-            x = smem.index(c % RING).load(layout).to(gl.float32)
-            y = gl.exp2((x - big) * LOG2E) * inv
-            gl.store(o_row + (box0 + k) * (BOX * LINE) + offs, y.to(out_ptr.dtype.element_ty),
-                     mask=_valid(k, box0, seg_end, BOX, LINE, layout))
+            if k < seg_boxes:
+                x = smem.index(c % RING).load(layout).to(gl.float32)
+                y = gl.exp2((x - big) * LOG2E - shift).to(out_ptr.dtype.element_ty)
+                if k < full_boxes:
+                    gl.store(o_row + (box0 + k) * (BOX * LINE) + offs, y)
+                else:
+                    gl.store(o_row + (box0 + k) * (BOX * LINE) + offs, y,
+                             mask=_valid(k, box0, seg_end, BOX, LINE, layout))
             gl.thread_barrier()                                          # every thread has read the slot
             if c + RING < total:
                 _issue(x_desc, smem, bars, c + RING, first, rpr, n_lines, box0, seg_boxes, SEGMENT, RING, BOX)
         # The last program to leave the row re-arms its counters for the next launch.
-        if SPIN != 2:
+        if EXCHANGE:
             departed = gl.atomic_add(depart_ptr + row, 1, sem="acq_rel")
             if departed == n_segs - 1:
                 gl.atomic_xchg(arrive_ptr + row, 0, sem="relaxed")
@@ -203,13 +235,14 @@ def segments(rows: int, cols: int, dtype: torch.dtype, sms: int) -> tuple[int, i
     """(n_segs, boxes per segment) of the launch, or None when no segmentation fits.
 
     The count that minimises rounds * (boxes per segment + ROUND_COST_BOXES): the time a program
-    streams, counted in boxes, plus a round's exchange, with rounds = cdiv(rows, SMs // n_segs).
+    streams, counted in boxes, plus a round's exchange, with rounds = cdiv(rows, SMs // n_segs);
+    among the counts whose segments take at most half the ring (loaded a round ahead) when any do.
     """
     n_boxes = cdiv(cdiv(cols, line_elems(dtype)), BOX_LINES)
     best = None
-    for n_segs in range(cdiv(n_boxes, SEGMENT_BOXES), min(n_boxes, sms) + 1):
+    for n_segs in range(cdiv(n_boxes, SEGMENT_BOXES), min(n_boxes, sms, PARTIALS_BLOCK) + 1):
         boxes = cdiv(n_boxes, n_segs)
-        cost = cdiv(rows, sms // n_segs) * (boxes + ROUND_COST_BOXES)
+        cost = (2 * boxes > RING_BOXES, cdiv(rows, sms // n_segs) * (boxes + ROUND_COST_BOXES))
         if best is None or cost < best[0]:
             best = (cost, n_segs, boxes)
     return None if best is None else best[1:]
@@ -241,7 +274,7 @@ def descriptor(x: torch.Tensor) -> TensorDescriptor:
 
 
 def launch(x: torch.Tensor, out: torch.Tensor, parts: torch.Tensor, arrive: torch.Tensor, depart: torch.Tensor,
-           sms: int, n_segs: int | None = None, num_warps: int = NUM_WARPS, spin: int = 1):
+           sms: int, n_segs: int | None = None, num_warps: int = NUM_WARPS, exchange: bool = True):
     """softmax of x's rows into out (supports(x, out) holds); parts (2, rows, n_segs) fp32 scratch,
     arrive / depart (rows,) int32 zeros (left zero). Returns (compiled kernel, grid, n_segs)."""
     rows, cols = x.shape
@@ -256,5 +289,5 @@ def launch(x: torch.Tensor, out: torch.Tensor, parts: torch.Tensor, arrive: torc
     compiled = _split_smem_kernel[grid](
         descriptor(x), out, parts[0], parts[1], arrive, depart, out.stride(0), rows, n_lines, n_boxes, n_segs,
         SEGMENT=boxes, RING=RING_BOXES, BOX=BOX_LINES, LINE=line, VEC=16 // x.element_size(),
-        PARTIALS=PARTIALS_BLOCK, SPIN=spin, num_warps=num_warps, launch_cooperative_grid=True)
+        PARTIALS=PARTIALS_BLOCK, EXCHANGE=exchange, num_warps=num_warps, launch_cooperative_grid=True)
     return compiled, grid, n_segs

@@ -56,8 +56,7 @@ def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
     if sh.supports(x, out, sms):
         n_segs, boxes = sh.segments(rows, cols, x.dtype, sms)
         fns[f"tma S={n_segs}"] = tma_variant(x, out, sms, n_segs)
-        if DIAG == "exchange":   # spin kinds, warps, and no exchange at all (timing only: unchecked)
-            fns[f"tma S={n_segs} rmw-spin"] = tma_variant(x, out, sms, n_segs, spin=0)
+        if DIAG == "exchange":   # warps, and no exchange at all (timing only: unchecked)
             fns[f"tma S={n_segs} 16 warps"] = tma_variant(x, out, sms, n_segs, num_warps=16)
             fns[f"tma S={n_segs} 4 warps"] = tma_variant(x, out, sms, n_segs, num_warps=4)
         n_boxes = cdiv(cdiv(cols, sh.line_elems(x.dtype)), sh.BOX_LINES)
@@ -119,7 +118,7 @@ def main() -> None:
         good["copy"] = lambda: out.copy_(x)
         if DIAG == "exchange" and sh.supports(x, out, sms):
             for s in sorted({sh.segments(r, c, dt, sms)[0], min(sms, cdiv(cdiv(c, sh.line_elems(dt)), sh.BOX_LINES))}):
-                good[f"tma S={s} no-exchange (unchecked)"] = tma_variant(x, out, sms, s, spin=2)
+                good[f"tma S={s} no-exchange (unchecked)"] = tma_variant(x, out, sms, s, exchange=False)
         times = time_all(good, timer)
         for name, us in times.items():
             rows_out.append(dict(shape=label, variant=name, us=round(statistics.median(us), 2), status="ok"))

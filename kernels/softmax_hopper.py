@@ -110,20 +110,42 @@ def _merge(m1, s1, m2, s2):
 @gluon.jit
 def _segment_stats(smem, bars, base, box0, seg_boxes, seg_end, full_boxes,
                    SEGMENT: gl.constexpr, RING: gl.constexpr, BOX: gl.constexpr, LINE: gl.constexpr,
-                   layout: gl.constexpr):
+                   layout: gl.constexpr, STATS: gl.constexpr):
     """(max, sum of exp(x - max)) of this program's segment of one round (loads base .. base + SEGMENT
     - 1): one read of each box from shared memory, its stats merged into the running pair."""
-    m = gl.full([], float("-inf"), gl.float32)
-    s = gl.full([], 0.0, gl.float32)
-    for k in range(SEGMENT):
-        c = base + k
-        mbarrier.wait(bars.index(c % RING), (c // RING) & 1)
-        if k < seg_boxes:
-            x = smem.index(c % RING).load(layout).to(gl.float32)
-            if k >= full_boxes:                       # the row's last box, past its end
-                x = gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), x, float("-inf"))
-            bm, bs = _box_stats(x)
-            m, s = _merge(m, s, bm, bs)
+    if STATS == 1:
+        m = gl.full([], float("-inf"), gl.float32)
+        s = gl.full([], 0.0, gl.float32)
+        for k in range(SEGMENT):
+            c = base + k
+            mbarrier.wait(bars.index(c % RING), (c // RING) & 1)
+            if k < seg_boxes:
+                x = smem.index(c % RING).load(layout).to(gl.float32)
+                if k >= full_boxes:                       # the row's last box, past its end
+                    x = gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), x, float("-inf"))
+                bm, bs = _box_stats(x)
+                m, s = _merge(m, s, bm, bs)
+    else:
+        mx = gl.full([1, BOX, LINE], float("-inf"), gl.float32, layout)
+        for k in range(SEGMENT):
+            c = base + k
+            mbarrier.wait(bars.index(c % RING), (c // RING) & 1)
+            if k < seg_boxes:
+                x = smem.index(c % RING).load(layout).to(gl.float32)
+                if k >= full_boxes:
+                    x = gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), x, float("-inf"))
+                mx = gl.maximum(mx, x)
+        m = _reduce_all(mx, True)
+        m_safe = gl.where(m == float("-inf"), 0.0, m)
+        sx = gl.zeros([1, BOX, LINE], gl.float32, layout)
+        for k in range(SEGMENT):
+            c = base + k
+            if k < seg_boxes:
+                x = smem.index(c % RING).load(layout).to(gl.float32)
+                if k >= full_boxes:
+                    x = gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), x, float("-inf"))
+                sx += gl.exp2((x - m_safe) * LOG2E)
+        s = _reduce_all(sx, False)
     return m, s
 
 
@@ -140,10 +162,11 @@ def _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part, row, m, s, EXCHANGE: 
 def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart_ptr,
                        out_row_stride, n_rows, n_lines, n_boxes_row, n_segs,
                        SEGMENT: gl.constexpr, RING: gl.constexpr, BOX: gl.constexpr, LINE: gl.constexpr,
-                       VEC: gl.constexpr, PARTIALS: gl.constexpr, EXCHANGE: gl.constexpr = True):
+                       VEC: gl.constexpr, PARTIALS: gl.constexpr, EXCHANGE: gl.constexpr = True,
+                       AHEAD_OK: gl.constexpr = True, STATS: gl.constexpr = 0):
     NW: gl.constexpr = gl.num_warps()
     TPL: gl.constexpr = LINE // VEC                     # threads across a line (8: 16 bytes each)
-    AHEAD: gl.constexpr = 2 * SEGMENT <= RING           # next round's segment loaded during this one
+    AHEAD: gl.constexpr = AHEAD_OK and 2 * SEGMENT <= RING          # next round's segment loaded during this one
     layout: gl.constexpr = gl.BlockedLayout([1, 1, VEC], [1, 32 // TPL, TPL], [1, NW, 1], [2, 1, 0])
     p_layout: gl.constexpr = gl.BlockedLayout([1], [32], [NW], [0])
     smem = gl.allocate_shared_memory(x_desc.dtype, [RING, 1, BOX, LINE], x_desc.layout)
@@ -174,7 +197,7 @@ def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, 
     if AHEAD:   # stats one round ahead: round i + 1's are published before waiting on round i's
         if n_my > 0:
             m, s = _segment_stats(smem, bars, 0, box0, seg_boxes, seg_end, full_boxes, SEGMENT, RING, BOX, LINE,
-                                  layout)
+                                  layout, STATS)
             _publish(part_max_ptr, part_sum_ptr, arrive_ptr, first.to(gl.int64) * n_segs + seg, first, m, s,
                      EXCHANGE)
     for i in range(n_my):
@@ -184,12 +207,12 @@ def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, 
         if AHEAD:
             if i + 1 < n_my:
                 m, s = _segment_stats(smem, bars, base + SEGMENT, box0, seg_boxes, seg_end, full_boxes,
-                                      SEGMENT, RING, BOX, LINE, layout)
+                                      SEGMENT, RING, BOX, LINE, layout, STATS)
                 _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + rpr * n_segs + seg, row + rpr, m, s,
                          EXCHANGE)
         else:
             m, s = _segment_stats(smem, bars, base, box0, seg_boxes, seg_end, full_boxes, SEGMENT, RING, BOX, LINE,
-                                  layout)
+                                  layout, STATS)
             _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + seg, row, m, s, EXCHANGE)
         # Wait for the row's other segments (a load spin, then one acquire), combine in one read.
         if EXCHANGE:
@@ -231,7 +254,8 @@ def _smem_layout(dtype: torch.dtype):
     return gl.NVMMASharedLayout.get_default_for([1, BOX_LINES, line_elems(dtype)], _GL_DTYPES[dtype])
 
 
-def segments(rows: int, cols: int, dtype: torch.dtype, sms: int) -> tuple[int, int] | None:
+def segments(rows: int, cols: int, dtype: torch.dtype, sms: int, per_sm: int = 1,
+             ring: int = RING_BOXES) -> tuple[int, int] | None:
     """(n_segs, boxes per segment) of the launch, or None when no segmentation fits.
 
     The count that minimises rounds * (boxes per segment + ROUND_COST_BOXES): the time a program
@@ -240,9 +264,10 @@ def segments(rows: int, cols: int, dtype: torch.dtype, sms: int) -> tuple[int, i
     """
     n_boxes = cdiv(cdiv(cols, line_elems(dtype)), BOX_LINES)
     best = None
-    for n_segs in range(cdiv(n_boxes, SEGMENT_BOXES), min(n_boxes, sms, PARTIALS_BLOCK) + 1):
+    programs = sms * per_sm
+    for n_segs in range(cdiv(n_boxes, ring), min(n_boxes, programs, PARTIALS_BLOCK) + 1):
         boxes = cdiv(n_boxes, n_segs)
-        cost = (2 * boxes > RING_BOXES, cdiv(rows, sms // n_segs) * (boxes + ROUND_COST_BOXES))
+        cost = cdiv(rows, programs // n_segs) * (boxes + ROUND_COST_BOXES)
         if best is None or cost < best[0]:
             best = (cost, n_segs, boxes)
     return None if best is None else best[1:]
@@ -274,20 +299,22 @@ def descriptor(x: torch.Tensor) -> TensorDescriptor:
 
 
 def launch(x: torch.Tensor, out: torch.Tensor, parts: torch.Tensor, arrive: torch.Tensor, depart: torch.Tensor,
-           sms: int, n_segs: int | None = None, num_warps: int = NUM_WARPS, exchange: bool = True):
+           sms: int, n_segs: int | None = None, num_warps: int = NUM_WARPS, exchange: bool = True,
+           per_sm: int = 1, ahead: bool = True, stats: int = 0):
     """softmax of x's rows into out (supports(x, out) holds); parts (2, rows, n_segs) fp32 scratch,
     arrive / depart (rows,) int32 zeros (left zero). Returns (compiled kernel, grid, n_segs)."""
     rows, cols = x.shape
     line = line_elems(x.dtype)
     n_lines = cols // line
     n_boxes = cdiv(n_lines, BOX_LINES)
+    ring = RING_BOXES // per_sm
     if n_segs is None:
-        n_segs, boxes = segments(rows, cols, x.dtype, sms)
+        n_segs, boxes = segments(rows, cols, x.dtype, sms, per_sm, ring)
     else:
         boxes = cdiv(n_boxes, n_segs)
-    grid = (min(sms // n_segs, rows) * n_segs,)
+    grid = (min(sms * per_sm // n_segs, rows) * n_segs,)
     compiled = _split_smem_kernel[grid](
         descriptor(x), out, parts[0], parts[1], arrive, depart, out.stride(0), rows, n_lines, n_boxes, n_segs,
-        SEGMENT=boxes, RING=RING_BOXES, BOX=BOX_LINES, LINE=line, VEC=16 // x.element_size(),
-        PARTIALS=PARTIALS_BLOCK, EXCHANGE=exchange, num_warps=num_warps, launch_cooperative_grid=True)
+        SEGMENT=boxes, RING=ring, BOX=BOX_LINES, LINE=line, VEC=16 // x.element_size(),
+        PARTIALS=PARTIALS_BLOCK, EXCHANGE=exchange, AHEAD_OK=ahead, STATS=stats, num_warps=num_warps, launch_cooperative_grid=True)
     return compiled, grid, n_segs

@@ -38,12 +38,15 @@ SHAPES = [(r, c, dt) for dt in (torch.float16, torch.float32, torch.bfloat16)
 
 
 DIAG = os.environ.get("DIAG", "")
+if DIAG == "layout":
+    SHAPES = [(16, 4194304, torch.float16), (256, 262144, torch.float16), (1024, 131072, torch.float16),
+              (64, 1048576, torch.float32), (1024, 131072, torch.float32)]
 if DIAG == "exchange":
     SHAPES = [(16, 4194304, torch.float16), (64, 1048576, torch.float16), (256, 262144, torch.float16),
               (64, 1048576, torch.float32), (1024, 131072, torch.float32)]
 
 
-def tma_variant(x, out, sms, n_segs, **kw):
+def tma_variant(x, out, sms, n_segs, **kw):  # noqa: D401
     rows = x.shape[0]
     parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)
     arrive, depart = fs._counters(x.device, rows)
@@ -53,10 +56,28 @@ def tma_variant(x, out, sms, n_segs, **kw):
 def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
     rows, cols = x.shape
     fns = {"ours": lambda: fs.softmax(x, -1), "torch": lambda: torch.softmax(x, -1)}
+    if DIAG == "layout":   # programs an SM (ring split among them), stats kind, stats a round ahead
+        if sh.supports(x, out, sms):
+            for per_sm in (1, 2, 3, 4):
+                ring = sh.RING_BOXES // per_sm
+                got = sh.segments(rows, cols, x.dtype, sms, per_sm, ring)
+                if got is None:
+                    continue
+                n_segs = got[0]
+                for stats in (0, 1):
+                    for ahead in (True, False):
+                        if not ahead and 2 * got[1] > ring:
+                            continue
+                        fns[f"tma {per_sm}/SM S={n_segs} st{stats}{' ahead' if ahead and 2 * got[1] <= ring else ''}"] = \
+                            tma_variant(x, out, sms, n_segs, per_sm=per_sm, stats=stats, ahead=ahead)
+        return fns
     if sh.supports(x, out, sms):
         n_segs, boxes = sh.segments(rows, cols, x.dtype, sms)
         fns[f"tma S={n_segs}"] = tma_variant(x, out, sms, n_segs)
-        if DIAG == "exchange":   # warps, and no exchange at all (timing only: unchecked)
+        if DIAG == "layout":
+    SHAPES = [(16, 4194304, torch.float16), (256, 262144, torch.float16), (1024, 131072, torch.float16),
+              (64, 1048576, torch.float32), (1024, 131072, torch.float32)]
+if DIAG == "exchange":   # warps, and no exchange at all (timing only: unchecked)
             fns[f"tma S={n_segs} 16 warps"] = tma_variant(x, out, sms, n_segs, num_warps=16)
             fns[f"tma S={n_segs} 4 warps"] = tma_variant(x, out, sms, n_segs, num_warps=4)
         n_boxes = cdiv(cdiv(cols, sh.line_elems(x.dtype)), sh.BOX_LINES)

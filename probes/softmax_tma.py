@@ -74,10 +74,7 @@ def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
     if sh.supports(x, out, sms):
         n_segs, boxes = sh.segments(rows, cols, x.dtype, sms)
         fns[f"tma S={n_segs}"] = tma_variant(x, out, sms, n_segs)
-        if DIAG == "layout":
-    SHAPES = [(16, 4194304, torch.float16), (256, 262144, torch.float16), (1024, 131072, torch.float16),
-              (64, 1048576, torch.float32), (1024, 131072, torch.float32)]
-if DIAG == "exchange":   # warps, and no exchange at all (timing only: unchecked)
+        if DIAG == "exchange":   # warps, and no exchange at all (timing only: unchecked)
             fns[f"tma S={n_segs} 16 warps"] = tma_variant(x, out, sms, n_segs, num_warps=16)
             fns[f"tma S={n_segs} 4 warps"] = tma_variant(x, out, sms, n_segs, num_warps=4)
         n_boxes = cdiv(cdiv(cols, sh.line_elems(x.dtype)), sh.BOX_LINES)

@@ -126,16 +126,18 @@ def _segment_stats(smem, bars, base, box0, seg_boxes, seg_end, full_boxes,
                 bm, bs = _box_stats(x)
                 m, s = _merge(m, s, bm, bs)
     else:
-        mx = gl.full([1, BOX, LINE], float("-inf"), gl.float32, layout)
+        # STATS == 2: the maximum in the input's dtype (exact; no conversion in this pass)
+        MAX_DTYPE: gl.constexpr = smem.dtype if STATS == 2 else gl.float32
+        mx = gl.full([1, BOX, LINE], float("-inf"), MAX_DTYPE, layout)
         for k in range(SEGMENT):
             c = base + k
             mbarrier.wait(bars.index(c % RING), (c // RING) & 1)
             if k < seg_boxes:
-                x = smem.index(c % RING).load(layout).to(gl.float32)
+                x = smem.index(c % RING).load(layout).to(MAX_DTYPE)
                 if k >= full_boxes:
-                    x = gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), x, float("-inf"))
+                    x = gl.where(_valid(k, box0, seg_end, BOX, LINE, layout), x, float("-inf")).to(MAX_DTYPE)
                 mx = gl.maximum(mx, x)
-        m = _reduce_all(mx, True)
+        m = gl.max(gl.max(gl.max(mx, 2), 1), 0).to(gl.float32)
         m_safe = gl.where(m == float("-inf"), 0.0, m)
         sx = gl.zeros([1, BOX, LINE], gl.float32, layout)
         for k in range(SEGMENT):
@@ -316,5 +318,6 @@ def launch(x: torch.Tensor, out: torch.Tensor, parts: torch.Tensor, arrive: torc
     compiled = _split_smem_kernel[grid](
         descriptor(x), out, parts[0], parts[1], arrive, depart, out.stride(0), rows, n_lines, n_boxes, n_segs,
         SEGMENT=boxes, RING=ring, BOX=BOX_LINES, LINE=line, VEC=16 // x.element_size(),
-        PARTIALS=PARTIALS_BLOCK, EXCHANGE=exchange, AHEAD_OK=ahead, STATS=stats, num_warps=num_warps, launch_cooperative_grid=True)
+        PARTIALS=PARTIALS_BLOCK, EXCHANGE=exchange, AHEAD_OK=ahead, STATS=stats, num_warps=num_warps,
+        maxnreg=min(255, 65536 // (per_sm * 32 * num_warps) // 8 * 8), launch_cooperative_grid=True)
     return compiled, grid, n_segs

@@ -33,6 +33,14 @@ ROUNDS, CALLS = 3, 10
 SHAPES = [(256, 256, torch.float16), (256, 256, torch.float32), (512, 512, torch.float32),
           (1024, 1024, torch.float16), (1024, 1000, torch.float32), (1024, 1024, torch.float32),
           (4096, 1, torch.float16), (1048576, 1, torch.float16), (4096, 4096, torch.float32)]
+if os.environ.get("DIAG") == "grid":   # every shape of the full grid under 8 MB, in its swept dtypes
+    SHAPES = [(256, 256, d) for d in (torch.float32, torch.float16, torch.bfloat16)] \
+        + [(512, 512, d) for d in (torch.float32, torch.float16, torch.bfloat16)] \
+        + [(1024, 1024, torch.float16), (1024, 1024, torch.bfloat16), (1024, 1000, torch.float16),
+           (1024, 1000, torch.bfloat16)] \
+        + [(1024, 128, d) for d in (torch.float32, torch.float16, torch.bfloat16)] \
+        + [(4096, c, d) for c in (1, 7) for d in (torch.float32, torch.float16, torch.bfloat16)] \
+        + [(1048576, 1, torch.float16), (1048576, 1, torch.bfloat16)]
 ROWS_GRID = [(r, w) for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8)]
 ONE_COL_GRID = [(r, w) for r in (32, 64, 128, 256, 512, 1024) for w in (1, 2, 4)]
 ROW_WARPS = (1, 2, 4, 8, 16)

@@ -38,7 +38,7 @@ SHAPES = [(r, c, dt) for dt in (torch.float16, torch.float32, torch.bfloat16)
 
 
 DIAG = os.environ.get("DIAG", "")
-if DIAG == "layout":
+if DIAG in ("layout", "layout2"):
     SHAPES = [(16, 4194304, torch.float16), (256, 262144, torch.float16), (1024, 131072, torch.float16),
               (64, 1048576, torch.float32), (1024, 131072, torch.float32)]
 if DIAG == "exchange":
@@ -56,6 +56,19 @@ def tma_variant(x, out, sms, n_segs, **kw):  # noqa: D401
 def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
     rows, cols = x.shape
     fns = {"ours": lambda: fs.softmax(x, -1), "torch": lambda: torch.softmax(x, -1)}
+    if DIAG == "layout2" and sh.supports(x, out, sms):   # the max in 16 bits, stats a round ahead
+        n_boxes = cdiv(cdiv(cols, sh.line_elems(x.dtype)), sh.BOX_LINES)
+        for per_sm in (2, 3):
+            ring = sh.RING_BOXES // per_sm
+            n_segs = sh.segments(rows, cols, x.dtype, sms, per_sm, ring)[0]
+            n_ahead = cdiv(n_boxes, ring // 2)
+            for stats in (0, 2) if x.dtype != torch.float32 else (0,):
+                fns[f"tma {per_sm}/SM S={n_segs} st{stats}"] = tma_variant(x, out, sms, n_segs, per_sm=per_sm,
+                                                                           stats=stats)
+                if n_ahead <= sms * per_sm and n_ahead != n_segs:
+                    fns[f"tma {per_sm}/SM S={n_ahead} st{stats} ahead"] = tma_variant(
+                        x, out, sms, n_ahead, per_sm=per_sm, stats=stats)
+        return fns
     if DIAG == "layout":   # programs an SM (ring split among them), stats kind, stats a round ahead
         if sh.supports(x, out, sms):
             for per_sm in (1, 2, 3, 4):

@@ -70,7 +70,12 @@ last dimension is contiguous):
             running max and sum kept per column and reduced once after the last tile (no barrier
             a tile; 79 registers) 0.34-0.70 against 0.44-0.70, though it read 12% fewer bytes
             (fewer programs, fewer segments out of L2); a relaxed depart, no fence after a
-            segment's stores, 0.99-1.02x.
+            segment's stores, 0.99-1.02x. Segments held in shared memory instead, loaded by TMA
+            and read from HBM once (a Gluon kernel, probes/softmax_smem_split.py, whose
+            docstring has the numbers): 0.48-0.72 of the copy against this kernel's 0.61-0.71
+            at 1024x131072 fp32 3% ahead, elsewhere 0-18% behind; with no exchange at all
+            (wrong results, timing only) 0.54-0.67 in 16 bits, so per-element work on one SM's
+            few warps, not only the exchange, holds it there.
 
 Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the
 strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kernel time):
@@ -138,7 +143,16 @@ Liger (probes/softmax_small.py, CUPTI medians, us, fp16 / fp32): 256x256 the tab
 2.24; 1024x1024 fp16 row on 4 warps 3.04, rows 1x1 2.98, Liger 2.91; 4096x4096 fp32 row on 8
 warps 34.5, on 16 34.0, Liger 34.1. Fewer warps for these small tiles are ahead there, but 8x1
 loses at 1024x128 fp32 (above), so the table waits on those settings timed at every small shape
-of the grid. Looped tiles of 8192
+of the grid. Timed there since (softmax_small.py DIAG=grid, all 21 shapes of the full grid under 8
+MB, 20-44 settings each, CUPTI medians, us; ours as shipped / the fastest setting / Liger):
+256x256 fp32 2.08 / 1.86 (rows 2x1) / 1.97, fp16 1.98 / 1.79 (2x2) / 1.86, bf16 1.98 / 1.74 (2x2) /
+1.89; 512x512 fp32 2.51 / 2.37 (1x1) / 2.31, fp16 2.18 / 2.11 (2x1) / 2.11, bf16 2.18 / 2.14 (1x1)
+/ 2.11; 1024x1024 fp16 3.10 / 3.04 (row 1) / 3.01, bf16 3.14 / 3.07 (1x1) / 3.01; 1024x1000 3.10-3.14
+/ 3.04-3.10 / 3.30-3.33; 1024x128 1.86-2.00 / 1.83-1.95 (16x8) / 2.08-2.16; 4096x1 1.31-1.41 /
+1.31-1.34 / 3.65; 4096x7 1.66-1.76 / 1.70-1.73 / 3.70-3.74; 1048576x1 2.72-2.78 / 2.72-2.75 /
+633. The table's settings are within 0.07 us of the fastest at 17 of the 21; at 256x256 two rows a
+program on one or two warps are 0.19-0.24 us ahead (and 0.06-0.11 ahead of Liger); at 512x512
+and 1024x1024 Liger stays 0-0.06 us ahead of every setting (ours as shipped 0.06-0.21 behind it). Looped tiles of 8192
 columns give each thread 64 bytes of input a tile (8 warps in
 fp16/bf16, 16 in fp32; 4096x32768 fp16: 3.60 TB/s with 8 warps, 3.28 with 16). Split's tiles
 hold 16 KB of input (4096 fp32 columns, 8192 fp16/bf16) on 8 warps and its segments four tiles

@@ -83,6 +83,20 @@ def time_all(fns: dict, timer: CudaTimer) -> dict:
     return got
 
 
+def record(rows_out: list, label: str, good: dict, timer: CudaTimer, t0: float) -> None:
+    """Time the checked variants of a shape (time_all) and add a row each: median us."""
+    for name, us in time_all(good, timer).items():
+        rows_out.append(dict(shape=label, variant=name, us=round(statistics.median(us), 3), status="ok"))
+    print(f"# {label} done at {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+def write_csv(name: str, rows_out: list) -> None:
+    with open(os.path.join(OUT, name), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=["shape", "variant", "us", "status"])
+        w.writeheader()
+        w.writerows(rows_out)
+
+
 def main() -> None:
     os.makedirs(OUT, exist_ok=True)
     t0 = time.perf_counter()
@@ -111,14 +125,8 @@ def main() -> None:
                 good[name] = fn
             except Exception as exc:   # a refused setting is a row; the probe goes on
                 rows_out.append(dict(shape=label, variant=name, status=f"{type(exc).__name__}: {exc}"[:160]))
-        times = time_all(good, timer)
-        for name, us in times.items():
-            rows_out.append(dict(shape=label, variant=name, us=round(statistics.median(us), 3), status="ok"))
-        print(f"# {label} done at {time.perf_counter() - t0:.0f} s", flush=True)
-    with open(os.path.join(OUT, "softmax_small.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["shape", "variant", "us", "status"])
-        w.writeheader()
-        w.writerows(rows_out)
+        record(rows_out, label, good, timer, t0)
+    write_csv("softmax_small.csv", rows_out)
     print("kernel time, us (CUPTI median): ours, the fastest setting of ours, liger, torch")
     for label in dict.fromkeys(r["shape"] for r in rows_out):
         ok = {r["variant"]: r["us"] for r in rows_out if r["shape"] == label and r.get("us") is not None}

@@ -14,10 +14,7 @@ prints us and the share of the copy's time per shape.
 """
 from __future__ import annotations
 
-import csv
 import os
-import random
-import statistics
 import sys
 import time
 
@@ -26,13 +23,13 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
-from kernels import softmax_hopper as sh  # noqa: E402
+import softmax_smem_split as sh  # noqa: E402  (probes/, beside this script)
+from softmax_small import record, write_csv  # noqa: E402  (shuffled rounds in one profiler session)
 from kernels._device import cdiv  # noqa: E402
 from rooflab.timing import CudaTimer  # noqa: E402
 
 OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "120"))
-ROUNDS, CALLS = 3, 8
 SHAPES = [(r, c, dt) for dt in (torch.float16, torch.float32, torch.bfloat16)
           for r, c in ((16, 4194304), (64, 1048576), (256, 262144), (512, 151936), (1024, 131072))]
 
@@ -97,21 +94,6 @@ def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
     return fns
 
 
-def time_all(fns: dict, timer: CudaTimer) -> dict:
-    for fn in fns.values():
-        for _ in range(2):
-            fn()
-    order, names = [], list(fns)
-    for _ in range(ROUNDS):
-        random.shuffle(names)
-        for name in names:
-            order.extend([name] * CALLS)
-    got = {name: [] for name in fns}
-    for name, ms in zip(order, timer.cupti_calls([fns[name] for name in order])):
-        got[name].append(ms * 1e3)
-    return got
-
-
 def main() -> None:
     os.makedirs(OUT, exist_ok=True)
     t0 = time.perf_counter()
@@ -150,14 +132,8 @@ def main() -> None:
         if DIAG == "exchange" and sh.supports(x, out, sms):
             for s in sorted({sh.segments(r, c, dt, sms)[0], min(sms, cdiv(cdiv(c, sh.line_elems(dt)), sh.BOX_LINES))}):
                 good[f"tma S={s} no-exchange (unchecked)"] = tma_variant(x, out, sms, s, exchange=False)
-        times = time_all(good, timer)
-        for name, us in times.items():
-            rows_out.append(dict(shape=label, variant=name, us=round(statistics.median(us), 2), status="ok"))
-        print(f"# {label} done at {time.perf_counter() - t0:.0f} s", flush=True)
-    with open(os.path.join(OUT, "softmax_tma.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["shape", "variant", "us", "status"])
-        w.writeheader()
-        w.writerows(rows_out)
+        record(rows_out, label, good, timer, t0)
+    write_csv("softmax_tma.csv", rows_out)
     print("kernel time, us (CUPTI median), and copy time / variant time")
     for label in dict.fromkeys(r["shape"] for r in rows_out):
         ok = {r["variant"]: r["us"] for r in rows_out if r["shape"] == label and r.get("us") is not None}

@@ -1,39 +1,66 @@
-"""Split softmax for Hopper (sm_90) in Gluon: few long rows read from HBM once, each segment held
-in shared memory across the row's exchange. kernels.fused_softmax's `split` strategy launches it
-for the inputs `supports` accepts on an sm_90 GPU; everything else runs the Triton split kernel.
+"""A split softmax for Hopper (sm_90) in Gluon, measured and not kept: few long rows read from HBM
+once, each program's segment held in shared memory (loaded by TMA) across its row's exchange.
+probes/softmax_tma.py times it against the shipped split (kernels/fused_softmax.py); nothing in
+the study launches it.
 
-Why. The Triton split kernel keeps a segment in registers only while a row's segments fit the
-resident programs at one tile each; longer rows are cut into segments of several tiles that are
-read twice (the second time from L2, where a fifth of them miss) and it streams at 0.6-0.69 of
-the copy bandwidth on the few-long-row shapes (kernels/fused_softmax.py's docstring). Here a
-segment of up to SEGMENT_BOXES * BOX_BYTES lands in shared memory by TMA, which keeps many bytes
-in flight without registers, and stays there until the row's maximum and sum are known: HBM is
-read once and written once, 2 * rows * cols * element_size bytes, the traffic of
-kernels.fused_softmax.traffic_bytes.
+The question. The Triton split kernel streams the few-long-row shapes at 0.60-0.70 of the copy
+bandwidth; Nsight Compute put most of the loss on bytes not in flight, with 1.19-1.23x the ideal
+DRAM bytes from segments re-read out of L2 (kernels/fused_softmax.py's docstring). Holding a
+segment in shared memory answers both: TMA keeps up to a ring of 16 KB boxes in flight per
+program without registers, and HBM is read once and written once.
 
-Kernel (one partition, NUM_WARPS warps, one program per SM, a cooperative launch so that every
-segment of a round is resident at once):
-- x (rows, cols) with cols a multiple of LINE (128 bytes of elements) is seen through a 3-D TMA
-  descriptor (rows, cols / LINE, LINE) read in boxes of (1, BOX_LINES, LINE), 16 KB each; a box
-  past a row's end is clipped by TMA (zeros, masked in registers), so no byte is read twice.
-- A row's boxes are cut into n_segs balanced segments of whole boxes, one program a segment;
-  rows go in rounds of programs // n_segs rows. Program p takes segment p % n_segs of rows
-  p // n_segs, p // n_segs + R, ...
-- Shared memory is a ring of RING_BOXES box slots, each with its mbarrier. Every program walks
-  its (round, box) loads in order; slot c % RING_BOXES takes load c, and is refilled with load
-  c + RING_BOXES as soon as the box it holds has been normalised and written. A segment of at
-  most half the ring is therefore loaded a whole round ahead, during the exchange.
-- Per round: the segment's maximum (one pass over its boxes in shared memory), then its sum of
-  exp (a second pass), published as kernels.fused_softmax's split publishes (relaxed exchanges,
-  a barrier, a release add on the row's counter); a spin on the counter (acquire); the row's
-  max and sum from the n_segs partials; a third pass that writes exp(x - max) / sum to global
-  memory (plain 16-byte stores; out has x's layout). The last program to leave a row resets its
-  counters, so they are zero again for the next launch.
-Arithmetic in fp32 (exp2 with log2(e) folded in); a row that is all -inf gives NaN, as torch does.
+Kernel (one partition, a cooperative launch so that every segment of a round is resident):
+- x (rows, cols), cols a multiple of 128 bytes of elements, is a 3-D TMA descriptor (rows,
+  cols / LINE, LINE) read in (1, BOX_LINES, LINE) boxes of 16 KB with 128-byte swizzle; a box past
+  a row's end is clipped by TMA (masked in registers), so no byte is read twice.
+- A row's boxes are cut into n_segs balanced segments of whole boxes, one program a segment, rows
+  in rounds of programs // n_segs (`segments` picks n_segs: fewest rounds * (boxes + 1)).
+- Shared memory is a ring of box slots, one mbarrier each; slot c % RING takes the program's
+  load c and is refilled with load c + RING once the box it holds is written out, so a segment of
+  at most half the ring is loaded a round ahead. Boxes a segment does not have are only arrived on.
+- A round: the segment's max and sum of exp from shared memory (STATS 0: an elementwise max pass
+  then a sum pass; 1: one read, a box's max and sum merged into the running pair; 2: as 0 with
+  the max in the input's 16 bits), published by plain stores, a barrier and a release add on the
+  row's counter; a load spin, one acquire; the row's max and sum from its partials in one read;
+  y = exp2((x - max) log2 e - log2 sum) written by 16-byte stores. The last program to leave a row
+  zeroes its counters. (exp2 of x * log2 e minus a rounded max * log2 e, one FMA, lost rows
+  holding 1e30: the difference is taken first.)
+
+Measured on an H200 (probes/softmax_tma.py; CUPTI kernel time, L2 flushed; share of the time of
+out.copy_(x) at the same bytes; the shipped split in brackets), every variant checked first
+against float64 (rows holding -inf, an all -inf row, 3e4 / 1e30 entries):
+- One program an SM, 8 warps, a 12-box ring (192 KB), STATS 0, segments chosen by `segments`:
+  16x4194304 fp16 130.7 us, 0.49 of the copy (split 104.8, 0.61); 64x1048576 fp16 132.7, 0.48
+  (102.7); 256x262144 fp16 128.3, 0.50 (100.6); 1024x131072 fp16 233.9, 0.55 (193.7, 0.66);
+  1024x131072 fp32 382.9, 0.67 (364.9, 0.70). More segments (more, shorter rounds) were slower at
+  every shape (64x1048576 fp16, 1-box segments: 356 us): a round costs several us.
+- The same with no exchange at all (no counter, no wait; wrong results, timing only): 16-bit
+  94.5-117.4 us (0.54-0.67), fp32 64x1048576 159.7 (0.79), 1024x131072 291.0 (0.88). The design's
+  own ceiling at one program an SM is below the copy in 16 bits, where two exp2, three
+  shared-memory reads and three conversions an element leave it bound by per-element work on 8
+  warps; fp32, half the elements a byte, gets within reach.
+- A read-modify-write spin instead of the load spin: 126.8 against 130.5 us (16x4194304 fp16),
+  400.8 against 388.0 (1024x131072 fp32); 4 or 16 warps: no better (127.9-137.3 at 16x4194304).
+- STATS 1 (one read, two reductions a box) at one program an SM, stats a round ahead: slower
+  (16x4194304 fp16 149.6 us; 1024x131072 fp32 533.3): a box's reductions are barriers that idle
+  the SM's only 8 warps.
+- Programs an SM sharing the ring (2: 6 boxes each, 3: 4, 4: 3; registers capped to fit): three
+  is best, 16x4194304 fp16 124.8 us (0.51), 256x262144 fp16 113.8 (0.56), 1024x131072 fp16 191.4
+  (0.67; split 193.1), 64x1048576 fp32 214.5 (0.59; split 190.1), 1024x131072 fp32 354.7 (0.72;
+  split 366.1), STATS 1 best in 16 bits there. The max in 16 bits (HMNMX2, STATS 2): within 1% of
+  STATS 0 (137.3 against 136.9 us, 16x4194304 fp16, 2 an SM). Stats a round ahead on segments of
+  half the ring: 256x262144 fp16 2 an SM 110.2 us (0.58), the best there, and slower elsewhere
+  (16x4194304 fp16 157.0-168.8).
+So it beats the shipped split by 3% at 1024x131072 fp32, ties it at 1024x131072 fp16 and loses
+9-18% at the other shapes. Holding
+the row in shared memory removes the re-read, but a round's exchange and the per-element work
+sit on the critical path of the same few warps. What it would take: warp specialization (a TMA
+producer warp, consumer warpgroups running round r + 1's stats while round r's exchange is in
+flight) and fewer exp2 an element (the write pass reusing the stats pass's exponentials).
 
 Scope (`supports`): fp32 / fp16 / bf16 on sm_90, x and out (rows, cols) with the last dimension
-contiguous, cols a multiple of LINE, row strides and data pointers 16-byte aligned, and rows short
-enough that n_segs <= SMs segments of at most SEGMENT_BOXES boxes cover one.
+contiguous, cols a multiple of 128 bytes of elements, 16-byte aligned row strides and pointers,
+and rows that n_segs <= SMs segments of at most a ring of boxes cover.
 """
 from __future__ import annotations
 
@@ -50,10 +77,10 @@ from kernels._device import cdiv
 LINE_BYTES = 128             # a line of the (rows, cols / LINE, LINE) view: 128 bytes (the TMA swizzle span)
 BOX_LINES = 128              # lines per TMA box: 16 KB
 BOX_BYTES = LINE_BYTES * BOX_LINES
-RING_BOXES = 12              # shared-memory box slots a program holds (192 KB)
-SEGMENT_BOXES = RING_BOXES   # boxes of one segment at most (past RING_BOXES // 2 a round is not loaded ahead)
+RING_BOXES = 12              # shared-memory box slots an SM holds (192 KB), shared among its programs
+SEGMENT_BOXES = RING_BOXES   # boxes of one segment at most (past half the ring a round is not loaded ahead)
 ROUND_COST_BOXES = 1         # segment choice: a round's exchange costs about this many boxes of streaming
-NUM_WARPS = 8
+NUM_WARPS = 8                # warps a program
 PARTIALS_BLOCK = 256         # partials read at once when combining a row's segments (n_segs <= SMs)
 LOG2E = gl.constexpr(1.4426950408889634)
 _GL_DTYPES = {torch.float32: gl.float32, torch.float16: gl.float16, torch.bfloat16: gl.bfloat16}
@@ -304,7 +331,10 @@ def launch(x: torch.Tensor, out: torch.Tensor, parts: torch.Tensor, arrive: torc
            sms: int, n_segs: int | None = None, num_warps: int = NUM_WARPS, exchange: bool = True,
            per_sm: int = 1, ahead: bool = True, stats: int = 0):
     """softmax of x's rows into out (supports(x, out) holds); parts (2, rows, n_segs) fp32 scratch,
-    arrive / depart (rows,) int32 zeros (left zero). Returns (compiled kernel, grid, n_segs)."""
+    arrive / depart (rows,) int32 zeros (left zero). The options are the probe's variants: per_sm
+    programs an SM share the ring (registers capped to fit), `stats` is STATS, `ahead` allows stats
+    a round ahead, exchange=False skips the exchange (timing only: wrong results). Returns
+    (compiled kernel, grid, n_segs)."""
     rows, cols = x.shape
     line = line_elems(x.dtype)
     n_lines = cols // line

@@ -72,8 +72,9 @@ last dimension is contiguous):
             (fewer programs, fewer segments out of L2); a relaxed depart, no fence after a
             segment's stores, 0.99-1.02x. Segments held in shared memory instead, loaded by TMA
             and read from HBM once (a Gluon kernel, probes/softmax_smem_split.py, whose
-            docstring has the numbers): 0.48-0.72 of the copy against this kernel's 0.61-0.71
-            at 1024x131072 fp32 3% ahead, elsewhere 0-18% behind; with no exchange at all
+            docstring has the numbers): 0.48-0.72 of the copy against this kernel's 0.61-0.71,
+            3% ahead at 1024x131072 fp32, a tie at 1024x131072 fp16, 9-18% behind at the other
+            few-long-row shapes; with no exchange at all
             (wrong results, timing only) 0.54-0.67 in 16 bits, so per-element work on one SM's
             few warps, not only the exchange, holds it there.
 

@@ -83,6 +83,55 @@ def time_all(fns: dict, timer: CudaTimer) -> dict:
     return got
 
 
+def shape_label(rows: int, cols: int, dtype: torch.dtype) -> str:
+    return f"{rows}x{cols} {str(dtype)[6:]}"
+
+
+def case(rows: int, cols: int, dtype: torch.dtype, hostile: bool = False):
+    """(x, out, float64 reference, tolerance) of a shape: randn * 4, seed 0; hostile adds
+    -inf entries (every 7th of row 0), a row of -inf (the last) and one huge entry (row 1)."""
+    torch.manual_seed(0)
+    x = (torch.randn(rows, cols, device="cuda") * 4).to(dtype)
+    if hostile:
+        x[0, ::7] = float("-inf")
+        x[-1] = float("-inf")
+        x[1, 5] = 3e4 if dtype != torch.float32 else 1e30
+    tol = 2e-3 if dtype != torch.float32 else 1e-5
+    return x, torch.empty_like(x), torch.softmax(x.double(), -1), tol
+
+
+def print_notes(rows_out: list, t0: float) -> None:
+    """The rows that are not times (mismatches, refusals, budget skips), then the probe's time."""
+    for r in rows_out:
+        if r["status"] != "ok":
+            print("NOTE", r["shape"], r["variant"], r["status"])
+    print(f"# total {time.perf_counter() - t0:.0f} s")
+
+
+def checked(rows_out: list, label: str, fns: dict, out: torch.Tensor, ref: torch.Tensor, tol: float,
+            poison: bool = False) -> dict:
+    """The variants whose result (what a call returns, else `out`) is within tol of ref and NaN
+    exactly where ref is; a mismatch or a refused setting is a row instead. poison: `out` is
+    filled with NaN before each call, so elements a variant leaves unwritten show."""
+    good = {}
+    for name, fn in fns.items():
+        try:
+            if poison:
+                out.fill_(float("nan"))
+            got = fn()
+            got = out if got is None else got
+            torch.cuda.synchronize()
+            err = (got.double() - ref).abs().nan_to_num(nan=0.0).max().item()
+            nan_ok = torch.equal(got.isnan(), ref.isnan())
+            if not (err <= tol and nan_ok):
+                rows_out.append(dict(shape=label, variant=name, status=f"mismatch {err:.3g} nan_ok={nan_ok}"))
+                continue
+            good[name] = fn
+        except Exception as exc:   # a refused setting is a row; the probe goes on
+            rows_out.append(dict(shape=label, variant=name, status=f"{type(exc).__name__}: {exc}"[:200]))
+    return good
+
+
 def record(rows_out: list, label: str, good: dict, timer: CudaTimer, t0: float) -> None:
     """Time the checked variants of a shape (time_all) and add a row each: median us."""
     for name, us in time_all(good, timer).items():
@@ -103,28 +152,12 @@ def main() -> None:
     timer = CudaTimer()
     rows_out = []
     for r, c, dt in SHAPES:
-        label = f"{r}x{c} {str(dt)[6:]}"
+        label = shape_label(r, c, dt)
         if time.perf_counter() - t0 > BUDGET_S:
             rows_out.append(dict(shape=label, variant="-", status="skipped (budget)"))
             continue
-        torch.manual_seed(0)
-        x = (torch.randn(r, c, device="cuda") * 4).to(dt)
-        out = torch.empty_like(x)
-        ref = torch.softmax(x.double(), -1)
-        tol = 2e-3 if dt != torch.float32 else 1e-5
-        good = {}
-        for name, fn in variants(x, out).items():
-            try:
-                got = fn()
-                got = out if got is None else got
-                torch.cuda.synchronize()
-                err = (got.double() - ref).abs().max().item()
-                if not err <= tol:
-                    rows_out.append(dict(shape=label, variant=name, status=f"mismatch {err:.3g}"))
-                    continue
-                good[name] = fn
-            except Exception as exc:   # a refused setting is a row; the probe goes on
-                rows_out.append(dict(shape=label, variant=name, status=f"{type(exc).__name__}: {exc}"[:160]))
+        x, out, ref, tol = case(r, c, dt)
+        good = checked(rows_out, label, variants(x, out), out, ref, tol)
         record(rows_out, label, good, timer, t0)
     write_csv("softmax_small.csv", rows_out)
     print("kernel time, us (CUPTI median): ours, the fastest setting of ours, liger, torch")
@@ -136,10 +169,7 @@ def main() -> None:
         print(f"{label:>22} ours {ok.get('ours', '-'):>7} best {best:>10} {mine.get(best, '-'):>7} "
               f"liger {ok.get('liger', '-'):>7} torch {ok.get('torch', '-'):>7}  next: "
               + ", ".join(f"{k} {mine[k]}" for k in top3[1:]))
-    for r in rows_out:
-        if r["status"] != "ok":
-            print("NOTE", r["shape"], r["variant"], r["status"])
-    print(f"# total {time.perf_counter() - t0:.0f} s")
+    print_notes(rows_out, t0)
 
 
 if __name__ == "__main__":

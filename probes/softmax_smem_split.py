@@ -76,9 +76,7 @@ from kernels._device import cdiv
 
 LINE_BYTES = 128             # a line of the (rows, cols / LINE, LINE) view: 128 bytes (the TMA swizzle span)
 BOX_LINES = 128              # lines per TMA box: 16 KB
-BOX_BYTES = LINE_BYTES * BOX_LINES
 RING_BOXES = 12              # shared-memory box slots an SM holds (192 KB), shared among its programs
-SEGMENT_BOXES = RING_BOXES   # boxes of one segment at most (past half the ring a round is not loaded ahead)
 ROUND_COST_BOXES = 1         # segment choice: a round's exchange costs about this many boxes of streaming
 NUM_WARPS = 8                # warps a program
 PARTIALS_BLOCK = 256         # partials read at once when combining a row's segments (n_segs <= SMs)
@@ -90,8 +88,13 @@ def line_elems(dtype: torch.dtype) -> int:
     return LINE_BYTES // dtype.itemsize
 
 
+def boxes_per_row(cols: int, dtype: torch.dtype) -> int:
+    """TMA boxes that cover a row of `cols` elements (the last one clipped at the row's end)."""
+    return cdiv(cdiv(cols, line_elems(dtype)), BOX_LINES)
+
+
 @gluon.jit
-def _issue(x_desc, smem, bars, c, first, rpr, n_lines, box0, seg_boxes,
+def _issue(x_desc, smem, bars, c, first, rpr, box0, seg_boxes,
            SEGMENT: gl.constexpr, RING: gl.constexpr, BOX: gl.constexpr):
     """Load c of this program (round c // SEGMENT, box c % SEGMENT of its segment) into slot c % RING.
     Box slots past this segment's boxes are only arrived on (nothing to read)."""
@@ -216,7 +219,7 @@ def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, 
     total = n_my * SEGMENT
 
     for c in range(0, gl.minimum(total, RING)):
-        _issue(x_desc, smem, bars, c, first, rpr, n_lines, box0, seg_boxes, SEGMENT, RING, BOX)
+        _issue(x_desc, smem, bars, c, first, rpr, box0, seg_boxes, SEGMENT, RING, BOX)
 
     offs_l = gl.arange(0, BOX, layout=gl.SliceLayout(0, gl.SliceLayout(2, layout)))
     offs_e = gl.arange(0, LINE, layout=gl.SliceLayout(0, gl.SliceLayout(1, layout)))
@@ -269,7 +272,7 @@ def _split_smem_kernel(x_desc, out_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, 
                              mask=_valid(k, box0, seg_end, BOX, LINE, layout))
             gl.thread_barrier()                                          # every thread has read the slot
             if c + RING < total:
-                _issue(x_desc, smem, bars, c + RING, first, rpr, n_lines, box0, seg_boxes, SEGMENT, RING, BOX)
+                _issue(x_desc, smem, bars, c + RING, first, rpr, box0, seg_boxes, SEGMENT, RING, BOX)
         # The last program to leave the row re-arms its counters for the next launch.
         if EXCHANGE:
             departed = gl.atomic_add(depart_ptr + row, 1, sem="acq_rel")
@@ -291,7 +294,7 @@ def segments(rows: int, cols: int, dtype: torch.dtype, sms: int, per_sm: int = 1
     streams, counted in boxes, plus a round's exchange, with rounds = cdiv(rows, SMs // n_segs);
     among the counts whose segments take at most half the ring (loaded a round ahead) when any do.
     """
-    n_boxes = cdiv(cdiv(cols, line_elems(dtype)), BOX_LINES)
+    n_boxes = boxes_per_row(cols, dtype)
     best = None
     programs = sms * per_sm
     for n_segs in range(cdiv(n_boxes, ring), min(n_boxes, programs, PARTIALS_BLOCK) + 1):
@@ -338,7 +341,7 @@ def launch(x: torch.Tensor, out: torch.Tensor, parts: torch.Tensor, arrive: torc
     rows, cols = x.shape
     line = line_elems(x.dtype)
     n_lines = cols // line
-    n_boxes = cdiv(n_lines, BOX_LINES)
+    n_boxes = boxes_per_row(cols, x.dtype)
     ring = RING_BOXES // per_sm
     if n_segs is None:
         n_segs, boxes = segments(rows, cols, x.dtype, sms, per_sm, ring)

@@ -1,9 +1,9 @@
-"""The Gluon split softmax (kernels/softmax_hopper.py: segments held in shared memory, loaded by TMA)
+"""The Gluon split softmax (probes/softmax_smem_split.py: segments held in shared memory, loaded by TMA)
 against the shipped dispatch (the Triton split kernel at these shapes), torch.softmax and a copy of
 the same bytes, at the few-long-row shapes.
 
 Variants per shape: `ours` (kernels.fused_softmax.softmax as committed), `tma` (the segment count
-kernels.softmax_hopper.segments chooses), `tma S=n` (forced segment counts around it), `torch`,
+softmax_smem_split.segments chooses), `tma S=n` (forced segment counts around it), `torch`,
 and `copy` (out.copy_(x): the same read and write). Every variant but copy is checked against a
 float64 softmax first (rows holding -inf entries and a row that is all -inf included); a mismatch
 is a row, not a time. Kernel time: CUPTI device time between L2 flushes (rooflab.timing), every
@@ -24,7 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
 import softmax_smem_split as sh  # noqa: E402  (probes/, beside this script)
-from softmax_small import record, write_csv  # noqa: E402  (shuffled rounds in one profiler session)
+from softmax_small import case, checked, shape_label, print_notes, record, write_csv  # noqa: E402  (the shared probe steps)
 from kernels._device import cdiv  # noqa: E402
 from rooflab.timing import CudaTimer  # noqa: E402
 
@@ -43,18 +43,21 @@ if DIAG == "exchange":
               (64, 1048576, torch.float32), (1024, 131072, torch.float32)]
 
 
-def tma_variant(x, out, sms, n_segs, **kw):  # noqa: D401
+def tma_variant(x, out, sms, n_segs, **kw):
     rows = x.shape[0]
     parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)
     arrive, depart = fs._counters(x.device, rows)
-    return lambda: sh.launch(x, out, parts, arrive, depart, sms, n_segs, **kw)
+
+    def run():   # writes `out`, returns None (the result is `out`)
+        sh.launch(x, out, parts, arrive, depart, sms, n_segs, **kw)
+    return run
 
 
 def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
     rows, cols = x.shape
     fns = {"ours": lambda: fs.softmax(x, -1), "torch": lambda: torch.softmax(x, -1)}
     if DIAG == "layout2" and sh.supports(x, out, sms):   # the max in 16 bits, stats a round ahead
-        n_boxes = cdiv(cdiv(cols, sh.line_elems(x.dtype)), sh.BOX_LINES)
+        n_boxes = sh.boxes_per_row(cols, x.dtype)
         for per_sm in (2, 3):
             ring = sh.RING_BOXES // per_sm
             n_segs = sh.segments(rows, cols, x.dtype, sms, per_sm, ring)[0]
@@ -82,14 +85,14 @@ def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
                             tma_variant(x, out, sms, n_segs, per_sm=per_sm, stats=stats, ahead=ahead)
         return fns
     if sh.supports(x, out, sms):
-        n_segs, boxes = sh.segments(rows, cols, x.dtype, sms)
+        n_segs = sh.segments(rows, cols, x.dtype, sms)[0]
         fns[f"tma S={n_segs}"] = tma_variant(x, out, sms, n_segs)
         if DIAG == "exchange":   # warps, and no exchange at all (timing only: unchecked)
             fns[f"tma S={n_segs} 16 warps"] = tma_variant(x, out, sms, n_segs, num_warps=16)
             fns[f"tma S={n_segs} 4 warps"] = tma_variant(x, out, sms, n_segs, num_warps=4)
-        n_boxes = cdiv(cdiv(cols, sh.line_elems(x.dtype)), sh.BOX_LINES)
+        n_boxes = sh.boxes_per_row(cols, x.dtype)
         for s in sorted({max(1, n_segs // 2), n_segs * 2, min(sms, n_boxes)}):
-            if s != n_segs and s <= sms and cdiv(n_boxes, s) <= sh.SEGMENT_BOXES and s <= n_boxes:
+            if s != n_segs and s <= sms and cdiv(n_boxes, s) <= sh.RING_BOXES and s <= n_boxes:
                 fns[f"tma S={s}"] = tma_variant(x, out, sms, s)
     return fns
 
@@ -101,36 +104,15 @@ def main() -> None:
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows_out = []
     for r, c, dt in SHAPES:
-        label = f"{r}x{c} {str(dt)[6:]}"
+        label = shape_label(r, c, dt)
         if time.perf_counter() - t0 > BUDGET_S:
             rows_out.append(dict(shape=label, variant="-", status="skipped (budget)"))
             continue
-        torch.manual_seed(0)
-        x = (torch.randn(r, c, device="cuda") * 4).to(dt)
-        x[0, ::7] = float("-inf")
-        x[-1] = float("-inf")
-        x[1, 5] = 3e4 if dt != torch.float32 else 1e30
-        out = torch.empty_like(x)
-        ref = torch.softmax(x.double(), -1)
-        tol = 2e-3 if dt != torch.float32 else 1e-5
-        good = {}
-        for name, fn in variants(x, out, sms).items():
-            try:
-                out.fill_(float("nan") if name != "copy" else 0)
-                got = fn()
-                got = out if got is None or name.startswith("tma") else got
-                torch.cuda.synchronize()
-                err = (got.double() - ref).abs().nan_to_num(nan=0.0).max().item()
-                nan_ok = torch.equal(got.isnan(), ref.isnan())
-                if not (err <= tol and nan_ok):
-                    rows_out.append(dict(shape=label, variant=name, status=f"mismatch {err:.3g} nan_ok={nan_ok}"))
-                    continue
-                good[name] = fn
-            except Exception as exc:   # a refused setting is a row; the probe goes on
-                rows_out.append(dict(shape=label, variant=name, status=f"{type(exc).__name__}: {exc}"[:200]))
+        x, out, ref, tol = case(r, c, dt, hostile=True)
+        good = checked(rows_out, label, variants(x, out, sms), out, ref, tol, poison=True)
         good["copy"] = lambda: out.copy_(x)
         if DIAG == "exchange" and sh.supports(x, out, sms):
-            for s in sorted({sh.segments(r, c, dt, sms)[0], min(sms, cdiv(cdiv(c, sh.line_elems(dt)), sh.BOX_LINES))}):
+            for s in sorted({sh.segments(r, c, dt, sms)[0], min(sms, sh.boxes_per_row(c, dt))}):
                 good[f"tma S={s} no-exchange (unchecked)"] = tma_variant(x, out, sms, s, exchange=False)
         record(rows_out, label, good, timer, t0)
     write_csv("softmax_tma.csv", rows_out)
@@ -140,10 +122,7 @@ def main() -> None:
         copy = ok.get("copy")
         cells = [f"{k} {v} ({copy / v:.2f})" if copy else f"{k} {v}" for k, v in sorted(ok.items(), key=lambda kv: kv[1])]
         print(f"{label:>20}: " + "; ".join(cells))
-    for r in rows_out:
-        if r["status"] != "ok":
-            print("NOTE", r["shape"], r["variant"], r["status"])
-    print(f"# total {time.perf_counter() - t0:.0f} s")
+    print_notes(rows_out, t0)
 
 
 if __name__ == "__main__":

@@ -138,6 +138,7 @@ MERGE_TILE = 2048            # grouped merge: partial values (G rows x splits x 
                              # sets the kernel's registers (H200, fp16 D=128 paged, G=1: 8192 values 155
                              # registers, B=1 Hkv=32 L=131072 687 us; 2048 126 registers, 490 us; G=4 and
                              # contiguous caches within 4% either way; probes/decode_paged_merge.py)
+PAGED_TABLE_AHEAD = False    # paged: each tile's page indices loaded one tile ahead (the first before the length)
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
 
@@ -204,7 +205,7 @@ def _decode_kernel(
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
     HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
-    BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr,
 ):
     # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, S, D) fp32, Lse (B, Hq, S) fp32 and
     # Count (B * Hkv,) int32 zeros, all contiguous. Contiguous caches (PAGE_SIZE 0): K and V
@@ -217,11 +218,7 @@ def _decode_kernel(
     bh = tl.program_id(1)
     b = bh // heads_kv
     h = bh % heads_kv
-    seqlen = cache_len
-    if HAS_LENS:
-        seqlen = tl.minimum(tl.maximum(tl.load(Lens + b).to(tl.int32), 0), cache_len)
     start = ((split * n_blocks) // num_splits) * BLOCK_N
-    end = tl.minimum((((split + 1) * n_blocks) // num_splits) * BLOCK_N, seqlen)
 
     offs_g = tl.arange(0, BLOCK_G)
     offs_n = tl.arange(0, BLOCK_N)
@@ -232,6 +229,17 @@ def _decode_kernel(
     b64 = b.to(tl.int64)
     heads = h * GROUP + offs_g                                   # this KV head's query heads
     rows = b64 * (heads_kv * GROUP) + heads                      # their index in (B * Hq)
+    table_row = Table + b64 * stride_tb
+    page_next = offs_n * 0
+    if TABLE_AHEAD:   # the first tile's page indices, before (not after) the length is known
+        first = start + offs_n
+        page_next = tl.load(table_row + (first // PAGE_SIZE) * stride_tp, mask=first < cache_len, other=0)
+    q_ptrs = Q + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :] * stride_qd
+    q = tl.load(q_ptrs, mask=out_mask, other=0.0)                                  # (BLOCK_G, BLOCK_D)
+    seqlen = cache_len
+    if HAS_LENS:
+        seqlen = tl.minimum(tl.maximum(tl.load(Lens + b).to(tl.int32), 0), cache_len)
+    end = tl.minimum((((split + 1) * n_blocks) // num_splits) * BLOCK_N, seqlen)
 
     if SPLIT:
         if start >= end:   # this chunk lies past the sequence: nothing to read or merge
@@ -241,8 +249,6 @@ def _decode_kernel(
                      mask=out_mask & (seqlen == 0) & (split == 0))
             return
 
-    q_ptrs = Q + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :] * stride_qd
-    q = tl.load(q_ptrs, mask=out_mask, other=0.0)                                  # (BLOCK_G, BLOCK_D)
     start64 = start.to(tl.int64)
     h64 = h.to(tl.int64)
     k_ptrs = (K + b64 * stride_kb + h64 * stride_kh + start64 * stride_kn
@@ -255,12 +261,16 @@ def _decode_kernel(
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)   # running max of the logits (log2 units)
     l_i = tl.zeros([BLOCK_G], tl.float32)                  # running sum of exp2(logit - m_i)
     acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
-    table_row = Table + b64 * stride_tb
     for n0 in range(start, end, BLOCK_N):
         mask_n = (n0 + offs_n) < end
         if PAGE_SIZE > 0:   # token t lives in slot t % PAGE_SIZE of page Table[b, t // PAGE_SIZE]
             tokens = n0 + offs_n
-            page = tl.load(table_row + (tokens // PAGE_SIZE) * stride_tp, mask=mask_n, other=0)
+            if TABLE_AHEAD:   # this tile's indices were loaded a tile ago; load the next tile's
+                page = page_next
+                ahead = tokens + BLOCK_N
+                page_next = tl.load(table_row + (ahead // PAGE_SIZE) * stride_tp, mask=ahead < end, other=0)
+            else:
+                page = tl.load(table_row + (tokens // PAGE_SIZE) * stride_tp, mask=mask_n, other=0)
             page = tl.minimum(tl.maximum(page, 0), num_pages - 1).to(tl.int64)     # never outside
             slot = tokens % PAGE_SIZE
             k_ptrs = (K + h64 * stride_kh + (page * stride_kb + slot * stride_kn)[:, None]
@@ -554,7 +564,8 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     return splits, block_n, num_warps, num_stages
 
 
-def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages):
+def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages,
+          table_ahead=None):
     """Validate a call and choose its launch (splits, tiles, warps): a _DecodePlan."""
     _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table)
     batch, heads_q, head_dim = q.shape
@@ -579,7 +590,8 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
             merge_step(group, head_dim) if splits > 1 else 2,   # S = 1 merges nothing: one kernel for all
             seqlens is not None, splits > 1,
             # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
-            q.dtype == torch.bfloat16 and interpreting(), merge_rows(group), page_size)
+            q.dtype == torch.bfloat16 and interpreting(), merge_rows(group), page_size,
+            page_size > 0 and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead))
     return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
                        (batch, heads_q, splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,
@@ -587,7 +599,7 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
 
 
 def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None,
-            block_n=None, num_warps=None, num_stages=None):
+            block_n=None, num_warps=None, num_stages=None, table_ahead=None):
     """Shared launcher; num_splits=None chooses S (launch_shape), 1 writes the output directly.
 
     Plan cache (kernels._plans): the first call with a given layout of q, the caches, the
@@ -602,7 +614,8 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
         key = (layout(q), layout(k_cache), layout(v_cache),
                None if seqlens is None else layout(seqlens),
                None if block_table is None else layout(block_table),
-               sm_scale, type(sm_scale), num_splits, type(num_splits), block_n, num_warps, num_stages)
+               sm_scale, type(sm_scale), num_splits, type(num_splits), block_n, num_warps, num_stages,
+               table_ahead)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):   # not tensors, unhashable options: checked below
         key, plan = None, None
@@ -622,7 +635,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
                 return out
     if plan is None:
         plan = _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table,
-                     block_n, num_warps, num_stages)
+                     block_n, num_warps, num_stages, table_ahead)
         if key is not None:
             remember(_PLANS, key, plan)
     out = new_output(q, plan.like)                                                 # (B, Hq, D)

@@ -211,6 +211,11 @@ ROWS_1COL_LARGE_TILE_ROWS = 1024   # ... twice that when it still gives every SM
 ROWS_1COL_LARGE_TILES_PER_SM = 4   # at least this many tiles
 ROWS_THREAD_ELEMS = 128      # rows: a tile of fewer than 4 warps x this many elements takes fewer warps
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
+SMALL_TILE_ELEMS = 512       # rows of SMALL_MIN_BLOCK columns or more, in a problem too small to give
+SMALL_MIN_BLOCK = 128        # every SM one of the table's tiles: tiles of this many elements (at least
+                             # a row), a warp each (H200, CUPTI, us, fp32 / fp16, rows a tile x warps:
+                             # 256x256 2x1 1.86 / 1.82 against the earlier 1x2 2.08 / 1.98; 512x512 1x1
+                             # 2.37 / 2.13 against 2x4 2.51 / 2.18; 1024x128 4x1 2.02 / 1.89, 4x4 2.00 / 1.87)
 SPLIT_TILE_BYTES = 16384     # split: bytes of input per segment tile (4096 fp32, 8192 fp16/bf16) ...
 SPLIT_MAX_PER_SM = 4         # split: resident programs per SM used at most
 SPLIT_SEG_TILES = 4          # split: tiles per segment on a GPU (64 KB of input) when the problem
@@ -646,7 +651,12 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
             cap = ROWS_1COL_LARGE_TILE_ROWS if large else ROWS_MAX_TILE_ROWS_1COL
         rows_per_tile = _clamp(ELEMS_PER_THREAD * 32 * 4 // block, 1, cap)
         if rows is not None and block > 1:     # a small problem: at least one tile per SM
-            rows_per_tile = min(rows_per_tile, 1 << (max(rows // sms, 1).bit_length() - 1))
+            fit = 1 << (max(rows // sms, 1).bit_length() - 1)
+            if block >= SMALL_MIN_BLOCK and fit < rows_per_tile:   # fewer tiles than SMs at the table's
+                rows_per_tile = min(rows_per_tile, max(1, SMALL_TILE_ELEMS // block))
+                return Config(block=block, num_warps=_clamp(rows_per_tile * block // SMALL_TILE_ELEMS, 1, 4),
+                              rows=rows_per_tile)
+            rows_per_tile = min(rows_per_tile, fit)
         return Config(block=block, num_warps=_clamp(rows_per_tile * block // ROWS_THREAD_ELEMS, 1, 4),
                       rows=rows_per_tile)
     body = pow2(wide_body(cols, dtype))                        # row and looped blocks

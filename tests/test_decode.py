@@ -391,7 +391,7 @@ def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, gpu_replays, num
     assert args[:4] == (q, k, v, lens) and args[5] is second
     assert args[4] is (q if table is None else table)                  # no block table: q stands in
     if paged:
-        assert args[20:22] == (1, 3) and args[-1] == 32                 # table strides, PAGE_SIZE
+        assert args[20:22] == (1, 3) and args[-2] == 32                 # table strides, PAGE_SIZE
     if num_splits > 1:
         assert args[6].shape == (3, 8, 2, 64) and int(args[8].abs().sum()) == 0   # 2 splits of 128 tokens
     torch.testing.assert_close(second, first, rtol=0, atol=0)
@@ -431,8 +431,16 @@ PAGED_CASES = [  # batch, heads_q, heads_kv, cache_len, head_dim, page_size, rag
 ]
 
 
+@pytest.fixture(params=[False, True], ids=["table_per_tile", "table_ahead"])
+def table_ahead(request, monkeypatch):
+    """Both ways the kernel finds a tile's pages: looked up with the tile, or loaded a tile ahead."""
+    monkeypatch.setattr(decode, "PAGED_TABLE_AHEAD", request.param)
+    monkeypatch.setattr(decode, "_PLANS", {})
+    return request.param
+
+
 @pytest.mark.parametrize("batch,heads_q,heads_kv,cache_len,head_dim,page_size,ragged,num_splits,dtype", PAGED_CASES)
-def test_paged_matches_reference(poison, batch, heads_q, heads_kv, cache_len, head_dim, page_size, ragged,
+def test_paged_matches_reference(poison, table_ahead, batch, heads_q, heads_kv, cache_len, head_dim, page_size, ragged,
                                  num_splits, dtype):
     q, k, v = _inputs(batch, heads_q, heads_kv, cache_len, head_dim, dtype)
     # Without lengths a paged sequence is max_pages * page_size tokens long (its last page padded).
@@ -447,7 +455,7 @@ def test_paged_matches_reference(poison, batch, heads_q, heads_kv, cache_len, he
     _assert_close(out, ref, dtype)
 
 
-def test_paged_reads_only_the_pages_of_each_sequence(poison):
+def test_paged_reads_only_the_pages_of_each_sequence(poison, table_ahead):
     """Slots past a sequence's length, pool pages no table names and table entries past the
     used pages are poison (NaN caches, -1 indices); the answer must not see them."""
     page = 16
@@ -470,7 +478,7 @@ def test_paged_reads_only_the_pages_of_each_sequence(poison):
                       torch.float16)
 
 
-def test_paged_layouts_and_strides(poison):
+def test_paged_layouts_and_strides(poison, table_ahead):
     """A head-major pool (num_pages, Hkv, page, D) passed transposed, and a column-major table."""
     q, k, v = _inputs(2, 4, 2, 90, 64, torch.bfloat16)
     lens = torch.tensor([90, 41], dtype=torch.int32)

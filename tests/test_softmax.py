@@ -141,8 +141,11 @@ def test_looped_strided_input_rows(first, vec):
 
 @pytest.mark.parametrize("rows,cols,dtype,tile_rows,warps", [
     (4096, 7, torch.float16, 16, 1),          # 4096 // 132 = 31 rows an SM: 16 a program, 128 elements
-    (256, 256, torch.float32, 1, 2),          # fewer rows than SMs: one a program
-    (1024, 128, torch.float32, 4, 4),
+    (256, 256, torch.float32, 2, 1),          # fewer rows than SMs: 512-element tiles on a warp
+    (512, 512, torch.float16, 1, 1),
+    (1024, 128, torch.float32, 4, 1),
+    (1024, 256, torch.bfloat16, 2, 1),
+    (2048, 256, torch.float32, 8, 4),         # every SM a tile of the table's 2048 elements
     (65536, 128, torch.float16, 16, 4),       # enough rows: the table's 2048-element tiles
     (4096, 1, torch.float16, 512, 4),         # one-column rows keep their 512-row tiles
 ])

@@ -1,0 +1,111 @@
+"""Probe: paged decode with each tile's page indices loaded a tile ahead (kernels.flash_decoding
+PAGED_TABLE_AHEAD, the first tile's before the length is read), against the per-tile lookup and
+the contiguous cache, at the shapes where the committed run's paged rows were more than 5% slower.
+
+Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_paged_ahead.py
+Writes $OUT/decode_paged_ahead.csv (OUT defaults to ./probe_out) and prints a short table last.
+
+Shapes and inputs as the decode study builds them (fp16, Hq = 32, D = 128, 64-token pages shuffled
+by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
+  contig       decode_attention on the contiguous cache, lengths only when ragged (the study's `ours`)
+  contig_lens  the same with every call's lengths passed (what the paged call is given)
+  tile         paged, the shipped per-tile lookup (64-token tiles, 4 warps, 4 stages)
+  tile_s2      paged, per-tile lookup with 2 stages
+  ahead_s<n>   paged, indices a tile ahead, 64-token tiles, 4 warps, n stages
+Every paged launch takes choose_splits' paged S. Each implementation is checked against the float64
+reference before it is timed; CUPTI kernel time with the L2 flushed (decode_balance's helpers).
+"""
+from __future__ import annotations
+
+import csv
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_balance as db  # noqa: E402  (sets up the interpreter for PROBE_DRYRUN=1)
+
+import torch  # noqa: E402
+
+fd, study = db.fd, db.study
+SHAPES = [  # batch, heads_kv, cache_len, ragged
+    (1, 8, 1024, False), (1, 8, 4096, False), (1, 8, 16384, False), (1, 32, 1024, False), (4, 8, 1024, False),
+    (4, 8, 16384, False), (16, 8, 4096, True), (64, 8, 4096, True), (16, 8, 4096, False), (1, 8, 131072, False),
+]
+VARIANTS = {  # name: (table_ahead, BLOCK_N, warps, stages)
+    "tile": (False, None, None, None), "tile_s2": (False, 64, 4, 2),
+    "ahead_s4": (True, 64, 4, 4), "ahead_s3": (True, 64, 4, 3), "ahead_s2": (True, 64, 4, 2),
+}
+if db.DRY:
+    SHAPES = [(2, 2, 300, True), (1, 2, 200, False)]
+    VARIANTS = {"tile": (False, None, None, None), "ahead_s2": (True, 16, 2, 2)}
+
+
+def main():
+    os.makedirs(db.OUT, exist_ok=True)
+    db.timer = None if db.DRY else db.CudaTimer()
+    num_sms = db.sm_count(torch.device(db.DEVICE))
+    print(f"device {'CPU interpreter' if db.DRY else torch.cuda.get_device_name()} SMs {num_sms}", flush=True)
+    table = []
+    for batch, heads_kv, cache_len, ragged in SHAPES:
+        if db.left() < 0:
+            break
+        shape = dict(db.shape_dict(batch, heads_kv, cache_len), ragged=ragged)
+        inputs = study.make_inputs(shape, db.DTYPE, db.DEVICE)
+        ref = study.reference(inputs)
+        q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
+        kp, vp, tab = fd.paged_cache(k, v, study.PAGE_SIZE, seed=study.PAGE_SEED)
+        group = db.HQ // heads_kv
+        cands = {"contig": lambda: (lambda: fd.decode_attention(q, k, v, lens if ragged else None)),
+                 "contig_lens": lambda: (lambda: fd.decode_attention(q, k, v, lens))}
+        splits = {"contig": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, ragged),
+                  "contig_lens": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, True)}
+        for name, (ahead, bn, w, st) in VARIANTS.items():
+            cands[name] = (lambda a=ahead, bn=bn, w=w, st=st:
+                           (lambda: fd._decode(q, kp, vp, lens, None, None, tab, bn, w, st, a)))
+            splits[name] = fd.launch_shape(batch, heads_kv, group, cache_len, db.D, 2, num_sms, True, True,
+                                           None, bn, w, st)[0]
+        first_row = len(db.ROWS)
+        res = db.run_group(shape, "paged_ahead", cands, splits, ref)
+        for r in db.ROWS[first_row:]:
+            r["ragged"] = ragged
+        table.append(((batch, heads_kv, cache_len, ragged), res, splits))
+        del inputs, q, k, v, kp, vp, ref
+        if not db.DRY:
+            torch.cuda.empty_cache()
+        print(f"  done B={batch} Hkv={heads_kv} L={cache_len} ragged={ragged} at {time.perf_counter() - db.T0:.0f} s",
+              flush=True)
+    path = os.path.join(db.OUT, "decode_paged_ahead.csv")
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(db.ROWS[0]) if db.ROWS else ["status"])
+        writer.writeheader()
+        writer.writerows(db.ROWS)
+    kernels = db.kernel_rows(os.path.join(db.OUT, "decode_paged_ahead_kernels.csv"))
+    print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}, {study.PAGE_SIZE}-token pages; x: over contig")
+    names = ["contig", "contig_lens", *VARIANTS]
+    print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'rag':>3} | " + " ".join(f"{n:>12}" for n in names))
+    for (b, h, n, rag), res, sp in table:
+        base = res.get("contig")
+        cells = [(f"{res[x]:.1f}" + (f" {res[x] / base:.2f}" if base and x != "contig" else f"({sp[x]})"))
+                 if res.get(x) else "-" for x in names]
+        print(f"{b:>3} {h:>3} {n:>6} {'y' if rag else 'n':>3} | " + " ".join(f"{c:>12}" for c in cells))
+    for name in names[2:]:
+        xs = [res[name] / res["contig"] for _, res, _ in table if res.get(name) and res.get("contig")]
+        if xs:
+            print(f"{name}: over contig median {statistics.median(xs):.3f} max {max(xs):.3f}; "
+                  f"within 5% at {sum(x <= 1.05 for x in xs)} of {len(xs)}")
+    shown = sorted({(r["num_stages"], r["regs"], r["spills"], r["shared"]) for r in kernels if r["paged"]},
+                   key=db._sort_key)
+    print("paged kernels (stages, regs, spills, shared bytes): " + "; ".join(map(str, shown)))
+    bad = [r for r in db.ROWS if r["status"] != "ok"]
+    print(f"{len(db.ROWS)} rows ({len(bad)} not ok) -> {path}; wall {time.perf_counter() - db.T0:.0f} s")
+    for r in bad[:6]:
+        print(f"  {r['status']}: B={r['batch']} Hkv={r['heads_kv']} L={r['cache_len']} {r['impl']}: "
+              f"{r['message'][:100]}")
+
+
+if __name__ == "__main__":
+    if not (db.DRY or torch.cuda.is_available()):
+        sys.exit("decode_paged_ahead needs a CUDA GPU")
+    main()

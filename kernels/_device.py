@@ -13,6 +13,7 @@ import torch
 from kernels._checks import interpreting
 
 INTERPRETER_SMS = 132        # SM count assumed in the CPU interpreter, where no device is queried
+INTERPRETER_SMEM = 233472    # shared memory per SM (bytes) assumed there (an H100/H200: 228 KB)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -39,3 +40,10 @@ def sm_count(device: torch.device) -> int:
     if interpreting() or device.type != "cuda":
         return INTERPRETER_SMS
     return properties(device.index if device.index is not None else torch.cuda.current_device())["sms"]
+
+
+def smem_per_sm(device: torch.device) -> int:
+    """Shared memory per SM of `device` in bytes; INTERPRETER_SMEM in Triton's CPU interpreter."""
+    if interpreting() or device.type != "cuda":
+        return INTERPRETER_SMEM
+    return properties(device.index if device.index is not None else torch.cuda.current_device())["smem"]

@@ -69,10 +69,26 @@ Paged caches: the same kernel and grouped merge with choose_splits' paged S (at 
 shapes the same balanced and equal chunks: S=64, 16 and 4 below). Same probe, page 64, lengths
 passed, us (row-by-row merge -> grouped merge): B=1 Hkv=8 L=16384 36.8 -> 31.5 (S=64); B=4
 Hkv=8 L=16384 80.9 -> 76.5 (S=16); B=16 Hkv=8 L=1024 33.5 -> 28.3 (S=4; contiguous without
-lengths 25.3). Loading each tile's page indices one iteration ahead (so that Triton 3.6
-pipelines the paged K and V loads three tiles deep on sm_90, 104 KB of shared memory, instead
-of one, 39 KB) was measured and not kept: 36.2, 82.7 and 34.0 us at those shapes with the
-grouped merge (with it, forced S=16 at B=1 L=16384 took 29.1 us). The committed run at
+lengths 25.3).
+
+Page indices a tile ahead (PAGED_TABLE_AHEAD): each program loads its first tile's page
+indices before its length (the two loads overlap instead of following each other) and, in the
+tile loop, the next tile's indices with the current tile's K and V. The K and V loads then no
+longer wait on a load of the same iteration, and Triton 3.6 pipelines them num_stages - 1 tiles
+deep on sm_90 (the per-tile lookup: one tile, 39 KB of shared memory; ahead: 38.9 KB at 2 stages,
+71.7 KB at 3, 104.4 KB at 4). A deep ring caps the programs an SM holds, so the stage count
+follows the launch (`paged_stages`): the deepest ring at which all programs are resident. The q
+tile is loaded before the length too, on every path. probes/decode_paged_ahead.py (fp16, Hq=32,
+D=128, 64-token pages, lengths passed, paged S, CUPTI kernel time, L2 flushed), us (x contiguous
+without lengths unless ragged), per-tile lookup -> ahead at 4 / 3 / 2 stages: B=1 Hkv=8 L=1024
+(S=16) 8.2 (1.19) -> 7.6 / 7.5 / 7.5 (contiguous 6.8); L=4096 (S=32) 15.0 (1.31) -> 13.5 / 13.5 /
+14.4 (11.5); L=16384 (S=64) 33.1 (1.23) -> 36.8 / 35.9 / 31.7 (26.9); L=131072 139.5 -> 145.1 / 165.4
+/ 137.7 (133.3); B=1 Hkv=32 L=1024 (S=8) 13.1 (1.18) -> 11.4 / 11.4 / 12.3 (11.1); B=4 Hkv=8 L=1024
+12.9 -> 11.6 / 11.5 / 12.3 (10.9); L=16384 77.2 -> 81.6 / 89.0 / 75.8 (73.1); B=16 Hkv=8 L=4096
+76.1 -> 81.6 / 88.5 / 74.6 (72.2; 77.4 with lengths); ragged B=16 Hkv=8 Lmax=4096 55.3 -> 46.5 /
+45.7 / 52.4 (42.4), B=64 163.3 -> 139.9 / 144.6 / 159.8 (129.8). The rule's stages are the faster
+of the two at every shape but the ragged ones, whose programs past a short sequence's end exit at
+once, so fewer are resident than launched (the plan does not read the lengths). The committed run at
 9f262f2 merged 8192 values a step (MERGE_TILE): at G = 1 that tile raised the kernel to 155
 registers, too many for PAGED_PROGRAMS_PER_SM resident programs, and its paged rows at Hkv=32
 ran 1.2-1.39x slower than at 81ffb54 (B=1 L=131072 0.488 -> 0.654-0.684 ms); 2048 values a step
@@ -91,8 +107,9 @@ Hkv, page_size, D), which is the same pool passed as `pool.transpose(1, 2)` (any
 taken). page_size is a power of two in 16..256 (PAGE_SIZES; vLLM defaults to 16 tokens). The
 kernel is the same; each BLOCK_N-token tile looks up, per token, its page in the sequence's
 table row (slot t % page_size of page table[b, t // page_size]), so a tile may span pages of
-any order and the tile size does not depend on the page size. Only the entries of the pages
-holding a sequence's tokens are read; indices on the GPU are clamped to 0..num_pages-1, so a
+any order and the tile size does not depend on the page size. Only the pages holding a
+sequence's tokens are read; of the table row, those pages' entries and, ahead of the length,
+each split's first tile's (within the row); indices on the GPU are clamped to 0..num_pages-1, so a
 bad table never reads outside the pool; host tables are checked. Lmax is max_pages * page_size.
 `paged_cache` builds a shuffled paged copy of contiguous caches, `paged_reference` is the
 float64 answer (each sequence's pages gathered, then `reference`).
@@ -114,7 +131,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_no_grad, check_same_device, check_tensor, interpreting
-from kernels._device import cdiv, pow2, sm_count
+from kernels._device import INTERPRETER_SMEM, cdiv, pow2, sm_count, smem_per_sm
 from kernels._plans import Launch, aligned, current_stream, layout, new_output, remember
 
 DTYPES = (torch.float16, torch.bfloat16)
@@ -138,7 +155,9 @@ MERGE_TILE = 2048            # grouped merge: partial values (G rows x splits x 
                              # sets the kernel's registers (H200, fp16 D=128 paged, G=1: 8192 values 155
                              # registers, B=1 Hkv=32 L=131072 687 us; 2048 126 registers, 490 us; G=4 and
                              # contiguous caches within 4% either way; probes/decode_paged_merge.py)
-PAGED_TABLE_AHEAD = False    # paged: each tile's page indices loaded one tile ahead (the first before the length)
+PAGED_TABLE_AHEAD = True     # paged: each tile's page indices loaded a tile ahead, the first tile's before
+                             # the length (paged_stages; measured in the module docstring)
+PAGED_RING_RESERVE = 8 << 10  # paged: shared memory a program holds besides its ring of K and V tiles
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
 
@@ -542,12 +561,15 @@ class _DecodePlan:
 def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim: int, element_size: int,
                  num_sms: int, paged: bool, lengths: bool, num_splits: int | None = None,
                  block_n: int | None = None, num_warps: int | None = None, num_stages: int | None = None,
-                 ) -> tuple[int, int, int, int]:
+                 smem: int = INTERPRETER_SMEM, table_ahead: bool | None = None) -> tuple[int, int, int, int]:
     """(S, BLOCK_N, num_warps, num_stages) of a launch; split s reads tiles
     floor(s * n_blocks / S) .. floor((s + 1) * n_blocks / S) - 1 of n_blocks = cdiv(cache_len, BLOCK_N).
 
     S: choose_splits (the one-wave rule for contiguous caches, its paged rule for paged caches); a
-    forced num_splits is kept exactly, up to one tile per split.
+    forced num_splits is kept exactly, up to one tile per split. Unless tiles, warps or stages are
+    forced: contiguous long grouped chunks take LONG_CHUNK_CONFIG, and paged launches with the page
+    indices a tile ahead (table_ahead, None meaning PAGED_TABLE_AHEAD) take paged_stages' ring for
+    `smem` bytes of shared memory per SM.
     """
     chosen = block_n is None and num_warps is None and num_stages is None
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, element_size)
@@ -561,7 +583,20 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     if chosen and not paged and long_grouped_chunks(group, splits, (n_blocks // splits) * block_n, block_n):
         block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
         splits = min(splits, cdiv(cache_len, block_n))
+    if chosen and paged and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead):
+        num_stages = paged_stages(batch * heads_kv * splits, num_sms, smem, block_n, head_dim, element_size)
     return splits, block_n, num_warps, num_stages
+
+
+def paged_stages(programs: int, num_sms: int, smem: int, block_n: int, head_dim: int, element_size: int) -> int:
+    """num_stages of a paged launch whose page indices are loaded a tile ahead: the deepest ring of
+    K and V tiles, 2 to 4 (num_stages - 1 tiles in shared memory), at which all the launch's programs
+    are resident at once, `smem` bytes of shared memory per SM shared by cdiv(programs, SMs) of them.
+    H200 (228 KB an SM, 32 KB of K and V a tile at D = 128): 4 stages up to 2 programs per SM, 3 at
+    3, 2 from 4 on; measured in the module docstring."""
+    tile = 2 * block_n * max(16, pow2(head_dim)) * element_size
+    per_sm = cdiv(programs, num_sms)
+    return max(2, min(4, 1 + (smem // per_sm - PAGED_RING_RESERVE) // tile))
 
 
 def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages,
@@ -583,7 +618,8 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     group = heads_q // heads_kv
     splits, block_n, num_warps, num_stages = launch_shape(
         batch, heads_kv, group, cache_len, head_dim, q.element_size(), sm_count(q.device),
-        block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages)
+        block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages,
+        smem_per_sm(q.device), table_ahead)
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
     rest = (heads_kv, cache_len, num_pages, cdiv(cache_len, block_n), splits, scale,
             group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),

@@ -439,6 +439,24 @@ def table_ahead(request, monkeypatch):
     return request.param
 
 
+@pytest.mark.parametrize("programs,stages", [(1, 4), (132, 4), (264, 4), (265, 3), (396, 3), (397, 2), (528, 2),
+                                             (10000, 2)])
+def test_paged_ring_as_deep_as_every_program_resident_allows(programs, stages):
+    # H200: 228 KB an SM, 32 KB of K and V a 64-token tile at D = 128 fp16 (and 128 tokens at D = 64)
+    assert decode.paged_stages(programs, 132, 233472, 64, 128, 2) == stages
+    assert decode.paged_stages(programs, 132, 233472, 128, 64, 2) == stages
+
+
+def test_paged_launch_takes_the_ring_only_when_indices_come_a_tile_ahead():
+    # B=16 Hkv=8 L=4096 paged with lengths: S=4, 512 programs on 132 SMs, 4 an SM: 2 stages
+    assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (4, 64, 4, 2)
+    # B=1 Hkv=8 L=4096: S=32, 256 programs, 2 an SM: 4 stages
+    assert decode.launch_shape(1, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (32, 64, 4, 4)
+    assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=False)[3] == 4
+    assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, num_stages=3, table_ahead=True)[3] == 3
+    assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, False, True, table_ahead=True)[3] == 4   # contiguous
+
+
 @pytest.mark.parametrize("batch,heads_q,heads_kv,cache_len,head_dim,page_size,ragged,num_splits,dtype", PAGED_CASES)
 def test_paged_matches_reference(poison, table_ahead, batch, heads_q, heads_kv, cache_len, head_dim, page_size, ragged,
                                  num_splits, dtype):

@@ -600,7 +600,7 @@ def paged_stages(programs: int, num_sms: int, smem: int, block_n: int, head_dim:
 
 
 def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages,
-          table_ahead=None):
+          table_ahead=None, maxnreg=None):
     """Validate a call and choose its launch (splits, tiles, warps): a _DecodePlan."""
     _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table)
     batch, heads_q, head_dim = q.shape
@@ -631,11 +631,12 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
                        (batch, heads_q, splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,
-                       dict(num_warps=num_warps, num_stages=num_stages), like=q.is_contiguous())
+                       dict(num_warps=num_warps, num_stages=num_stages,
+                            **({} if maxnreg is None else {"maxnreg": maxnreg})), like=q.is_contiguous())
 
 
 def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None,
-            block_n=None, num_warps=None, num_stages=None, table_ahead=None):
+            block_n=None, num_warps=None, num_stages=None, table_ahead=None, maxnreg=None):
     """Shared launcher; num_splits=None chooses S (launch_shape), 1 writes the output directly.
 
     Plan cache (kernels._plans): the first call with a given layout of q, the caches, the
@@ -651,7 +652,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
                None if seqlens is None else layout(seqlens),
                None if block_table is None else layout(block_table),
                sm_scale, type(sm_scale), num_splits, type(num_splits), block_n, num_warps, num_stages,
-               table_ahead)
+               table_ahead, maxnreg)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):   # not tensors, unhashable options: checked below
         key, plan = None, None
@@ -671,7 +672,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
                 return out
     if plan is None:
         plan = _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table,
-                     block_n, num_warps, num_stages, table_ahead)
+                     block_n, num_warps, num_stages, table_ahead, maxnreg)
         if key is not None:
             remember(_PLANS, key, plan)
     out = new_output(q, plan.like)                                                 # (B, Hq, D)

@@ -12,6 +12,7 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
   tile         paged, the shipped per-tile lookup (64-token tiles, 4 warps, 4 stages)
   tile_s2      paged, per-tile lookup with 2 stages
   ahead_s<n>   paged, indices a tile ahead, 64-token tiles, 4 warps, n stages
+  *_r128       the same with registers capped at 128 a thread (maxnreg; DIAG=g1: Hkv = Hq shapes)
 Every paged launch takes choose_splits' paged S. Each implementation is checked against the float64
 reference before it is timed; CUPTI kernel time with the L2 flushed (decode_balance's helpers).
 """
@@ -33,13 +34,18 @@ SHAPES = [  # batch, heads_kv, cache_len, ragged
     (1, 8, 1024, False), (1, 8, 4096, False), (1, 8, 16384, False), (1, 32, 1024, False), (4, 8, 1024, False),
     (4, 8, 16384, False), (16, 8, 4096, True), (64, 8, 4096, True), (16, 8, 4096, False), (1, 8, 131072, False),
 ]
-VARIANTS = {  # name: (table_ahead, BLOCK_N, warps, stages)
-    "tile": (False, None, None, None), "tile_s2": (False, 64, 4, 2),
-    "ahead_s4": (True, 64, 4, 4), "ahead_s3": (True, 64, 4, 3), "ahead_s2": (True, 64, 4, 2),
+VARIANTS = {  # name: (table_ahead, BLOCK_N, warps, stages, maxnreg)
+    "tile": (False, None, None, None, None), "tile_s2": (False, 64, 4, 2, None),
+    "ahead_s4": (True, 64, 4, 4, None), "ahead_s3": (True, 64, 4, 3, None), "ahead_s2": (True, 64, 4, 2, None),
 }
+if os.environ.get("DIAG") == "g1":   # one query head a KV head (Hkv = Hq = 32), registers capped or not
+    SHAPES = [(1, 32, 16384, False), (1, 32, 131072, False), (4, 32, 1024, False), (4, 32, 16384, False),
+              (16, 32, 16384, False), (1, 8, 16384, False), (16, 8, 4096, True)]
+    VARIANTS = {"tile": (False, None, None, None, None), "ahead_s2": (True, 64, 4, 2, None),
+                "ahead_s2_r128": (True, 64, 4, 2, 128), "tile_s2_r128": (False, 64, 4, 2, 128)}
 if db.DRY:
     SHAPES = [(2, 2, 300, True), (1, 2, 200, False)]
-    VARIANTS = {"tile": (False, None, None, None), "ahead_s2": (True, 16, 2, 2)}
+    VARIANTS = {"tile": (False, None, None, None, None), "ahead_s2": (True, 16, 2, 2, 128)}
 
 
 def main():
@@ -61,9 +67,9 @@ def main():
                  "contig_lens": lambda: (lambda: fd.decode_attention(q, k, v, lens))}
         splits = {"contig": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, ragged),
                   "contig_lens": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, True)}
-        for name, (ahead, bn, w, st) in VARIANTS.items():
-            cands[name] = (lambda a=ahead, bn=bn, w=w, st=st:
-                           (lambda: fd._decode(q, kp, vp, lens, None, None, tab, bn, w, st, a)))
+        for name, (ahead, bn, w, st, regs) in VARIANTS.items():
+            cands[name] = (lambda a=ahead, bn=bn, w=w, st=st, regs=regs:
+                           (lambda: fd._decode(q, kp, vp, lens, None, None, tab, bn, w, st, a, regs)))
             splits[name] = fd.launch_shape(batch, heads_kv, group, cache_len, db.D, 2, num_sms, True, True,
                                            None, bn, w, st)[0]
         first_row = len(db.ROWS)

@@ -13,7 +13,7 @@ import torch
 from kernels._checks import interpreting
 
 INTERPRETER_SMS = 132        # SM count assumed in the CPU interpreter, where no device is queried
-INTERPRETER_SMEM = 233472    # shared memory per SM (bytes) assumed there (an H100/H200: 228 KB)
+INTERPRETER_PER_SM = {"smem": 233472, "regs": 65536}   # an H100/H200's SM, assumed there (228 KB, 64 K)
 
 
 def cdiv(a: int, b: int) -> int:
@@ -42,8 +42,10 @@ def sm_count(device: torch.device) -> int:
     return properties(device.index if device.index is not None else torch.cuda.current_device())["sms"]
 
 
-def smem_per_sm(device: torch.device) -> int:
-    """Shared memory per SM of `device` in bytes; INTERPRETER_SMEM in Triton's CPU interpreter."""
+
+def per_sm(device: torch.device, resource: str) -> int:
+    """`resource` of one SM of `device`: "smem" (shared memory, bytes) or "regs" (32-bit registers);
+    in Triton's CPU interpreter an H100/H200's (INTERPRETER_PER_SM)."""
     if interpreting() or device.type != "cuda":
-        return INTERPRETER_SMEM
-    return properties(device.index if device.index is not None else torch.cuda.current_device())["smem"]
+        return INTERPRETER_PER_SM[resource]
+    return properties(device.index if device.index is not None else torch.cuda.current_device())[resource]

@@ -88,7 +88,16 @@ without lengths unless ragged), per-tile lookup -> ahead at 4 / 3 / 2 stages: B=
 76.1 -> 81.6 / 88.5 / 74.6 (72.2; 77.4 with lengths); ragged B=16 Hkv=8 Lmax=4096 55.3 -> 46.5 /
 45.7 / 52.4 (42.4), B=64 163.3 -> 139.9 / 144.6 / 159.8 (129.8). The rule's stages are the faster
 of the two at every shape but the ragged ones, whose programs past a short sequence's end exit at
-once, so fewer are resident than launched (the plan does not read the lengths). The committed run at
+once, so fewer are resident than launched (the plan does not read the lengths). Registers: at
+G = 1 the loop with the indices ahead compiles to 156 registers a thread, so an SM holds three
+programs and the paged rule's four an SM take two waves; the committed run at 0a530a6 (no cap)
+has those rows 1.22-1.37x slower than contiguous (B=1 Hkv=32 L=131072 650 us, against 476). Paged
+launches with the indices ahead are capped at `paged_registers`, so that all their programs (up to
+four an SM) are resident: 128 at four 4-warp programs an SM, which spills 2-4 registers: same probe, DIAG=g1, us, per-tile lookup / ahead / ahead capped (contiguous): B=1
+Hkv=32 L=16384 76.8 / 95.0 / 76.2 (73.5); L=131072 488.2 / 647.8 / 485.6 (472.6); B=4 Hkv=32
+L=1024 28.0 / 31.7 / 27.2 (25.2); L=16384 251.7 / 328.9 / 250.9 (244.9); B=16 Hkv=32 L=16384 954.7 /
+1030.0 / 954.1 (944.0); at G = 4 (118 registers) the cap changes nothing (B=1 Hkv=8 L=16384 31.6 /
+32.1, ragged B=16 Hkv=8 Lmax=4096 52.5 / 52.9). The committed run at
 9f262f2 merged 8192 values a step (MERGE_TILE): at G = 1 that tile raised the kernel to 155
 registers, too many for PAGED_PROGRAMS_PER_SM resident programs, and its paged rows at Hkv=32
 ran 1.2-1.39x slower than at 81ffb54 (B=1 L=131072 0.488 -> 0.654-0.684 ms); 2048 values a step
@@ -131,7 +140,7 @@ import triton
 import triton.language as tl
 
 from kernels._checks import check_no_grad, check_same_device, check_tensor, interpreting
-from kernels._device import INTERPRETER_SMEM, cdiv, pow2, sm_count, smem_per_sm
+from kernels._device import INTERPRETER_PER_SM, cdiv, per_sm, pow2, sm_count
 from kernels._plans import Launch, aligned, current_stream, layout, new_output, remember
 
 DTYPES = (torch.float16, torch.bfloat16)
@@ -561,7 +570,7 @@ class _DecodePlan:
 def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim: int, element_size: int,
                  num_sms: int, paged: bool, lengths: bool, num_splits: int | None = None,
                  block_n: int | None = None, num_warps: int | None = None, num_stages: int | None = None,
-                 smem: int = INTERPRETER_SMEM, table_ahead: bool | None = None) -> tuple[int, int, int, int]:
+                 smem: int = INTERPRETER_PER_SM["smem"], table_ahead: bool | None = None) -> tuple[int, int, int, int]:
     """(S, BLOCK_N, num_warps, num_stages) of a launch; split s reads tiles
     floor(s * n_blocks / S) .. floor((s + 1) * n_blocks / S) - 1 of n_blocks = cdiv(cache_len, BLOCK_N).
 
@@ -595,8 +604,18 @@ def paged_stages(programs: int, num_sms: int, smem: int, block_n: int, head_dim:
     H200 (228 KB an SM, 32 KB of K and V a tile at D = 128): 4 stages up to 2 programs per SM, 3 at
     3, 2 from 4 on; measured in the module docstring."""
     tile = 2 * block_n * max(16, pow2(head_dim)) * element_size
-    per_sm = cdiv(programs, num_sms)
-    return max(2, min(4, 1 + (smem // per_sm - PAGED_RING_RESERVE) // tile))
+    resident = cdiv(programs, num_sms)
+    return max(2, min(4, 1 + (smem // resident - PAGED_RING_RESERVE) // tile))
+
+
+def paged_registers(programs: int, num_sms: int, num_warps: int, regs: int) -> int:
+    """maxnreg of a paged launch whose page indices are loaded a tile ahead: the registers a thread
+    may use with all the launch's programs of num_warps warps resident, cdiv(programs, SMs) of them
+    an SM (at most PAGED_PROGRAMS_PER_SM), on an SM of `regs` registers; a multiple of 8, at most 255.
+    At G = 1 the loop otherwise compiles to 156 registers, three programs an SM, and the paged rule's
+    four an SM take two waves; capped at 128 it spills 2-4 (module docstring)."""
+    resident = max(1, min(cdiv(programs, num_sms), PAGED_PROGRAMS_PER_SM))
+    return min(255, regs // (resident * num_warps * 32) // 8 * 8)
 
 
 def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages,
@@ -616,10 +635,14 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     if batch == 0 or heads_q == 0:
         return _DecodePlan(None, (batch, heads_q, head_dim), cache_len=cache_len, num_pages=num_pages)
     group = heads_q // heads_kv
+    chosen = block_n is None and num_warps is None and num_stages is None
     splits, block_n, num_warps, num_stages = launch_shape(
         batch, heads_kv, group, cache_len, head_dim, q.element_size(), sm_count(q.device),
         block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages,
-        smem_per_sm(q.device), table_ahead)
+        per_sm(q.device, "smem"), table_ahead)
+    ahead = page_size > 0 and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead)
+    if maxnreg is None and chosen and ahead:
+        maxnreg = paged_registers(splits * batch * heads_kv, sm_count(q.device), num_warps, per_sm(q.device, "regs"))
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
     rest = (heads_kv, cache_len, num_pages, cdiv(cache_len, block_n), splits, scale,
             group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),
@@ -627,7 +650,7 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
             seqlens is not None, splits > 1,
             # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
             q.dtype == torch.bfloat16 and interpreting(), merge_rows(group), page_size,
-            page_size > 0 and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead))
+            ahead)
     return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
                        (batch, heads_q, splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,

@@ -13,6 +13,7 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
   tile_s2      paged, per-tile lookup with 2 stages
   ahead_s<n>   paged, indices a tile ahead, 64-token tiles, 4 warps, n stages
   *_r128       the same with registers capped at 128 a thread (maxnreg; DIAG=g1: Hkv = Hq shapes)
+  shipped      decode_attention's paged plan (DIAG=shipped: the committed run's paged rows > 5% slower)
 Every paged launch takes choose_splits' paged S. Each implementation is checked against the float64
 reference before it is timed; CUPTI kernel time with the L2 flushed (decode_balance's helpers).
 """
@@ -43,6 +44,12 @@ if os.environ.get("DIAG") == "g1":   # one query head a KV head (Hkv = Hq = 32),
               (16, 32, 16384, False), (1, 8, 16384, False), (16, 8, 4096, True)]
     VARIANTS = {"tile": (False, None, None, None, None), "ahead_s2": (True, 64, 4, 2, None),
                 "ahead_s2_r128": (True, 64, 4, 2, 128), "tile_s2_r128": (False, 64, 4, 2, 128)}
+if os.environ.get("DIAG") == "shipped":   # decode_attention's paged plan against the per-tile lookup
+    SHAPES = [(b, h, n, False) for b, h, n in (
+        (1, 8, 1024), (1, 8, 4096), (1, 8, 16384), (1, 8, 32768), (1, 32, 4096), (1, 32, 16384), (1, 32, 32768),
+        (1, 32, 131072), (4, 8, 1024), (4, 8, 4096), (4, 32, 1024), (4, 32, 4096), (4, 32, 16384),
+        (4, 32, 32768), (16, 8, 1024), (16, 32, 16384))] + [(16, 8, 4096, True), (64, 8, 4096, True)]
+    VARIANTS = {"tile": (False, None, None, None, None), "shipped": (None, None, None, None, None)}
 if db.DRY:
     SHAPES = [(2, 2, 300, True), (1, 2, 200, False)]
     VARIANTS = {"tile": (False, None, None, None, None), "ahead_s2": (True, 16, 2, 2, 128)}

@@ -447,6 +447,34 @@ def test_paged_ring_as_deep_as_every_program_resident_allows(programs, stages):
     assert decode.paged_stages(programs, 132, 233472, 128, 64, 2) == stages
 
 
+def test_paged_registers_leave_room_for_the_paged_rules_programs():
+    # H200, 4 warps: all programs resident, up to PAGED_PROGRAMS_PER_SM (4) an SM
+    assert decode.paged_registers(512, 132, 4, 65536) == 128
+    assert decode.paged_registers(2048, 132, 4, 65536) == 128
+    assert decode.paged_registers(396, 132, 4, 65536) == 168       # three an SM
+    assert decode.paged_registers(264, 132, 4, 65536) == 255       # two an SM: no cap that binds
+    assert decode.paged_registers(512, 132, 8, 65536) == 64
+
+
+def test_paged_plans_cap_registers_only_with_indices_ahead(fresh_plans, monkeypatch):
+    q, k, v = _inputs(2, 8, 2, 200, 64, torch.float16)
+    k_pages, v_pages, table = decode.paged_cache(k, v, 16, seed=2)
+    lens = torch.tensor([200, 77], dtype=torch.int32)
+    for ahead, cap in ((True, 255), (False, None)):              # 4 programs of 132 SMs: no cap binds
+        monkeypatch.setattr(decode, "PAGED_TABLE_AHEAD", ahead)
+        plan = decode._plan(q, k_pages, v_pages, lens, None, None, table, None, None, None)
+        assert plan.options.get("maxnreg") == cap
+    q, k, v = _inputs(16, 32, 32, 256, 64, torch.float16)         # 512 programs: four an SM
+    k_pages, v_pages, table = decode.paged_cache(k, v, 64, seed=2)
+    lens = torch.full((16,), 256, dtype=torch.int32)
+    plan = decode._plan(q, k_pages, v_pages, lens, None, None, table, None, None, None, True)
+    assert plan.grid == (1, 512) and plan.options["maxnreg"] == 128
+    forced = decode._plan(q, k_pages, v_pages, lens, None, None, table, 64, 4, 2, True)
+    assert "maxnreg" not in forced.options                   # forced launch settings stay as given
+    contiguous = decode._plan(q, k, v, lens, None, None, None, None, None, None, True)
+    assert "maxnreg" not in contiguous.options
+
+
 def test_paged_launch_takes_the_ring_only_when_indices_come_a_tile_ahead():
     # B=16 Hkv=8 L=4096 paged with lengths: S=4, 512 programs on 132 SMs, 4 an SM: 2 stages
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (4, 64, 4, 2)

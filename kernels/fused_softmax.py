@@ -134,7 +134,9 @@ best: 19.9 us fp32 against 28.2 with 512), and 1024 one-column rows when that st
 SM four tiles (1048576x1, 4 warps, fp16 / fp32: 512 rows 2.4 / 3.6 us, 1024 2.0 / 3.6, 2048 2.2 /
 4.1; 4096x1 keeps 512: 1.3 us against 1.4 with 1024; torch 3.8 / 4.9 and 1.5). A problem of fewer rows than that many per SM takes
 the largest power of two of rows per program that still gives every SM a program (rows of two
-or more columns), on fewer warps when the tile holds under 512 elements (a warp per 128).
+or more columns), on fewer warps when the tile holds under 512 elements (a warp per 128); rows of
+128 columns or more then take tiles of SMALL_TILE_ELEMS (512) elements, or one row, on a warp per
+512 elements (below).
 Kernel time in us, rows per program x warps (fp16 / fp32): 4096x7 128x4 2.50 / 2.34, 16x1 1.73 /
 1.73, 32x4 1.63 / 1.63, 64x4 2.17 / 1.79 (torch 1.76 / 1.82); 256x256 8x4 2.27 / 2.27, 1x2 1.98 /
 2.08, 2x2 1.73 / 2.05 (torch 2.66 / 2.34); 512x512 4x4 2.34 / 2.62, 2x4 2.18 / 2.50, 1x1 2.14 /
@@ -143,8 +145,8 @@ Liger (probes/softmax_small.py, CUPTI medians, us, fp16 / fp32): 256x256 the tab
 2.05, 2x1 1.70 / 1.86, Liger 1.84 / 1.92; 512x512 fp32 the table's 2x4 2.46, 1x1 2.29, Liger
 2.24; 1024x1024 fp16 row on 4 warps 3.04, rows 1x1 2.98, Liger 2.91; 4096x4096 fp32 row on 8
 warps 34.5, on 16 34.0, Liger 34.1. Fewer warps for these small tiles are ahead there, but 8x1
-loses at 1024x128 fp32 (above), so the table waits on those settings timed at every small shape
-of the grid. Timed there since (softmax_small.py DIAG=grid, all 21 shapes of the full grid under 8
+loses at 1024x128 fp32 (above), so the table waited on those settings timed at every small shape
+of the grid. Timed there (softmax_small.py DIAG=grid, all 21 shapes of the full grid under 8
 MB, 20-44 settings each, CUPTI medians, us; ours as shipped / the fastest setting / Liger):
 256x256 fp32 2.08 / 1.86 (rows 2x1) / 1.97, fp16 1.98 / 1.79 (2x2) / 1.86, bf16 1.98 / 1.74 (2x2) /
 1.89; 512x512 fp32 2.51 / 2.37 (1x1) / 2.31, fp16 2.18 / 2.11 (2x1) / 2.11, bf16 2.18 / 2.14 (1x1)
@@ -153,7 +155,12 @@ MB, 20-44 settings each, CUPTI medians, us; ours as shipped / the fastest settin
 1.31-1.34 / 3.65; 4096x7 1.66-1.76 / 1.70-1.73 / 3.70-3.74; 1048576x1 2.72-2.78 / 2.72-2.75 /
 633. The table's settings are within 0.07 us of the fastest at 17 of the 21; at 256x256 two rows a
 program on one or two warps are 0.19-0.24 us ahead (and 0.06-0.11 ahead of Liger); at 512x512
-and 1024x1024 Liger stays 0-0.06 us ahead of every setting (ours as shipped 0.06-0.21 behind it). Looped tiles of 8192
+and 1024x1024 Liger stays 0-0.06 us ahead of every setting (ours as shipped 0.06-0.21 behind it).
+Hence the small-problem tiles of 512 elements on one warp (256x256: 2x1, 512x512: 1x1, 1024x128:
+4x1). The same probe with them: 256x256 fp16 1.86 (Liger 1.84), fp32 1.89 (1.98); 512x512 fp32
+2.38 (2.27). Committed run at 0a530a6 against the one at 149284c (CUPTI medians, us): 256x256
+1.34-1.38 against 1.57 in every dtype (Liger 1.47); 512x512 fp32 1.78 against 1.95 (Liger 1.76),
+fp16 / bf16 1.63 against 1.66 (1.63); 1024x128 unchanged (1.41-1.47). Looped tiles of 8192
 columns give each thread 64 bytes of input a tile (8 warps in
 fp16/bf16, 16 in fp32; 4096x32768 fp16: 3.60 TB/s with 8 warps, 3.28 with 16). Split's tiles
 hold 16 KB of input (4096 fp32 columns, 8192 fp16/bf16) on 8 warps and its segments four tiles

@@ -14,6 +14,7 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
   ahead_s<n>   paged, indices a tile ahead, 64-token tiles, 4 warps, n stages
   *_r128       the same with registers capped at 128 a thread (maxnreg; DIAG=g1: Hkv = Hq shapes)
   shipped      decode_attention's paged plan (DIAG=shipped: the committed run's paged rows > 5% slower)
+  *_halfS, *_2xS  the paged rule's S halved or doubled (DIAG=ragged: ragged lengths and their twins)
 Every paged launch takes choose_splits' paged S. Each implementation is checked against the float64
 reference before it is timed; CUPTI kernel time with the L2 flushed (decode_balance's helpers).
 """
@@ -50,9 +51,16 @@ if os.environ.get("DIAG") == "shipped":   # decode_attention's paged plan agains
         (1, 32, 131072), (4, 8, 1024), (4, 8, 4096), (4, 32, 1024), (4, 32, 4096), (4, 32, 16384),
         (4, 32, 32768), (16, 8, 1024), (16, 32, 16384))] + [(16, 8, 4096, True), (64, 8, 4096, True)]
     VARIANTS = {"tile": (False, None, None, None, None), "shipped": (None, None, None, None, None)}
+if os.environ.get("DIAG") == "ragged":   # lengths that differ: deeper rings, fewer or more splits
+    SHAPES = [(16, 8, 4096, True), (64, 8, 4096, True), (4, 8, 32768, True), (16, 8, 32768, True),
+              (16, 8, 4096, False), (64, 8, 4096, False)]
+    VARIANTS = {"shipped": (None, None, None, None, None), "s4": (True, 64, 4, 4, 128),
+                "s3": (True, 64, 4, 3, 128), "s4_halfS": (True, 64, 4, 4, 128, 0.5),
+                "s2_2xS": (True, 64, 4, 2, 128, 2.0), "s4_2xS": (True, 64, 4, 4, 128, 2.0)}
 if db.DRY:
     SHAPES = [(2, 2, 300, True), (1, 2, 200, False)]
-    VARIANTS = {"tile": (False, None, None, None, None), "ahead_s2": (True, 16, 2, 2, 128)}
+    VARIANTS = {"tile": (False, None, None, None, None), "ahead_s2": (True, 16, 2, 2, 128),
+                "ahead_halfS": (True, 16, 2, 2, 128, 0.5)}
 
 
 def main():
@@ -74,11 +82,13 @@ def main():
                  "contig_lens": lambda: (lambda: fd.decode_attention(q, k, v, lens))}
         splits = {"contig": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, ragged),
                   "contig_lens": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, True)}
-        for name, (ahead, bn, w, st, regs) in VARIANTS.items():
-            cands[name] = (lambda a=ahead, bn=bn, w=w, st=st, regs=regs:
-                           (lambda: fd._decode(q, kp, vp, lens, None, None, tab, bn, w, st, a, regs)))
+        paged_s = fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, True, True)
+        for name, (ahead, bn, w, st, regs, *scale) in VARIANTS.items():
+            forced = max(1, int(paged_s * scale[0])) if scale else None     # a share of the paged rule's S
+            cands[name] = (lambda a=ahead, bn=bn, w=w, st=st, regs=regs, s=forced:
+                           (lambda: fd._decode(q, kp, vp, lens, None, s, tab, bn, w, st, a, regs)))
             splits[name] = fd.launch_shape(batch, heads_kv, group, cache_len, db.D, 2, num_sms, True, True,
-                                           None, bn, w, st)[0]
+                                           forced, bn, w, st)[0]
         first_row = len(db.ROWS)
         res = db.run_group(shape, "paged_ahead", cands, splits, ref)
         for r in db.ROWS[first_row:]:
@@ -97,12 +107,12 @@ def main():
     kernels = db.kernel_rows(os.path.join(db.OUT, "decode_paged_ahead_kernels.csv"))
     print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}, {study.PAGE_SIZE}-token pages; x: over contig")
     names = ["contig", "contig_lens", *VARIANTS]
-    print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'rag':>3} | " + " ".join(f"{n:>12}" for n in names))
+    print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'rag':>3} | " + " ".join(f"{n:>15}" for n in names))
     for (b, h, n, rag), res, sp in table:
         base = res.get("contig")
-        cells = [(f"{res[x]:.1f}" + (f" {res[x] / base:.2f}" if base and x != "contig" else f"({sp[x]})"))
+        cells = [(f"{res[x]:.1f}({sp[x]})" + (f" {res[x] / base:.2f}" if base and x != "contig" else ""))
                  if res.get(x) else "-" for x in names]
-        print(f"{b:>3} {h:>3} {n:>6} {'y' if rag else 'n':>3} | " + " ".join(f"{c:>12}" for c in cells))
+        print(f"{b:>3} {h:>3} {n:>6} {'y' if rag else 'n':>3} | " + " ".join(f"{c:>15}" for c in cells))
     for name in names[2:]:
         xs = [res[name] / res["contig"] for _, res, _ in table if res.get(name) and res.get("contig")]
         if xs:

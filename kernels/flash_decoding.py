@@ -97,7 +97,13 @@ four an SM) are resident: 128 at four 4-warp programs an SM, which spills 2-4 re
 Hkv=32 L=16384 76.8 / 95.0 / 76.2 (73.5); L=131072 488.2 / 647.8 / 485.6 (472.6); B=4 Hkv=32
 L=1024 28.0 / 31.7 / 27.2 (25.2); L=16384 251.7 / 328.9 / 250.9 (244.9); B=16 Hkv=32 L=16384 954.7 /
 1030.0 / 954.1 (944.0); at G = 4 (118 registers) the cap changes nothing (B=1 Hkv=8 L=16384 31.6 /
-32.1, ragged B=16 Hkv=8 Lmax=4096 52.5 / 52.9). The committed run at
+32.1, ragged B=16 Hkv=8 Lmax=4096 52.5 / 52.9). Ragged lengths, measured and not yet acted on
+(DIAG=ragged, us, the plan's S / 4 stages at that S / 2 stages at twice that S, contiguous with
+lengths): B=16 Hkv=8 Lmax=4096 52.4 (S=4) / 47.3 / 41.6 (S=8), contiguous 43.2 (S=4); B=64 159.8
+(S=1) / 145.7 / 151.8 (S=2), contiguous 131.7; B=4 Lmax=32768 87.4 (S=16) / 71.1 / 66.5 (S=32),
+contiguous 104.5 (S=4: the one-wave rule under-splits ragged lengths on a grid that does not fill
+the GPU); B=16 Lmax=32768 267.7 (S=8) / 275.3 / 264.5. Their equal-length twins, lengths passed:
+B=16 Hkv=8 L=4096 76.0 / 82.4 / 79.2, B=64 258.2 / 263.3 / 258.4. The committed run at
 9f262f2 merged 8192 values a step (MERGE_TILE): at G = 1 that tile raised the kernel to 155
 registers, too many for PAGED_PROGRAMS_PER_SM resident programs, and its paged rows at Hkv=32
 ran 1.2-1.39x slower than at 81ffb54 (B=1 L=131072 0.488 -> 0.654-0.684 ms); 2048 values a step

@@ -15,6 +15,7 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
   *_r128       the same with registers capped at 128 a thread (maxnreg; DIAG=g1: Hkv = Hq shapes)
   shipped      decode_attention's paged plan (DIAG=shipped: the committed run's paged rows > 5% slower)
   *_halfS, *_2xS  the paged rule's S halved or doubled (DIAG=ragged: ragged lengths and their twins)
+  contig_<m>xS the contiguous cache with lengths at m times its rule's S (DIAG=ragged_contig)
 Every paged launch takes choose_splits' paged S. Each implementation is checked against the float64
 reference before it is timed; CUPTI kernel time with the L2 flushed (decode_balance's helpers).
 """
@@ -57,10 +58,15 @@ if os.environ.get("DIAG") == "ragged":   # lengths that differ: deeper rings, fe
     VARIANTS = {"shipped": (None, None, None, None, None), "s4": (True, 64, 4, 4, 128),
                 "s3": (True, 64, 4, 3, 128), "s4_halfS": (True, 64, 4, 4, 128, 0.5),
                 "s2_2xS": (True, 64, 4, 2, 128, 2.0), "s4_2xS": (True, 64, 4, 4, 128, 2.0)}
+if os.environ.get("DIAG") == "ragged_contig":   # the contiguous cache with lengths: more splits
+    SHAPES = [(4, 8, 32768, True), (4, 8, 32768, False), (1, 8, 32768, True), (4, 8, 4096, True),
+              (16, 8, 32768, True), (16, 8, 4096, True), (16, 8, 4096, False)]
+    VARIANTS = {"shipped": (None, None, None, None, None),
+                **{f"contig_{m}xS": ("contiguous", None, None, None, None, m) for m in (2, 4, 8)}}
 if db.DRY:
     SHAPES = [(2, 2, 300, True), (1, 2, 200, False)]
     VARIANTS = {"tile": (False, None, None, None, None), "ahead_s2": (True, 16, 2, 2, 128),
-                "ahead_halfS": (True, 16, 2, 2, 128, 0.5)}
+                "ahead_halfS": (True, 16, 2, 2, 128, 0.5), "contig_2xS": ("contiguous", None, None, None, None, 2)}
 
 
 def main():
@@ -84,11 +90,14 @@ def main():
                   "contig_lens": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, True)}
         paged_s = fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, True, True)
         for name, (ahead, bn, w, st, regs, *scale) in VARIANTS.items():
-            forced = max(1, int(paged_s * scale[0])) if scale else None     # a share of the paged rule's S
-            cands[name] = (lambda a=ahead, bn=bn, w=w, st=st, regs=regs, s=forced:
-                           (lambda: fd._decode(q, kp, vp, lens, None, s, tab, bn, w, st, a, regs)))
-            splits[name] = fd.launch_shape(batch, heads_kv, group, cache_len, db.D, 2, num_sms, True, True,
-                                           forced, bn, w, st)[0]
+            contiguous = ahead == "contiguous"     # the contiguous cache with lengths, S scaled from its own rule
+            base_s = splits["contig_lens"] if contiguous else paged_s
+            forced = max(1, int(base_s * scale[0])) if scale else None     # a multiple of the rule's S
+            kk, vv, tt, aa = (k, v, None, None) if contiguous else (kp, vp, tab, ahead)
+            cands[name] = (lambda kk=kk, vv=vv, tt=tt, a=aa, bn=bn, w=w, st=st, regs=regs, s=forced:
+                           (lambda: fd._decode(q, kk, vv, lens, None, s, tt, bn, w, st, a, regs)))
+            splits[name] = fd.launch_shape(batch, heads_kv, group, cache_len, db.D, 2, num_sms, not contiguous,
+                                           True, forced, bn, w, st)[0]
         first_row = len(db.ROWS)
         res = db.run_group(shape, "paged_ahead", cands, splits, ref)
         for r in db.ROWS[first_row:]:

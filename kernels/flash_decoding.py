@@ -103,7 +103,13 @@ lengths): B=16 Hkv=8 Lmax=4096 52.4 (S=4) / 47.3 / 41.6 (S=8), contiguous 43.2 (
 (S=1) / 145.7 / 151.8 (S=2), contiguous 131.7; B=4 Lmax=32768 87.4 (S=16) / 71.1 / 66.5 (S=32),
 contiguous 104.5 (S=4: the one-wave rule under-splits ragged lengths on a grid that does not fill
 the GPU); B=16 Lmax=32768 267.7 (S=8) / 275.3 / 264.5. Their equal-length twins, lengths passed:
-B=16 Hkv=8 L=4096 76.0 / 82.4 / 79.2, B=64 258.2 / 263.3 / 258.4. The committed run at
+B=16 Hkv=8 L=4096 76.0 / 82.4 / 79.2, B=64 258.2 / 263.3 / 258.4. The contiguous cache with lengths
+at 1 / 2 / 4 / 8 times its S (DIAG=ragged_contig): ragged B=4 Hkv=8 Lmax=32768 104.7 (S=4) / 83.1 /
+65.6 / 66.6, B=4 Lmax=4096 19.0 / 16.7 / 17.7 / 19.5, B=16 Lmax=32768 257.5 (S=8) / 254.5 / 255.2 /
+259.0, B=16 Lmax=4096 43.2 (S=4) / 43.5 / 43.7 / 53.5, B=1 Lmax=32768 36.4 (S=16) / 39.7 / 42.4 /
+46.3; equal lengths B=4 L=32768 131.4 / 133.1 / 136.0 / 141.3, B=16 L=4096 77.4 / 79.9 / 80.7 / 96.2.
+More splits for calls with lengths pay where lengths differ (up to 37% at B=4) and cost 1-4% where
+they do not; the plan cannot tell the two apart without reading the lengths. The committed run at
 9f262f2 merged 8192 values a step (MERGE_TILE): at G = 1 that tile raised the kernel to 155
 registers, too many for PAGED_PROGRAMS_PER_SM resident programs, and its paged rows at Hkv=32
 ran 1.2-1.39x slower than at 81ffb54 (B=1 L=131072 0.488 -> 0.654-0.684 ms); 2048 values a step

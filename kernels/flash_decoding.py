@@ -200,6 +200,23 @@ def _mma(a, b, UPCAST: tl.constexpr):
 
 
 @triton.jit
+def _attend_tile(q, k_ptrs, v_ptrs, mask_n, mask_d, m_i, l_i, acc, qk_scale, UPCAST_DOT: tl.constexpr):
+    """One BLOCK_N-token tile of the online softmax: load K and V at k_ptrs / v_ptrs (tokens where
+    mask_n), update the running max m_i and sum l_i (log2 units) and the (BLOCK_G, BLOCK_D) accumulator
+    acc of q's query rows; returns the new (m_i, l_i, acc)."""
+    k = tl.load(k_ptrs, mask=mask_n[:, None] & mask_d[None, :], other=0.0)
+    s = _mma(q, tl.trans(k), UPCAST_DOT) * qk_scale                               # (BLOCK_G, BLOCK_N)
+    s = tl.where(mask_n[None, :], s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, 1))
+    alpha = tl.math.exp2(m_i - m_new)
+    p = tl.math.exp2(s - m_new[:, None])
+    l_i = l_i * alpha + tl.sum(p, 1)
+    v = tl.load(v_ptrs, mask=mask_n[:, None] & mask_d[None, :], other=0.0)
+    acc = acc * alpha[:, None] + _mma(p.to(v.dtype), v, UPCAST_DOT)              # (BLOCK_G, BLOCK_D)
+    return m_new, l_i, acc
+
+
+@triton.jit
 def _merge_group(Part, Lse, Out, row0, n_valid, num_splits, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
                  BLOCK_MG: tl.constexpr, BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
     """Out[r] = sum_s exp2(lse_s) * Part[r, s] / sum_s exp2(lse_s) over the first n_valid splits, for the
@@ -317,16 +334,7 @@ def _decode_kernel(
                       + offs_d[None, :] * stride_kd)                              # (BLOCK_N, BLOCK_D)
             v_ptrs = (V + h64 * stride_vh + (page * stride_vb + slot * stride_vn)[:, None]
                       + offs_d[None, :] * stride_vd)
-        k = tl.load(k_ptrs, mask=mask_n[:, None] & mask_d[None, :], other=0.0)
-        s = _mma(q, tl.trans(k), UPCAST_DOT) * qk_scale                           # (BLOCK_G, BLOCK_N)
-        s = tl.where(mask_n[None, :], s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, 1))
-        alpha = tl.math.exp2(m_i - m_new)
-        p = tl.math.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_ptrs, mask=mask_n[:, None] & mask_d[None, :], other=0.0)
-        acc = acc * alpha[:, None] + _mma(p.to(v.dtype), v, UPCAST_DOT)          # (BLOCK_G, BLOCK_D)
-        m_i = m_new
+        m_i, l_i, acc = _attend_tile(q, k_ptrs, v_ptrs, mask_n, mask_d, m_i, l_i, acc, qk_scale, UPCAST_DOT)
         if PAGE_SIZE == 0:
             k_ptrs += k_step
             v_ptrs += v_step
@@ -648,11 +656,11 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
         return _DecodePlan(None, (batch, heads_q, head_dim), cache_len=cache_len, num_pages=num_pages)
     group = heads_q // heads_kv
     chosen = block_n is None and num_warps is None and num_stages is None
+    ahead = page_size > 0 and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead)
     splits, block_n, num_warps, num_stages = launch_shape(
         batch, heads_kv, group, cache_len, head_dim, q.element_size(), sm_count(q.device),
         block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages,
-        per_sm(q.device, "smem"), table_ahead)
-    ahead = page_size > 0 and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead)
+        per_sm(q.device, "smem"), ahead)
     if maxnreg is None and chosen and ahead:
         maxnreg = paged_registers(splits * batch * heads_kv, sm_count(q.device), num_warps, per_sm(q.device, "regs"))
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E

@@ -86,16 +86,8 @@ def _queue_kernel(Q, K, V, Lens, Out, Part, Lse, Count, Work,
                       + offs_d[None, :])
             for n0 in range(start, end, BLOCK_N):
                 mask_n = (n0 + offs_n) < end
-                k = tl.load(k_ptrs, mask=mask_n[:, None] & mask_d[None, :], other=0.0)
-                s = fd._mma(q, tl.trans(k), UPCAST_DOT) * qk_scale
-                s = tl.where(mask_n[None, :], s, float("-inf"))
-                m_new = tl.maximum(m_i, tl.max(s, 1))
-                alpha = tl.math.exp2(m_i - m_new)
-                p = tl.math.exp2(s - m_new[:, None])
-                l_i = l_i * alpha + tl.sum(p, 1)
-                v = tl.load(v_ptrs, mask=mask_n[:, None] & mask_d[None, :], other=0.0)
-                acc = acc * alpha[:, None] + fd._mma(p.to(v.dtype), v, UPCAST_DOT)
-                m_i = m_new
+                m_i, l_i, acc = fd._attend_tile(q, k_ptrs, v_ptrs, mask_n, mask_d, m_i, l_i, acc, qk_scale,
+                                                UPCAST_DOT)
                 k_ptrs += BLOCK_N * stride_kn
                 v_ptrs += BLOCK_N * stride_vn
             tl.store(Part + (rows * n_chunks + c)[:, None] * HEAD_DIM + offs_d[None, :], acc / l_i[:, None],

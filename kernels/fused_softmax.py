@@ -657,15 +657,14 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
             large = rows is None or rows >= ROWS_1COL_LARGE_TILES_PER_SM * ROWS_1COL_LARGE_TILE_ROWS * sms
             cap = ROWS_1COL_LARGE_TILE_ROWS if large else ROWS_MAX_TILE_ROWS_1COL
         rows_per_tile = _clamp(ELEMS_PER_THREAD * 32 * 4 // block, 1, cap)
+        warp_elems = ROWS_THREAD_ELEMS
         if rows is not None and block > 1:     # a small problem: at least one tile per SM
             fit = 1 << (max(rows // sms, 1).bit_length() - 1)
-            if block >= SMALL_MIN_BLOCK and fit < rows_per_tile:   # fewer tiles than SMs at the table's
-                rows_per_tile = min(rows_per_tile, max(1, SMALL_TILE_ELEMS // block))
-                return Config(block=block, num_warps=_clamp(rows_per_tile * block // SMALL_TILE_ELEMS, 1, 4),
-                              rows=rows_per_tile)
-            rows_per_tile = min(rows_per_tile, fit)
-        return Config(block=block, num_warps=_clamp(rows_per_tile * block // ROWS_THREAD_ELEMS, 1, 4),
-                      rows=rows_per_tile)
+            if block >= SMALL_MIN_BLOCK and fit < rows_per_tile:   # the table's tiles would leave SMs idle
+                rows_per_tile, warp_elems = min(rows_per_tile, max(1, SMALL_TILE_ELEMS // block)), SMALL_TILE_ELEMS
+            else:
+                rows_per_tile = min(rows_per_tile, fit)
+        return Config(block=block, num_warps=_clamp(rows_per_tile * block // warp_elems, 1, 4), rows=rows_per_tile)
     body = pow2(wide_body(cols, dtype))                        # row and looped blocks
     if strategy == "row":
         return Config(block=body, num_warps=_row_warps(body))

@@ -295,11 +295,67 @@ def kernel_rows(path):
                      "grid": plan.grid, "regs": getattr(compiled, "n_regs", ""),
                      "spills": getattr(compiled, "n_spills", ""), "shared": compiled.metadata.shared})
     if rows:
-        with open(path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+        write_csv(path, rows)
     return rows
+
+
+def write_csv(path: str, rows: list[dict]) -> None:
+    """rows (dicts with the same keys) as a CSV at path; a lone `status` header when there are none."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["status"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def print_bad(path: str) -> None:
+    """The row count, the CSV written, the wall time and the first rows that are not ok."""
+    bad = [r for r in ROWS if r["status"] != "ok"]
+    print(f"{len(ROWS)} rows ({len(bad)} not ok) -> {path}; wall {time.perf_counter() - T0:.0f} s")
+    for r in bad[:6]:
+        print(f"  {r['status']}: B={r['batch']} Hkv={r['heads_kv']} L={r['cache_len']} {r['impl']}: "
+              f"{r['message'][:100]}")
+
+
+def sweep(shapes, group: str, candidates) -> list:
+    """For each (B, Hkv, Lmax, ragged) of `shapes` while the budget lasts: the study's inputs and float64
+    reference, then `candidates(inputs, num_sms)` -> ({name: factory}, {name: S}) checked and timed by
+    run_group (rows tagged with `ragged`). Returns [((B, Hkv, Lmax, ragged), {name: us}, {name: S})]."""
+    num_sms = sm_count(torch.device(DEVICE))
+    table = []
+    for batch, heads_kv, cache_len, ragged in shapes:
+        if left() < 0:
+            break
+        shape = dict(shape_dict(batch, heads_kv, cache_len), ragged=ragged)
+        inputs = study.make_inputs(shape, DTYPE, DEVICE)
+        ref = study.reference(inputs)
+        cands, splits = candidates(inputs, num_sms)
+        first_row = len(ROWS)
+        res = run_group(shape, group, cands, splits, ref)
+        for r in ROWS[first_row:]:
+            r["ragged"] = ragged
+        table.append(((batch, heads_kv, cache_len, ragged), res, splits))
+        del inputs, ref, cands
+        if not DRY:
+            torch.cuda.empty_cache()
+        print(f"  done B={batch} Hkv={heads_kv} L={cache_len} ragged={ragged} at {time.perf_counter() - T0:.0f} s",
+              flush=True)
+    return table
+
+
+def print_ratios(table: list, names: list[str], base: str, width: int = 15) -> None:
+    """sweep's table as us(S) and the ratio over `base` per shape, then each variant's median, min and max
+    ratio over `base` and at how many shapes it is within 5% of it."""
+    print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'rag':>3} | " + " ".join(f"{n:>{width}}" for n in names))
+    for (b, h, n, rag), res, sp in table:
+        ref = res.get(base)
+        cells = [(f"{res[x]:.1f}({sp[x]})" + (f" {res[x] / ref:.2f}" if ref and x != base else ""))
+                 if res.get(x) else "-" for x in names]
+        print(f"{b:>3} {h:>3} {n:>6} {'y' if rag else 'n':>3} | " + " ".join(f"{c:>{width}}" for c in cells))
+    for name in names:
+        xs = [res[name] / res[base] for _, res, _ in table if name != base and res.get(name) and res.get(base)]
+        if xs:
+            print(f"{name}: over {base} median {statistics.median(xs):.3f}, min {min(xs):.3f}, max {max(xs):.3f}; "
+                  f"within 5% at {sum(x <= 1.05 for x in xs)} of {len(xs)}")
 
 
 def main():
@@ -367,10 +423,7 @@ def main():
         print(f"  done B={batch} Hkv={heads_kv} L={cache_len} at {time.perf_counter() - T0:.0f} s", flush=True)
 
     path = os.path.join(OUT, "decode_balance.csv")
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(ROWS[0]) if ROWS else ["status"])
-        writer.writeheader()
-        writer.writerows(ROWS)
+    write_csv(path, ROWS)
     kernels = kernel_rows(os.path.join(OUT, "decode_balance_kernels.csv"))
     print_table(summary)
     paged_kernels = sorted({(r["block_n"] or "-", r["regs"], r["spills"], r["shared"]) for r in kernels if r["paged"]},
@@ -378,11 +431,7 @@ def main():
     if paged_kernels:
         print("paged kernels (BLOCK_N forced, regs, spills, shared bytes): "
               + "; ".join(map(str, paged_kernels[:6])))
-    bad = [r for r in ROWS if r["status"] != "ok"]
-    print(f"{len(ROWS)} rows ({len(bad)} not ok) -> {path}; wall {time.perf_counter() - T0:.0f} s")
-    for r in bad[:6]:
-        print(f"  {r['status']}: B={r['batch']} Hkv={r['heads_kv']} L={r['cache_len']} {r['impl']}: "
-              f"{r['message'][:100]}")
+    print_bad(path)
 
 
 def _sort_key(values: tuple) -> tuple:

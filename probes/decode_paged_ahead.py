@@ -21,11 +21,8 @@ reference before it is timed; CUPTI kernel time with the L2 flushed (decode_bala
 """
 from __future__ import annotations
 
-import csv
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decode_balance as db  # noqa: E402  (sets up the interpreter for PROBE_DRYRUN=1)
@@ -69,72 +66,45 @@ if db.DRY:
                 "ahead_halfS": (True, 16, 2, 2, 128, 0.5), "contig_2xS": ("contiguous", None, None, None, None, 2)}
 
 
+def candidates(inputs, num_sms):
+    """The contiguous calls and VARIANTS on a paged copy of the cache: ({name: factory}, {name: S})."""
+    q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
+    batch, heads_kv, cache_len, _ = k.shape
+    ragged = inputs["ragged"]
+    kp, vp, tab = fd.paged_cache(k, v, study.PAGE_SIZE, seed=study.PAGE_SEED)
+    group = db.HQ // heads_kv
+    cands = {"contig": lambda: (lambda: fd.decode_attention(q, k, v, lens if ragged else None)),
+             "contig_lens": lambda: (lambda: fd.decode_attention(q, k, v, lens))}
+    splits = {"contig": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, ragged),
+              "contig_lens": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, True)}
+    paged_s = fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, True, True)
+    for name, (ahead, bn, w, st, regs, *scale) in VARIANTS.items():
+        contiguous = ahead == "contiguous"     # the contiguous cache with lengths, S scaled from its own rule
+        base_s = splits["contig_lens"] if contiguous else paged_s
+        forced = max(1, int(base_s * scale[0])) if scale else None     # a multiple of the rule's S
+        kk, vv, tt, aa = (k, v, None, None) if contiguous else (kp, vp, tab, ahead)
+        cands[name] = (lambda kk=kk, vv=vv, tt=tt, a=aa, bn=bn, w=w, st=st, regs=regs, s=forced:
+                       (lambda: fd._decode(q, kk, vv, lens, None, s, tt, bn, w, st, a, regs)))
+        splits[name] = fd.launch_shape(batch, heads_kv, group, cache_len, db.D, 2, num_sms, not contiguous,
+                                       True, forced, bn, w, st)[0]
+    return cands, splits
+
+
 def main():
     os.makedirs(db.OUT, exist_ok=True)
     db.timer = None if db.DRY else db.CudaTimer()
-    num_sms = db.sm_count(torch.device(db.DEVICE))
-    print(f"device {'CPU interpreter' if db.DRY else torch.cuda.get_device_name()} SMs {num_sms}", flush=True)
-    table = []
-    for batch, heads_kv, cache_len, ragged in SHAPES:
-        if db.left() < 0:
-            break
-        shape = dict(db.shape_dict(batch, heads_kv, cache_len), ragged=ragged)
-        inputs = study.make_inputs(shape, db.DTYPE, db.DEVICE)
-        ref = study.reference(inputs)
-        q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
-        kp, vp, tab = fd.paged_cache(k, v, study.PAGE_SIZE, seed=study.PAGE_SEED)
-        group = db.HQ // heads_kv
-        cands = {"contig": lambda: (lambda: fd.decode_attention(q, k, v, lens if ragged else None)),
-                 "contig_lens": lambda: (lambda: fd.decode_attention(q, k, v, lens))}
-        splits = {"contig": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, ragged),
-                  "contig_lens": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, True)}
-        paged_s = fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, True, True)
-        for name, (ahead, bn, w, st, regs, *scale) in VARIANTS.items():
-            contiguous = ahead == "contiguous"     # the contiguous cache with lengths, S scaled from its own rule
-            base_s = splits["contig_lens"] if contiguous else paged_s
-            forced = max(1, int(base_s * scale[0])) if scale else None     # a multiple of the rule's S
-            kk, vv, tt, aa = (k, v, None, None) if contiguous else (kp, vp, tab, ahead)
-            cands[name] = (lambda kk=kk, vv=vv, tt=tt, a=aa, bn=bn, w=w, st=st, regs=regs, s=forced:
-                           (lambda: fd._decode(q, kk, vv, lens, None, s, tt, bn, w, st, a, regs)))
-            splits[name] = fd.launch_shape(batch, heads_kv, group, cache_len, db.D, 2, num_sms, not contiguous,
-                                           True, forced, bn, w, st)[0]
-        first_row = len(db.ROWS)
-        res = db.run_group(shape, "paged_ahead", cands, splits, ref)
-        for r in db.ROWS[first_row:]:
-            r["ragged"] = ragged
-        table.append(((batch, heads_kv, cache_len, ragged), res, splits))
-        del inputs, q, k, v, kp, vp, ref
-        if not db.DRY:
-            torch.cuda.empty_cache()
-        print(f"  done B={batch} Hkv={heads_kv} L={cache_len} ragged={ragged} at {time.perf_counter() - db.T0:.0f} s",
-              flush=True)
+    print(f"device {'CPU interpreter' if db.DRY else torch.cuda.get_device_name()}", flush=True)
+    table = db.sweep(SHAPES, "paged_ahead", candidates)
     path = os.path.join(db.OUT, "decode_paged_ahead.csv")
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(db.ROWS[0]) if db.ROWS else ["status"])
-        writer.writeheader()
-        writer.writerows(db.ROWS)
+    db.write_csv(path, db.ROWS)
     kernels = db.kernel_rows(os.path.join(db.OUT, "decode_paged_ahead_kernels.csv"))
-    print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}, {study.PAGE_SIZE}-token pages; x: over contig")
-    names = ["contig", "contig_lens", *VARIANTS]
-    print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'rag':>3} | " + " ".join(f"{n:>15}" for n in names))
-    for (b, h, n, rag), res, sp in table:
-        base = res.get("contig")
-        cells = [(f"{res[x]:.1f}({sp[x]})" + (f" {res[x] / base:.2f}" if base and x != "contig" else ""))
-                 if res.get(x) else "-" for x in names]
-        print(f"{b:>3} {h:>3} {n:>6} {'y' if rag else 'n':>3} | " + " ".join(f"{c:>15}" for c in cells))
-    for name in names[2:]:
-        xs = [res[name] / res["contig"] for _, res, _ in table if res.get(name) and res.get("contig")]
-        if xs:
-            print(f"{name}: over contig median {statistics.median(xs):.3f} max {max(xs):.3f}; "
-                  f"within 5% at {sum(x <= 1.05 for x in xs)} of {len(xs)}")
+    print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}, {study.PAGE_SIZE}-token pages; (S): splits; "
+          "x: over contig")
+    db.print_ratios(table, ["contig", "contig_lens", *VARIANTS], "contig")
     shown = sorted({(r["num_stages"], r["regs"], r["spills"], r["shared"]) for r in kernels if r["paged"]},
                    key=db._sort_key)
     print("paged kernels (stages, regs, spills, shared bytes): " + "; ".join(map(str, shown)))
-    bad = [r for r in db.ROWS if r["status"] != "ok"]
-    print(f"{len(db.ROWS)} rows ({len(bad)} not ok) -> {path}; wall {time.perf_counter() - db.T0:.0f} s")
-    for r in bad[:6]:
-        print(f"  {r['status']}: B={r['batch']} Hkv={r['heads_kv']} L={r['cache_len']} {r['impl']}: "
-              f"{r['message'][:100]}")
+    db.print_bad(path)
 
 
 if __name__ == "__main__":

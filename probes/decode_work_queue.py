@@ -22,9 +22,7 @@ PROBE_DRYRUN=1 checks the kernel in Triton's CPU interpreter on small ragged sha
 from __future__ import annotations
 
 import os
-import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decode_balance as db  # noqa: E402  (sets up the interpreter for PROBE_DRYRUN=1)
@@ -32,6 +30,8 @@ import decode_balance as db  # noqa: E402  (sets up the interpreter for PROBE_DR
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+
+from kernels._device import pow2  # noqa: E402
 
 fd, study = db.fd, db.study
 PROGRAMS_PER_SM = 4
@@ -120,7 +120,7 @@ def queue_decode(q, k, v, lens, chunk: int, programs_per_sm: int = PROGRAMS_PER_
     _, heads_kv, cache_len, _ = k.shape
     assert q.stride(2) == 1 and k.stride(3) == 1 and v.stride(3) == 1 and chunk % block_n == 0
     group = heads_q // heads_kv
-    n_chunks = -(-cache_len // chunk)
+    n_chunks = db.cdiv(cache_len, chunk)
     total = batch * heads_kv * n_chunks
     key = (q.device, batch, heads_q, n_chunks, head_dim)
     if key not in _SCRATCH:                                        # zeroed once; the kernel leaves them zero
@@ -135,74 +135,40 @@ def queue_decode(q, k, v, lens, chunk: int, programs_per_sm: int = PROGRAMS_PER_
                         q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2),
                         v.stride(0), v.stride(1), v.stride(2),
                         heads_kv, cache_len, n_chunks, total, head_dim ** -0.5 * fd.LOG2E,
-                        GROUP=group, HEAD_DIM=head_dim, CHUNK=chunk, BLOCK_G=max(16, triton.next_power_of_2(group)),
-                        BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+                        GROUP=group, HEAD_DIM=head_dim, CHUNK=chunk, BLOCK_G=max(16, pow2(group)),
+                        BLOCK_N=block_n, BLOCK_D=max(16, pow2(head_dim)),
                         BLOCK_S=fd.merge_step(group, head_dim), BLOCK_MG=fd.merge_rows(group),
                         UPCAST_DOT=q.dtype == torch.bfloat16 and db.DRY,
                         num_warps=num_warps, num_stages=num_stages)
     return out
 
 
+def candidates(inputs, num_sms):
+    """decode_attention with the lengths and the VARIANTS: ({name: factory}, {name: splits or chunks})."""
+    q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
+    batch, heads_kv, cache_len, _ = k.shape
+    cands = {"ours": lambda: (lambda: fd.decode_attention(q, k, v, lens))}
+    splits = {"ours": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, db.HQ // heads_kv, False, True)}
+    bn = 16 if db.DRY else 64
+    for chunk, stages, per_sm in VARIANTS:
+        name = f"q{chunk}s{stages}p{per_sm}"
+        cands[name] = (lambda c=chunk, st=stages, p=per_sm:
+                       (lambda: queue_decode(q, k, v, lens, c, p, block_n=bn, num_stages=st)))
+        splits[name] = db.cdiv(cache_len, chunk)
+    return cands, splits
+
+
 def main():
     os.makedirs(db.OUT, exist_ok=True)
     db.timer = None if db.DRY else db.CudaTimer()
-    num_sms = db.sm_count(torch.device(db.DEVICE))
-    print(f"device {'CPU interpreter' if db.DRY else torch.cuda.get_device_name()} SMs {num_sms}", flush=True)
-    table = []
-    for batch, heads_kv, cache_len, ragged in SHAPES:
-        if db.left() < 0:
-            break
-        shape = dict(db.shape_dict(batch, heads_kv, cache_len), ragged=ragged)
-        inputs = study.make_inputs(shape, db.DTYPE, db.DEVICE)
-        ref = study.reference(inputs)
-        q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
-        group = db.HQ // heads_kv
-        cands = {"ours": lambda: (lambda: fd.decode_attention(q, k, v, lens))}
-        splits = {"ours": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, True)}
-        bn = 16 if db.DRY else 64
-        for chunk, stages, per_sm in VARIANTS:
-            name = f"q{chunk}s{stages}p{per_sm}"
-            cands[name] = (lambda c=chunk, st=stages, p=per_sm:
-                           (lambda: queue_decode(q, k, v, lens, c, p, block_n=bn, num_stages=st)))
-            splits[name] = -(-cache_len // chunk)
-        first_row = len(db.ROWS)
-        res = db.run_group(shape, "work_queue", cands, splits, ref)
-        for r in db.ROWS[first_row:]:
-            r["ragged"] = ragged
-        table.append(((batch, heads_kv, cache_len, ragged), res, splits))
-        del inputs, q, k, v, ref
-        if not db.DRY:
-            torch.cuda.empty_cache()
-        print(f"  done B={batch} Hkv={heads_kv} L={cache_len} ragged={ragged} at {time.perf_counter() - db.T0:.0f} s",
-              flush=True)
+    print(f"device {'CPU interpreter' if db.DRY else torch.cuda.get_device_name()}", flush=True)
+    table = db.sweep(SHAPES, "work_queue", candidates)
     path = os.path.join(db.OUT, "decode_work_queue.csv")
-    _write(path)
-    names = ["ours", *(f"q{c}s{st}p{p}" for c, st, p in VARIANTS)]
+    db.write_csv(path, db.ROWS)
     print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}, lengths passed; (S): splits or chunks; "
           "x: over ours")
-    print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'rag':>3} | " + " ".join(f"{n:>16}" for n in names))
-    for (b, h, n, rag), res, sp in table:
-        base = res.get("ours")
-        cells = [(f"{res[x]:.1f}({sp[x]})" + (f" {res[x] / base:.2f}" if base and x != "ours" else ""))
-                 if res.get(x) else "-" for x in names]
-        print(f"{b:>3} {h:>3} {n:>6} {'y' if rag else 'n':>3} | " + " ".join(f"{c:>16}" for c in cells))
-    for name in names[1:]:
-        xs = [res[name] / res["ours"] for _, res, _ in table if res.get(name) and res.get("ours")]
-        if xs:
-            print(f"{name}: over ours median {statistics.median(xs):.3f}, min {min(xs):.3f}, max {max(xs):.3f}")
-    bad = [r for r in db.ROWS if r["status"] != "ok"]
-    print(f"{len(db.ROWS)} rows ({len(bad)} not ok) -> {path}; wall {time.perf_counter() - db.T0:.0f} s")
-    for r in bad[:6]:
-        print(f"  {r['status']}: B={r['batch']} Hkv={r['heads_kv']} L={r['cache_len']} {r['impl']}: "
-              f"{r['message'][:100]}")
-
-
-def _write(path):
-    import csv
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(db.ROWS[0]) if db.ROWS else ["status"])
-        writer.writeheader()
-        writer.writerows(db.ROWS)
+    db.print_ratios(table, ["ours", *(f"q{c}s{st}p{p}" for c, st, p in VARIANTS)], "ours", width=16)
+    db.print_bad(path)
 
 
 if __name__ == "__main__":

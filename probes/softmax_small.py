@@ -139,6 +139,27 @@ def record(rows_out: list, label: str, good: dict, timer: CudaTimer, t0: float) 
     print(f"# {label} done at {time.perf_counter() - t0:.0f} s", flush=True)
 
 
+def within_budget(shapes, rows_out: list, t0: float, budget_s: float):
+    """(rows, cols, dtype, label) of each shape while budget_s seconds from t0 last; a `skipped (budget)`
+    row for each other."""
+    for r, c, dt in shapes:
+        label = shape_label(r, c, dt)
+        if time.perf_counter() - t0 > budget_s:
+            rows_out.append(dict(shape=label, variant="-", status="skipped (budget)"))
+            continue
+        yield r, c, dt, label
+
+
+def times_by_shape(rows_out: list) -> dict:
+    """{shape label: {variant: median us}} of the rows that are times, shapes in order."""
+    table = {}
+    for r in rows_out:
+        ok = table.setdefault(r["shape"], {})
+        if r.get("us") is not None:
+            ok[r["variant"]] = r["us"]
+    return table
+
+
 def write_csv(name: str, rows_out: list) -> None:
     with open(os.path.join(OUT, name), "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["shape", "variant", "us", "status"])
@@ -151,18 +172,13 @@ def main() -> None:
     t0 = time.perf_counter()
     timer = CudaTimer()
     rows_out = []
-    for r, c, dt in SHAPES:
-        label = shape_label(r, c, dt)
-        if time.perf_counter() - t0 > BUDGET_S:
-            rows_out.append(dict(shape=label, variant="-", status="skipped (budget)"))
-            continue
+    for r, c, dt, label in within_budget(SHAPES, rows_out, t0, BUDGET_S):
         x, out, ref, tol = case(r, c, dt)
         good = checked(rows_out, label, variants(x, out), out, ref, tol)
         record(rows_out, label, good, timer, t0)
     write_csv("softmax_small.csv", rows_out)
     print("kernel time, us (CUPTI median): ours, the fastest setting of ours, liger, torch")
-    for label in dict.fromkeys(r["shape"] for r in rows_out):
-        ok = {r["variant"]: r["us"] for r in rows_out if r["shape"] == label and r.get("us") is not None}
+    for label, ok in times_by_shape(rows_out).items():
         mine = {k: v for k, v in ok.items() if k.startswith(("rows", "row"))}
         best = min(mine, key=mine.get) if mine else "-"
         top3 = sorted(mine, key=mine.get)[:3]

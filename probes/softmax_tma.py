@@ -24,7 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
 import softmax_smem_split as sh  # noqa: E402  (probes/, beside this script)
-from softmax_small import case, checked, shape_label, print_notes, record, write_csv  # noqa: E402  (the shared probe steps)
+from softmax_small import (case, checked, print_notes, record, times_by_shape, within_budget,  # noqa: E402
+                           write_csv)  # the shared probe steps
 from kernels._device import cdiv  # noqa: E402
 from rooflab.timing import CudaTimer  # noqa: E402
 
@@ -103,11 +104,7 @@ def main() -> None:
     timer = CudaTimer()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows_out = []
-    for r, c, dt in SHAPES:
-        label = shape_label(r, c, dt)
-        if time.perf_counter() - t0 > BUDGET_S:
-            rows_out.append(dict(shape=label, variant="-", status="skipped (budget)"))
-            continue
+    for r, c, dt, label in within_budget(SHAPES, rows_out, t0, BUDGET_S):
         x, out, ref, tol = case(r, c, dt, hostile=True)
         good = checked(rows_out, label, variants(x, out, sms), out, ref, tol, poison=True)
         good["copy"] = lambda: out.copy_(x)
@@ -117,8 +114,7 @@ def main() -> None:
         record(rows_out, label, good, timer, t0)
     write_csv("softmax_tma.csv", rows_out)
     print("kernel time, us (CUPTI median), and copy time / variant time")
-    for label in dict.fromkeys(r["shape"] for r in rows_out):
-        ok = {r["variant"]: r["us"] for r in rows_out if r["shape"] == label and r.get("us") is not None}
+    for label, ok in times_by_shape(rows_out).items():
         copy = ok.get("copy")
         cells = [f"{k} {v} ({copy / v:.2f})" if copy else f"{k} {v}" for k, v in sorted(ok.items(), key=lambda kv: kv[1])]
         print(f"{label:>20}: " + "; ".join(cells))

@@ -170,6 +170,16 @@ RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no lo
                              # bf16, Hq=32 Hkv=8, ragged, kernel time: B=64 Lmax=32768 S=1 3.52 TB/s,
                              # S=4 4.26, S=8 4.31; B=32 S=2 3.88, S=8 4.15; B=16 S=4 3.56, S=8 3.88;
                              # B=64 Lmax=4096 S=1 3.64, S=2 3.27)
+RAGGED_WAVES = 4             # calls with lengths, B >= 2, below the fill: S of this many waves of programs
+                             # (H200, fp16, Hq=32 Hkv=8, kernel time, one wave -> four, us: ragged B=4
+                             # Lmax=32768 103.7 -> 66.1, Lmax=4096 18.8 -> 17.6; the same lengths all
+                             # equal, B=4 L=32768, 134.2 -> 137.7; probes/decode_work_queue.py)
+FULL_GRID_CONFIG = (128, 4, 2)   # (BLOCK_N, num_warps, num_stages) of unsplit launches on a filled grid
+                             # without lengths, at the 64-token tiles of D = 65..128 (H200, fp16, Hq=32,
+                             # D=128, kernel time, 64/4/4 -> 128/4/2 (cuDNN), us: B=64 Hkv=32 L=4096
+                             # 976.7 -> 951.0 (958.5), L=1024 253.3 -> 249.9 (250.3); B=64 Hkv=8 L=1024
+                             # 75.3 -> 74.1 (74.4); B=16 Hkv=32 L=1024 74.9 -> 73.8 (74.0);
+                             # probes/decode_balance.py DIAG=losses)
 LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG
 LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks)
 MERGE_TILE = 2048            # grouped merge: partial values (G rows x splits x D) loaded per step; its tile
@@ -431,7 +441,11 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     grid such a call also cuts the cache into chunks of at most RAGGED_CHUNK_TOKENS, whatever
     the whole-wave count: with many sequences of unequal length the programs of the short ones
     exit at once, and the long ones would otherwise hold the launch (B=64 Hkv=8 Lmax=32768, read
-    rate 3.52 TB/s at S=1, 4.31 at S=8).
+    rate 3.52 TB/s at S=1, 4.31 at S=8). Below the fill, such a call of B >= 2 sequences takes
+    RAGGED_WAVES waves of programs instead of one: the SMs that a short sequence's programs leave
+    take chunks of the long ones (B=4 Hkv=8 Lmax=32768 ragged: 103.7 us at one wave, 66.1 at four),
+    at a cost of 3% when the lengths are in fact all equal (134.2 against 137.7 us); one sequence
+    (B = 1) keeps one wave (four: 36.7 against 42.2 us, ragged Lmax=32768).
     """
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
@@ -447,7 +461,7 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
         return _whole_chunks(n_blocks, splits)
     wave = max(1, num_sms // programs)   # one wave of programs (module docstring), at most one per tile
     if not paged:
-        return _whole_chunks(n_blocks, wave)
+        return _whole_chunks(n_blocks, RAGGED_WAVES * wave if lengths and batch > 1 else wave)
     return _whole_chunks(n_blocks, max(wave, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)))
 
 
@@ -596,7 +610,8 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
 
     S: choose_splits (the one-wave rule for contiguous caches, its paged rule for paged caches); a
     forced num_splits is kept exactly, up to one tile per split. Unless tiles, warps or stages are
-    forced: contiguous long grouped chunks take LONG_CHUNK_CONFIG, and paged launches with the page
+    forced: contiguous long grouped chunks take LONG_CHUNK_CONFIG, unsplit contiguous launches
+    without lengths on a filled grid FULL_GRID_CONFIG, and paged launches with the page
     indices a tile ahead (table_ahead, None meaning PAGED_TABLE_AHEAD) take paged_stages' ring for
     `smem` bytes of shared memory per SM.
     """
@@ -612,6 +627,9 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     if chosen and not paged and long_grouped_chunks(group, splits, (n_blocks // splits) * block_n, block_n):
         block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
         splits = min(splits, cdiv(cache_len, block_n))
+    if (chosen and not (paged or lengths) and splits == 1 and block_n == 64
+            and batch * heads_kv >= NO_SPLIT_FILL * num_sms):
+        block_n, num_warps, num_stages = FULL_GRID_CONFIG
     if chosen and paged and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead):
         num_stages = paged_stages(batch * heads_kv * splits, num_sms, smem, block_n, head_dim, element_size)
     return splits, block_n, num_warps, num_stages

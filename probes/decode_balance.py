@@ -19,6 +19,8 @@ L=1024 and at B=4 L=16384) and two shapes where B * Hkv divides the SM count bad
 the sweep holds the wave-filling counts S=11 and S=5 that were measured against the one-wave rule).
 DIAG=losses: only the committed run's shapes slower than cuDNN (B=64 and B=16 Hkv=32 at 1024-4096
 tokens), S up to 4 and eight (BLOCK_N, warps, stages) configs, the shipped one first.
+DIAG=fullgrid: unsplit launches on a filled grid (B * Hkv >= 0.9 x SMs) up to L=131072, ours
+(FULL_GRID_CONFIG) against the 64 x 4 x 4 tiles it replaced and 64 x 4 x 3.
 The table ends with geo-means of ours over the one-wave S (the same S forced: run-to-run spread)
 and of cuDNN over ours.
 Every implementation is checked against the float64 reference before it is timed (a mismatch is a
@@ -71,6 +73,11 @@ if DIAG == "losses":   # the committed run's shapes slower than cuDNN (0.974-0.9
     MAIN_SHAPES = [(64, 32, 4096), (64, 8, 1024), (64, 32, 1024), (16, 32, 1024)]
     EXTRA_SHAPES, PAGED_SHAPES, CONFIG_SHAPES = [], [], MAIN_SHAPES
     CONFIGS = [(64, 4, 4), (32, 4, 4), (32, 4, 5), (64, 4, 3), (64, 8, 4), (128, 8, 3), (128, 4, 2), (32, 2, 4)]
+if DIAG == "fullgrid":   # unsplit launches on a filled grid, FULL_GRID_CONFIG against the tiles before it
+    MAIN_SHAPES = [(16, 8, 1024), (16, 8, 4096), (16, 8, 32768), (16, 8, 131072), (16, 32, 4096), (16, 32, 32768),
+                   (64, 8, 4096), (64, 8, 32768), (64, 32, 16384)]
+    EXTRA_SHAPES, PAGED_SHAPES, CONFIG_SHAPES = [], [], MAIN_SHAPES
+    CONFIGS = [(64, 4, 4), (128, 4, 2), (64, 4, 3)]
 if DRY:
     ROUNDS, CALLS = 1, 2
     MAIN_SHAPES, EXTRA_SHAPES, PAGED_SHAPE = [(1, 2, 300), (2, 2, 200)], [], (2, 2, 200)

@@ -213,6 +213,47 @@ def test_long_grouped_chunks_plan(monkeypatch):
     assert forced.rest[9] == 64 and forced.options == dict(num_warps=4, num_stages=4)
 
 
+@pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(4, 8, 32768, 16), (4, 8, 4096, 16), (2, 8, 1024, 16),
+                                                            (1, 8, 32768, 16), (4, 8, 96, 2)])
+def test_choose_splits_with_lengths_below_the_fill(batch, heads_kv, cache_len, splits):
+    """Given lengths, B >= 2 sequences below the fill take RAGGED_WAVES waves of programs (whole tiles a chunk,
+    at most one chunk a tile); one sequence keeps one wave, and without lengths the one-wave rule holds."""
+    assert choose_splits(batch, heads_kv, cache_len, 64, 132, lengths=True) == splits
+    wave = choose_splits(batch, heads_kv, cache_len, 64, 132)
+    assert wave == min(132 // (batch * heads_kv), cdiv(cache_len, 64))
+    assert splits == (wave if batch == 1 else min(decode.RAGGED_WAVES * wave, cdiv(cache_len, 64)))
+
+
+def test_full_grid_plan(monkeypatch):
+    """An unsplit contiguous launch on a filled grid without lengths takes FULL_GRID_CONFIG; with lengths, split,
+    paged, at other tiles (D = 256) or with tiles forced it does not."""
+    monkeypatch.setattr(decode, "sm_count", lambda device: 132)
+    block_n, warps, stages = decode.FULL_GRID_CONFIG
+    assert decode.launch_shape(64, 32, 1, 4096, 128, 2, 132, False, False) == (1, block_n, warps, stages)
+    assert decode.launch_shape(16, 8, 4, 1024, 128, 2, 132, False, False) == (1, block_n, warps, stages)
+    assert decode.launch_shape(64, 32, 1, 4096, 128, 2, 132, False, False, 1) == (1, block_n, warps, stages)
+    assert decode.launch_shape(64, 32, 1, 4096, 128, 2, 132, False, True)[1:] == (64, 4, 4)     # lengths
+    assert decode.launch_shape(8, 8, 4, 4096, 128, 2, 132, False, False) == (2, 64, 4, 4)        # split
+    assert decode.launch_shape(64, 32, 1, 4096, 128, 2, 132, False, False, 2)[1:] == (64, 4, 4)
+    assert decode.launch_shape(64, 32, 1, 4096, 256, 2, 132, False, False)[1:] == (32, 4, 4)     # D = 256
+    assert decode.launch_shape(64, 32, 1, 4096, 128, 2, 132, False, False, block_n=64)[1:] == (64, 4, 4)
+    assert decode.launch_shape(64, 32, 1, 4096, 128, 2, 132, True, False)[1] == 64                # paged
+    q = torch.zeros(64, 32, 128, dtype=torch.float16)
+    k = torch.zeros(1, 1, 1, 128, dtype=torch.float16).expand(64, 32, 4096, 128)
+    plan = decode._plan(q, k, k, None, None, None, None, None, None, None)
+    assert plan.grid == (1, 2048) and plan.options == dict(num_warps=warps, num_stages=stages)
+    assert plan.rest[9] == block_n and plan.rest[3:5] == (4096 // block_n, 1)
+
+
+@pytest.mark.parametrize("dtype", decode.DTYPES)
+def test_full_grid_config_matches_reference(fresh_plans, poison, monkeypatch, dtype):
+    """FULL_GRID_CONFIG's tiles (a grid filled on an SM count of 4), 301 tokens: a partial last tile."""
+    monkeypatch.setattr(decode, "sm_count", lambda device: 4)
+    assert decode.launch_shape(2, 2, 4, 301, 128, 2, 4, False, False)[1:] == decode.FULL_GRID_CONFIG
+    q, k, v = _inputs(2, 8, 2, 301, 128, dtype)
+    _assert_close(decode_attention(q, k, v), reference(q, k, v), dtype)
+
+
 def test_decode_traffic():
     kv, qo = decode_traffic(3000, 2, 8, 2, 128, 2)
     assert kv == 2 * 3000 * 2 * 128 * 2

@@ -174,12 +174,16 @@ RAGGED_WAVES = 4             # calls with lengths, B >= 2, below the fill: S of 
                              # (H200, fp16, Hq=32 Hkv=8, kernel time, one wave -> four, us: ragged B=4
                              # Lmax=32768 103.7 -> 66.1, Lmax=4096 18.8 -> 17.6; the same lengths all
                              # equal, B=4 L=32768, 134.2 -> 137.7; probes/decode_work_queue.py)
-FULL_GRID_CONFIG = (128, 4, 2)   # (BLOCK_N, num_warps, num_stages) of unsplit launches on a filled grid
-                             # without lengths, at the 64-token tiles of D = 65..128 (H200, fp16, Hq=32,
-                             # D=128, kernel time, 64/4/4 -> 128/4/2 (cuDNN), us: B=64 Hkv=32 L=4096
-                             # 976.7 -> 951.0 (958.5), L=1024 253.3 -> 249.9 (250.3); B=64 Hkv=8 L=1024
-                             # 75.3 -> 74.1 (74.4); B=16 Hkv=32 L=1024 74.9 -> 73.8 (74.0);
-                             # probes/decode_balance.py DIAG=losses)
+FULL_GRID_CONFIG = (128, 4, 2)   # (BLOCK_N, num_warps, num_stages) of unsplit launches without lengths of
+                             # at least FULL_GRID_PROGRAMS_PER_SM programs an SM, at the 64-token tiles of
+                             # D = 65..128 (H200, fp16, Hq=32, D=128, kernel time, 64/4/4 -> 128/4/2
+                             # (cuDNN), us: B=64 Hkv=32 L=16384 3926.1 -> 3764.8 (3862.6), L=4096 976.7
+                             # -> 951.0 (958.5), L=1024 253.3 -> 249.9 (250.3); B=64 Hkv=8 L=1024 75.3 ->
+                             # 74.1 (74.4), L=32768 1911.2 -> 1891.1 (1901.5); B=16 Hkv=32 L=1024 74.9 ->
+                             # 73.8 (74.0), L=32768 1911.2 -> 1898.9 (1909.7); probes/decode_balance.py
+                             # DIAG=losses and fullgrid)
+FULL_GRID_PROGRAMS_PER_SM = 3    # ... but one program an SM (B=16 Hkv=8) keeps 64/4/4: 128/4/2 there
+                             # took 1.09-1.20x as long (L=1024 25.6 -> 28.0 us, L=32768 482.0 -> 575.8)
 LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG
 LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks)
 MERGE_TILE = 2048            # grouped merge: partial values (G rows x splits x D) loaded per step; its tile
@@ -611,7 +615,8 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     S: choose_splits (the one-wave rule for contiguous caches, its paged rule for paged caches); a
     forced num_splits is kept exactly, up to one tile per split. Unless tiles, warps or stages are
     forced: contiguous long grouped chunks take LONG_CHUNK_CONFIG, unsplit contiguous launches
-    without lengths on a filled grid FULL_GRID_CONFIG, and paged launches with the page
+    without lengths of FULL_GRID_PROGRAMS_PER_SM programs an SM or more FULL_GRID_CONFIG, and paged
+    launches with the page
     indices a tile ahead (table_ahead, None meaning PAGED_TABLE_AHEAD) take paged_stages' ring for
     `smem` bytes of shared memory per SM.
     """
@@ -628,7 +633,7 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
         block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
         splits = min(splits, cdiv(cache_len, block_n))
     if (chosen and not (paged or lengths) and splits == 1 and block_n == 64
-            and batch * heads_kv >= NO_SPLIT_FILL * num_sms):
+            and batch * heads_kv >= FULL_GRID_PROGRAMS_PER_SM * num_sms):
         block_n, num_warps, num_stages = FULL_GRID_CONFIG
     if chosen and paged and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead):
         num_stages = paged_stages(batch * heads_kv * splits, num_sms, smem, block_n, head_dim, element_size)

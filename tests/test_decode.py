@@ -225,12 +225,14 @@ def test_choose_splits_with_lengths_below_the_fill(batch, heads_kv, cache_len, s
 
 
 def test_full_grid_plan(monkeypatch):
-    """An unsplit contiguous launch on a filled grid without lengths takes FULL_GRID_CONFIG; with lengths, split,
-    paged, at other tiles (D = 256) or with tiles forced it does not."""
+    """An unsplit contiguous launch without lengths of FULL_GRID_PROGRAMS_PER_SM programs an SM takes
+    FULL_GRID_CONFIG; one program an SM (B=16 Hkv=8), with lengths, split, paged, at other tiles (D = 256)
+    or with tiles forced it does not."""
     monkeypatch.setattr(decode, "sm_count", lambda device: 132)
     block_n, warps, stages = decode.FULL_GRID_CONFIG
     assert decode.launch_shape(64, 32, 1, 4096, 128, 2, 132, False, False) == (1, block_n, warps, stages)
-    assert decode.launch_shape(16, 8, 4, 1024, 128, 2, 132, False, False) == (1, block_n, warps, stages)
+    assert decode.launch_shape(64, 8, 4, 1024, 128, 2, 132, False, False) == (1, block_n, warps, stages)
+    assert decode.launch_shape(16, 8, 4, 1024, 128, 2, 132, False, False) == (1, 64, 4, 4)      # 1 an SM
     assert decode.launch_shape(64, 32, 1, 4096, 128, 2, 132, False, False, 1) == (1, block_n, warps, stages)
     assert decode.launch_shape(64, 32, 1, 4096, 128, 2, 132, False, True)[1:] == (64, 4, 4)     # lengths
     assert decode.launch_shape(8, 8, 4, 4096, 128, 2, 132, False, False) == (2, 64, 4, 4)        # split
@@ -247,10 +249,10 @@ def test_full_grid_plan(monkeypatch):
 
 @pytest.mark.parametrize("dtype", decode.DTYPES)
 def test_full_grid_config_matches_reference(fresh_plans, poison, monkeypatch, dtype):
-    """FULL_GRID_CONFIG's tiles (a grid filled on an SM count of 4), 301 tokens: a partial last tile."""
+    """FULL_GRID_CONFIG's tiles (3 programs an SM on an SM count of 4), 301 tokens: a partial last tile."""
     monkeypatch.setattr(decode, "sm_count", lambda device: 4)
-    assert decode.launch_shape(2, 2, 4, 301, 128, 2, 4, False, False)[1:] == decode.FULL_GRID_CONFIG
-    q, k, v = _inputs(2, 8, 2, 301, 128, dtype)
+    assert decode.launch_shape(6, 2, 4, 301, 128, 2, 4, False, False)[1:] == decode.FULL_GRID_CONFIG
+    q, k, v = _inputs(6, 8, 2, 301, 128, dtype)
     _assert_close(decode_attention(q, k, v), reference(q, k, v), dtype)
 
 

@@ -91,14 +91,14 @@ of the two at every shape but the ragged ones, whose programs past a short seque
 once, so fewer are resident than launched (the plan does not read the lengths). Registers: at
 G = 1 the loop with the indices ahead compiles to 156 registers a thread, so an SM holds three
 programs and the paged rule's four an SM take two waves; the committed run at 0a530a6 (no cap)
-has those rows 1.22-1.37x slower than contiguous (B=1 Hkv=32 L=131072 650 us, against 476). Paged
+had those rows 1.22-1.37x slower than contiguous (B=1 Hkv=32 L=131072 650 us, against 476), the
+run at 5e7e8d8 (capped) 1.02-1.09x (486.1 against 473.6 us). Paged
 launches with the indices ahead are capped at `paged_registers`, so that all their programs (up to
 four an SM) are resident: 128 at four 4-warp programs an SM, which spills 2-4 registers: same probe, DIAG=g1, us, per-tile lookup / ahead / ahead capped (contiguous): B=1
 Hkv=32 L=16384 76.8 / 95.0 / 76.2 (73.5); L=131072 488.2 / 647.8 / 485.6 (472.6); B=4 Hkv=32
 L=1024 28.0 / 31.7 / 27.2 (25.2); L=16384 251.7 / 328.9 / 250.9 (244.9); B=16 Hkv=32 L=16384 954.7 /
 1030.0 / 954.1 (944.0); at G = 4 (118 registers) the cap changes nothing (B=1 Hkv=8 L=16384 31.6 /
-32.1, ragged B=16 Hkv=8 Lmax=4096 52.5 / 52.9). Ragged lengths, measured and not yet acted on
-(DIAG=ragged, us, the plan's S / 4 stages at that S / 2 stages at twice that S, contiguous with
+32.1, ragged B=16 Hkv=8 Lmax=4096 52.5 / 52.9). Ragged lengths (DIAG=ragged, us, the plan's S / 4 stages at that S / 2 stages at twice that S, contiguous with
 lengths): B=16 Hkv=8 Lmax=4096 52.4 (S=4) / 47.3 / 41.6 (S=8), contiguous 43.2 (S=4); B=64 159.8
 (S=1) / 145.7 / 151.8 (S=2), contiguous 131.7; B=4 Lmax=32768 87.4 (S=16) / 71.1 / 66.5 (S=32),
 contiguous 104.5 (S=4: the one-wave rule under-splits ragged lengths on a grid that does not fill
@@ -109,7 +109,19 @@ at 1 / 2 / 4 / 8 times its S (DIAG=ragged_contig): ragged B=4 Hkv=8 Lmax=32768 1
 259.0, B=16 Lmax=4096 43.2 (S=4) / 43.5 / 43.7 / 53.5, B=1 Lmax=32768 36.4 (S=16) / 39.7 / 42.4 /
 46.3; equal lengths B=4 L=32768 131.4 / 133.1 / 136.0 / 141.3, B=16 L=4096 77.4 / 79.9 / 80.7 / 96.2.
 More splits for calls with lengths pay where lengths differ (up to 37% at B=4) and cost 1-4% where
-they do not; the plan cannot tell the two apart without reading the lengths. The committed run at
+they do not; the plan cannot tell the two apart without reading the lengths. Contiguous calls with
+lengths of B >= 2 below the fill take four waves (RAGGED_WAVES; the committed run at 5e7e8d8 has
+ragged B=4 Lmax=32768 at 65.5-65.8 us, against 103.7 at 0a530a6). Chunks handed out on the device
+instead (probes/decode_work_queue.py: persistent programs take chunks from a counter, the last
+chunk of a sequence merges) were no faster than four waves fixed on the host where lengths differ
+(B=4 Lmax=32768: 65.7 us at best, chunks of 1024 on 4 programs an SM, against 66.1) and slower
+where they do not (B=4 L=32768: 137.8-151.8 against 134.2 at one wave). Paged calls with lengths
+(DIAG=ragged_paged, after the run at 5e7e8d8; contiguous with lengths at its four waves): the plan
+takes ragged B=4 Lmax=32768 86.6 us (S=16, contiguous 66.6), B=16 Lmax=4096 52.8 (43.6), B=64
+160.7 (132.2); twice the paged S at 2 stages takes 65.8, 41.7 and 150.7, and 4 stages at the plan's
+S 69.6, 46.6 and 146.9, but the equal-length twins lose 2-5% with twice the S (B=4 L=32768 138.4
+-> 141.6, B=16 L=4096 76.0 -> 79.4). The study passes lengths to every paged call, so the plan
+cannot choose between the two without reading them. The committed run at
 9f262f2 merged 8192 values a step (MERGE_TILE): at G = 1 that tile raised the kernel to 155
 registers, too many for PAGED_PROGRAMS_PER_SM resident programs, and its paged rows at Hkv=32
 ran 1.2-1.39x slower than at 81ffb54 (B=1 L=131072 0.488 -> 0.654-0.684 ms); 2048 values a step

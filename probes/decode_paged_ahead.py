@@ -18,6 +18,8 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
   contig_<m>xS the contiguous cache with lengths at m times its rule's S (DIAG=ragged_contig)
   s4_free      indices ahead, 4 stages, registers not capped (DIAG=ragged_paged: the paged ragged rows
                against the contiguous cache's RAGGED_WAVES split, equal-length twins)
+  plan_<m>xS   decode_attention's paged plan at m times its S, the stages and register cap following
+               the launch (DIAG=paged_splits: the committed run's slow equal-length paged rows)
 Every paged launch takes choose_splits' paged S. Each implementation is checked against the float64
 reference before it is timed; CUPTI kernel time with the L2 flushed (decode_balance's helpers).
 """
@@ -64,6 +66,12 @@ if os.environ.get("DIAG") == "ragged_paged":   # paged ragged rows against conti
                 "s4_free": (True, 64, 4, 4, None), "s3": (True, 64, 4, 3, 128),
                 "s4_halfS": (True, 64, 4, 4, 128, 0.5), "s2_2xS": (True, 64, 4, 2, 128, 2.0),
                 "s4_2xS": (True, 64, 4, 4, 128, 2.0)}
+if os.environ.get("DIAG") == "paged_splits":   # the paged rule's S scaled, stages and registers as planned
+    SHAPES = [(1, 8, 1024, False), (1, 8, 4096, False), (1, 8, 16384, False), (1, 8, 32768, False),
+              (1, 8, 131072, False), (1, 32, 4096, False), (4, 32, 1024, False), (4, 8, 4096, False),
+              (4, 8, 32768, False), (16, 8, 1024, False)]
+    VARIANTS = {"shipped": (None, None, None, None, None),
+                **{f"plan_{m}xS": (None, None, None, None, None, m) for m in (0.25, 0.5, 2.0)}}
 if os.environ.get("DIAG") == "ragged_contig":   # the contiguous cache with lengths: more splits
     SHAPES = [(4, 8, 32768, True), (4, 8, 32768, False), (1, 8, 32768, True), (4, 8, 4096, True),
               (16, 8, 32768, True), (16, 8, 4096, True), (16, 8, 4096, False)]

@@ -43,7 +43,9 @@ SM, with no chunk shorter than MIN_CHUNK_BLOCKS tiles unless the one-wave count 
 and never more programs than PAGED_PROGRAMS_PER_SM * SMs (a program past a whole number of
 waves costs a wave: B=1 Hkv=32 L=131072 S=16 497.3 us, S=17 699.0, S=32 500.8; B=4 Hkv=8
 L=32768 S=16 143.1, S=17 171.2, contiguous 142.1; B=1 Hkv=32 L=4096 S=16 28.5, S=17 29.2).
-Measured at page 64 (same timing): B=1 Hkv=8 L=131072 S=16 (one wave) 267.1 us, S=32 168.4,
+Since the page indices come a tile ahead (below), one sequence (B = 1) takes one wave again,
+raised only for chunks of at most PAGED_CHUNK_TOKENS (choose_splits). The measurements that set
+the paged rule, before that (per-tile lookups), at page 64 (same timing): B=1 Hkv=8 L=131072 S=16 (one wave) 267.1 us, S=32 168.4,
 S=64 142.6 (contiguous 141.5), S=128 (the earlier rule, 8 waves) 152.0; L=4096 S=16 18.1, S=32
 18.7, S=64 21.2, S=8 (earlier) 25.2; L=1024 S=16 10.3 (earlier S=2 23.4); B=1 Hkv=32 L=1024 S=8
 13.1 (S=4 15.3, earlier S=2 22.6); B=4 Hkv=8 L=1024 S=8 16.7 (S=4 17.4, S=16 18.4). One
@@ -196,6 +198,13 @@ FULL_GRID_CONFIG = (128, 4, 2)   # (BLOCK_N, num_warps, num_stages) of unsplit l
                              # DIAG=losses and fullgrid)
 FULL_GRID_PROGRAMS_PER_SM = 3    # ... but one program an SM (B=16 Hkv=8) keeps 64/4/4: 128/4/2 there
                              # took 1.09-1.20x as long (L=1024 25.6 -> 28.0 us, L=32768 482.0 -> 575.8)
+PAGED_CHUNK_TOKENS = 2048    # paged, one sequence (B = 1): one wave of programs, more only to keep chunks
+                             # this short (H200, fp16, Hq=32, D=128, page 64, indices a tile ahead,
+                             # kernel time, us, four programs an SM -> this rule (contiguous): Hkv=8
+                             # L=4096 13.3 (S=32) -> 12.0 (S=16) (11.5), L=16384 32.4 (64) -> 28.6 (16)
+                             # (26.9), L=32768 50.1 (64) -> 46.2 (16) (44.6), L=131072 S=64 either way
+                             # 141.4 (135.2; S=16 143.7); Hkv=32 L=4096 28.1 (16) -> 26.7 (4) (26.5);
+                             # probes/decode_paged_ahead.py DIAG=paged_splits)
 LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG
 LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks)
 MERGE_TILE = 2048            # grouped merge: partial values (G rows x splits x D) loaded per step; its tile
@@ -462,6 +471,10 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     take chunks of the long ones (B=4 Hkv=8 Lmax=32768 ragged: 103.7 us at one wave, 66.1 at four),
     at a cost of 3% when the lengths are in fact all equal (134.2 against 137.7 us); one sequence
     (B = 1) keeps one wave (four: 36.7 against 42.2 us, ragged Lmax=32768).
+
+    A paged cache of one sequence (B = 1) has no lengths to balance, and with the page indices
+    loaded a tile ahead its ring hides the lookups: it takes the one-wave count, raised only as far
+    as chunks of PAGED_CHUNK_TOKENS need (and at most PAGED_PROGRAMS_PER_SM programs an SM).
     """
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
@@ -478,6 +491,8 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     wave = max(1, num_sms // programs)   # one wave of programs (module docstring), at most one per tile
     if not paged:
         return _whole_chunks(n_blocks, RAGGED_WAVES * wave if lengths and batch > 1 else wave)
+    if batch == 1:                       # no lengths to balance: one wave, chunks of PAGED_CHUNK_TOKENS at most
+        return _whole_chunks(n_blocks, max(wave, min(wanted, cdiv(cache_len, PAGED_CHUNK_TOKENS))))
     return _whole_chunks(n_blocks, max(wave, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)))
 
 

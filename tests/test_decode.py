@@ -164,13 +164,15 @@ def test_choose_splits_one_wave_where_measured(batch, heads_kv, cache_len, expec
 
 
 @pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 8192, 4), (32, 8, 8192, 2), (64, 8, 4096, 1),
-                                                           (4, 32, 16384, 4), (1, 8, 131072, 64), (1, 8, 4096, 32),
-                                                           (1, 8, 1024, 16), (1, 32, 1024, 8), (4, 8, 1024, 8),
-                                                           (1, 32, 131072, 16), (4, 8, 32768, 16), (1, 32, 4096, 16)])
+                                                           (4, 32, 16384, 4), (1, 8, 131072, 64), (1, 8, 4096, 16),
+                                                           (1, 8, 1024, 16), (1, 32, 1024, 4), (4, 8, 1024, 8),
+                                                           (1, 32, 131072, 16), (4, 8, 32768, 16), (1, 32, 4096, 4),
+                                                           (1, 8, 16384, 16), (1, 8, 32768, 16), (1, 32, 16384, 8)])
 def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
     """Paged caches want about PAGED_PROGRAMS_PER_SM programs per SM (at least one wave below the fill),
-    with chunks of at least MIN_CHUNK_BLOCKS tiles unless one wave needs shorter ones: the H200
-    measurements of kernels.flash_decoding's docstring."""
+    with chunks of at least MIN_CHUNK_BLOCKS tiles unless one wave needs shorter ones; one sequence (B = 1)
+    takes one wave unless chunks would exceed PAGED_CHUNK_TOKENS: the H200 measurements of
+    kernels.flash_decoding's docstring."""
     block_n, sms = 64, 132
     paged = choose_splits(batch, heads_kv, cache_len, block_n, sms, paged=True)
     assert paged == splits
@@ -179,6 +181,8 @@ def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
     assert batch * heads_kv * paged <= max(sms, decode.PAGED_PROGRAMS_PER_SM * sms)   # whole waves
     if paged > wave:              # the shortest of the balanced chunks holds MIN_CHUNK_BLOCKS tiles
         assert cdiv(cache_len, block_n) // paged >= decode.MIN_CHUNK_BLOCKS
+    if batch == 1:                # one sequence: more than one wave only as far as chunks of PAGED_CHUNK_TOKENS need
+        assert paged <= max(wave, cdiv(cache_len, decode.PAGED_CHUNK_TOKENS))
 
 
 @pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 32768, 8), (64, 8, 32768, 8), (32, 8, 16384, 4),
@@ -521,8 +525,11 @@ def test_paged_plans_cap_registers_only_with_indices_ahead(fresh_plans, monkeypa
 def test_paged_launch_takes_the_ring_only_when_indices_come_a_tile_ahead():
     # B=16 Hkv=8 L=4096 paged with lengths: S=4, 512 programs on 132 SMs, 4 an SM: 2 stages
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (4, 64, 4, 2)
-    # B=1 Hkv=8 L=4096: S=32, 256 programs, 2 an SM: 4 stages
-    assert decode.launch_shape(1, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (32, 64, 4, 4)
+    # B=4 Hkv=8 L=32768: S=16, 512 programs, 4 an SM: 2 stages; B=1 Hkv=8 L=4096: S=16, 1 an SM: 4 stages
+    assert decode.launch_shape(4, 8, 4, 32768, 128, 2, 132, True, True, table_ahead=True) == (16, 64, 4, 2)
+    assert decode.launch_shape(1, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (16, 64, 4, 4)
+    # B=1 Hkv=8 L=131072: S=64 (chunks of 2048), 512 programs: 2 stages
+    assert decode.launch_shape(1, 8, 4, 131072, 128, 2, 132, True, True, table_ahead=True) == (64, 64, 4, 2)
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=False)[3] == 4
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, num_stages=3, table_ahead=True)[3] == 3
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, False, True, table_ahead=True)[3] == 4   # contiguous
@@ -683,7 +690,7 @@ def test_paged_balanced_chunks_span_pages(poison):
 def test_plan_rule_and_merge(fresh_plans, monkeypatch):
     """The plan's split counts: choose_splits' one-wave rule for a contiguous cache (also where B * Hkv
     divides the SMs badly: the wave-filling S=11 and S=5 measured slower), its paged rule for a paged one
-    (the S the probe measured for the grouped merge: 64 at B=1 Hkv=8 L=16384, 16 at B=4, 4 at B=16
+    (16 at B=1 Hkv=8 L=16384, one sequence's one wave; 16 at B=4 and 4 at B=16
     L=1024, page 64, lengths passed); a split launch merges with merge_step(G, D) splits a step."""
     monkeypatch.setattr(decode, "sm_count", lambda device: 132)
     q, k, v = _inputs(3, 32, 8, 1024, 128, torch.float16)
@@ -699,7 +706,7 @@ def test_plan_rule_and_merge(fresh_plans, monkeypatch):
             assert decode.planned_splits(batch, heads_kv, cache_len, 128, 2, 132, 32 // heads_kv, False,
                                          lengths) == choose_splits(batch, heads_kv, cache_len, 64, 132,
                                                                    lengths=lengths)
-    for batch, cache_len, splits in ((1, 16384, 64), (4, 16384, 16), (16, 1024, 4)):
+    for batch, cache_len, splits in ((1, 16384, 16), (4, 16384, 16), (16, 1024, 4)):
         assert decode.planned_splits(batch, 8, cache_len, 128, 2, 132, 4, True, True) == splits
         assert choose_splits(batch, 8, cache_len, 64, 132, paged=True, lengths=True) == splits
     assert decode.planned_splits(1, 8, 1024, 128, 2, 132, 4, True, True) == 16    # paged rule: 2 tiles each

@@ -43,12 +43,12 @@ SM, with no chunk shorter than MIN_CHUNK_BLOCKS tiles unless the one-wave count 
 and never more programs than PAGED_PROGRAMS_PER_SM * SMs (a program past a whole number of
 waves costs a wave: B=1 Hkv=32 L=131072 S=16 497.3 us, S=17 699.0, S=32 500.8; B=4 Hkv=8
 L=32768 S=16 143.1, S=17 171.2, contiguous 142.1; B=1 Hkv=32 L=4096 S=16 28.5, S=17 29.2).
-Since the page indices come a tile ahead (below), one sequence (B = 1) takes one wave again,
-raised only for chunks of at most PAGED_CHUNK_TOKENS (choose_splits). The measurements that set
-the paged rule, before that (per-tile lookups), at page 64 (same timing): B=1 Hkv=8 L=131072 S=16 (one wave) 267.1 us, S=32 168.4,
-S=64 142.6 (contiguous 141.5), S=128 (the earlier rule, 8 waves) 152.0; L=4096 S=16 18.1, S=32
-18.7, S=64 21.2, S=8 (earlier) 25.2; L=1024 S=16 10.3 (earlier S=2 23.4); B=1 Hkv=32 L=1024 S=8
-13.1 (S=4 15.3, earlier S=2 22.6); B=4 Hkv=8 L=1024 S=8 16.7 (S=4 17.4, S=16 18.4). One
+Since the page indices come a tile ahead (below), one sequence (B = 1) takes one wave again, raised
+only for chunks of at most PAGED_CHUNK_TOKENS (choose_splits). The measurements that set the paged
+rule, before that (per-tile lookups), at page 64 (same timing): B=1 Hkv=8 L=131072 S=16 (one wave)
+267.1 us, S=32 168.4, S=64 142.6 (contiguous 141.5), S=128 (the earlier rule, 8 waves) 152.0; L=4096
+S=16 18.1, S=32 18.7, S=64 21.2, S=8 (earlier) 25.2; L=1024 S=16 10.3 (earlier S=2 23.4); B=1 Hkv=32
+L=1024 S=8 13.1 (S=4 15.3, earlier S=2 22.6); B=4 Hkv=8 L=1024 S=8 16.7 (S=4 17.4, S=16 18.4). One
 page-index load per tile (tiles that lie in one page, read one tile ahead) was slower than the
 per-token lookup at every shape tried (B=1 Hkv=8 L=131072 page 64: 160.6 against 144.6 us at
 page 16). S depends on the cache shape (B, Hkv, Lmax) and on whether seqlens and a block table
@@ -94,40 +94,41 @@ once, so fewer are resident than launched (the plan does not read the lengths). 
 G = 1 the loop with the indices ahead compiles to 156 registers a thread, so an SM holds three
 programs and the paged rule's four an SM take two waves; the committed run at 0a530a6 (no cap)
 had those rows 1.22-1.37x slower than contiguous (B=1 Hkv=32 L=131072 650 us, against 476), the
-run at 5e7e8d8 (capped) 1.02-1.09x (486.1 against 473.6 us). Paged
-launches with the indices ahead are capped at `paged_registers`, so that all their programs (up to
-four an SM) are resident: 128 at four 4-warp programs an SM, which spills 2-4 registers: same probe, DIAG=g1, us, per-tile lookup / ahead / ahead capped (contiguous): B=1
-Hkv=32 L=16384 76.8 / 95.0 / 76.2 (73.5); L=131072 488.2 / 647.8 / 485.6 (472.6); B=4 Hkv=32
-L=1024 28.0 / 31.7 / 27.2 (25.2); L=16384 251.7 / 328.9 / 250.9 (244.9); B=16 Hkv=32 L=16384 954.7 /
-1030.0 / 954.1 (944.0); at G = 4 (118 registers) the cap changes nothing (B=1 Hkv=8 L=16384 31.6 /
-32.1, ragged B=16 Hkv=8 Lmax=4096 52.5 / 52.9). Ragged lengths (DIAG=ragged, us, the plan's S / 4 stages at that S / 2 stages at twice that S, contiguous with
-lengths): B=16 Hkv=8 Lmax=4096 52.4 (S=4) / 47.3 / 41.6 (S=8), contiguous 43.2 (S=4); B=64 159.8
-(S=1) / 145.7 / 151.8 (S=2), contiguous 131.7; B=4 Lmax=32768 87.4 (S=16) / 71.1 / 66.5 (S=32),
-contiguous 104.5 (S=4: the one-wave rule under-splits ragged lengths on a grid that does not fill
-the GPU); B=16 Lmax=32768 267.7 (S=8) / 275.3 / 264.5. Their equal-length twins, lengths passed:
-B=16 Hkv=8 L=4096 76.0 / 82.4 / 79.2, B=64 258.2 / 263.3 / 258.4. The contiguous cache with lengths
-at 1 / 2 / 4 / 8 times its S (DIAG=ragged_contig): ragged B=4 Hkv=8 Lmax=32768 104.7 (S=4) / 83.1 /
-65.6 / 66.6, B=4 Lmax=4096 19.0 / 16.7 / 17.7 / 19.5, B=16 Lmax=32768 257.5 (S=8) / 254.5 / 255.2 /
-259.0, B=16 Lmax=4096 43.2 (S=4) / 43.5 / 43.7 / 53.5, B=1 Lmax=32768 36.4 (S=16) / 39.7 / 42.4 /
-46.3; equal lengths B=4 L=32768 131.4 / 133.1 / 136.0 / 141.3, B=16 L=4096 77.4 / 79.9 / 80.7 / 96.2.
-More splits for calls with lengths pay where lengths differ (up to 37% at B=4) and cost 1-4% where
-they do not; the plan cannot tell the two apart without reading the lengths. Contiguous calls with
-lengths of B >= 2 below the fill take four waves (RAGGED_WAVES; the committed run at 5e7e8d8 has
-ragged B=4 Lmax=32768 at 65.5-65.8 us, against 103.7 at 0a530a6). Chunks handed out on the device
-instead (probes/decode_work_queue.py: persistent programs take chunks from a counter, the last
-chunk of a sequence merges) were no faster than four waves fixed on the host where lengths differ
-(B=4 Lmax=32768: 65.7 us at best, chunks of 1024 on 4 programs an SM, against 66.1) and slower
-where they do not (B=4 L=32768: 137.8-151.8 against 134.2 at one wave). Paged calls with lengths
-(DIAG=ragged_paged, after the run at 5e7e8d8; contiguous with lengths at its four waves): the plan
-takes ragged B=4 Lmax=32768 86.6 us (S=16, contiguous 66.6), B=16 Lmax=4096 52.8 (43.6), B=64
-160.7 (132.2); twice the paged S at 2 stages takes 65.8, 41.7 and 150.7, and 4 stages at the plan's
-S 69.6, 46.6 and 146.9, but the equal-length twins lose 2-5% with twice the S (B=4 L=32768 138.4
--> 141.6, B=16 L=4096 76.0 -> 79.4). The study passes lengths to every paged call, so the plan
-cannot choose between the two without reading them. The committed run at
-9f262f2 merged 8192 values a step (MERGE_TILE): at G = 1 that tile raised the kernel to 155
-registers, too many for PAGED_PROGRAMS_PER_SM resident programs, and its paged rows at Hkv=32
-ran 1.2-1.39x slower than at 81ffb54 (B=1 L=131072 0.488 -> 0.654-0.684 ms); 2048 values a step
-(126 registers) gave 490 us there again, with G = 4 and contiguous caches within 4%.
+run at 5e7e8d8 (capped) 1.02-1.09x (486.1 against 473.6 us). Paged launches with the indices ahead
+are capped at `paged_registers`, so that all their programs (up to four an SM) are resident: 128 at
+four 4-warp programs an SM, which spills 2-4 registers: same probe, DIAG=g1, us, per-tile lookup /
+ahead / ahead capped (contiguous): B=1 Hkv=32 L=16384 76.8 / 95.0 / 76.2 (73.5); L=131072 488.2 /
+647.8 / 485.6 (472.6); B=4 Hkv=32 L=1024 28.0 / 31.7 / 27.2 (25.2); L=16384 251.7 / 328.9 / 250.9
+(244.9); B=16 Hkv=32 L=16384 954.7 / 1030.0 / 954.1 (944.0); at G = 4 (118 registers) the cap
+changes nothing (B=1 Hkv=8 L=16384 31.6 / 32.1, ragged B=16 Hkv=8 Lmax=4096 52.5 / 52.9). Ragged
+lengths (DIAG=ragged, us, the plan's S / 4 stages at that S / 2 stages at twice that S, contiguous
+with lengths): B=16 Hkv=8 Lmax=4096 52.4 (S=4) / 47.3 / 41.6 (S=8), contiguous 43.2 (S=4); B=64
+159.8 (S=1) / 145.7 / 151.8 (S=2), contiguous 131.7; B=4 Lmax=32768 87.4 (S=16) / 71.1 / 66.5
+(S=32), contiguous 104.5 (S=4: the one-wave rule under-splits ragged lengths on a grid that does not
+fill the GPU); B=16 Lmax=32768 267.7 (S=8) / 275.3 / 264.5. Their equal-length twins, lengths
+passed: B=16 Hkv=8 L=4096 76.0 / 82.4 / 79.2, B=64 258.2 / 263.3 / 258.4. The contiguous cache with
+lengths at 1 / 2 / 4 / 8 times its S (DIAG=ragged_contig): ragged B=4 Hkv=8 Lmax=32768 104.7 (S=4) /
+83.1 / 65.6 / 66.6, B=4 Lmax=4096 19.0 / 16.7 / 17.7 / 19.5, B=16 Lmax=32768 257.5 (S=8) / 254.5 /
+255.2 / 259.0, B=16 Lmax=4096 43.2 (S=4) / 43.5 / 43.7 / 53.5, B=1 Lmax=32768 36.4 (S=16) / 39.7 /
+42.4 / 46.3; equal lengths B=4 L=32768 131.4 / 133.1 / 136.0 / 141.3, B=16 L=4096 77.4 / 79.9 / 80.7
+/ 96.2. More splits for calls with lengths pay where lengths differ (up to 37% at B=4) and cost 1-4%
+where they do not; the plan cannot tell the two apart without reading the lengths. Contiguous calls
+with lengths of B >= 2 below the fill take four waves (RAGGED_WAVES; the committed run at 5e7e8d8
+has ragged B=4 Lmax=32768 at 65.5-65.8 us, against 103.7 at 0a530a6). Chunks handed out on the
+device instead (probes/decode_work_queue.py: persistent programs take chunks from a counter, the
+last chunk of a sequence merges) were no faster than four waves fixed on the host where lengths
+differ (B=4 Lmax=32768: 65.7 us at best, chunks of 1024 on 4 programs an SM, against 66.1) and
+slower where they do not (B=4 L=32768: 137.8-151.8 against 134.2 at one wave). Paged calls with
+lengths (DIAG=ragged_paged, after the run at 5e7e8d8; contiguous with lengths at its four waves):
+the plan takes ragged B=4 Lmax=32768 86.6 us (S=16, contiguous 66.6), B=16 Lmax=4096 52.8 (43.6),
+B=64 160.7 (132.2); twice the paged S at 2 stages takes 65.8, 41.7 and 150.7, and 4 stages at the
+plan's S 69.6, 46.6 and 146.9, but the equal-length twins lose 2-5% with twice the S (B=4 L=32768
+138.4 -> 141.6, B=16 L=4096 76.0 -> 79.4). The study passes lengths to every paged call, so the plan
+cannot choose between the two without reading them. The committed run at 9f262f2 merged 8192 values
+a step (MERGE_TILE): at G = 1 that tile raised the kernel to 155 registers, too many for
+PAGED_PROGRAMS_PER_SM resident programs, and its paged rows at Hkv=32 ran 1.2-1.39x slower than at
+81ffb54 (B=1 L=131072 0.488 -> 0.654-0.684 ms); 2048 values a step (126 registers) gave 490 us there
+again, with G = 4 and contiguous caches within 4%.
 
 Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
 length 0 attends to nothing and its output is defined as zeros. Lengths on the host are
@@ -491,9 +492,10 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     wave = max(1, num_sms // programs)   # one wave of programs (module docstring), at most one per tile
     if not paged:
         return _whole_chunks(n_blocks, RAGGED_WAVES * wave if lengths and batch > 1 else wave)
-    if batch == 1:                       # no lengths to balance: one wave, chunks of PAGED_CHUNK_TOKENS at most
-        return _whole_chunks(n_blocks, max(wave, min(wanted, cdiv(cache_len, PAGED_CHUNK_TOKENS))))
-    return _whole_chunks(n_blocks, max(wave, min(wanted, n_blocks // MIN_CHUNK_BLOCKS)))
+    # Paged: up to `wanted`, but one sequence (no lengths to balance) only for chunks of at most
+    # PAGED_CHUNK_TOKENS, and more sequences only down to chunks of MIN_CHUNK_BLOCKS tiles.
+    more = cdiv(cache_len, PAGED_CHUNK_TOKENS) if batch == 1 else n_blocks // MIN_CHUNK_BLOCKS
+    return _whole_chunks(n_blocks, max(wave, min(wanted, more)))
 
 
 def _whole_chunks(n_blocks: int, splits: int) -> int:
@@ -641,11 +643,10 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
 
     S: choose_splits (the one-wave rule for contiguous caches, its paged rule for paged caches); a
     forced num_splits is kept exactly, up to one tile per split. Unless tiles, warps or stages are
-    forced: contiguous long grouped chunks take LONG_CHUNK_CONFIG, unsplit contiguous launches
-    without lengths of FULL_GRID_PROGRAMS_PER_SM programs an SM or more FULL_GRID_CONFIG, and paged
-    launches with the page
-    indices a tile ahead (table_ahead, None meaning PAGED_TABLE_AHEAD) take paged_stages' ring for
-    `smem` bytes of shared memory per SM.
+    forced: contiguous long grouped chunks take LONG_CHUNK_CONFIG; unsplit contiguous launches
+    without lengths, FULL_GRID_PROGRAMS_PER_SM or more programs an SM, take FULL_GRID_CONFIG; paged
+    launches with the page indices a tile ahead (table_ahead, None meaning PAGED_TABLE_AHEAD) take
+    paged_stages' ring for `smem` bytes of shared memory per SM.
     """
     chosen = block_n is None and num_warps is None and num_stages is None
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, element_size)

@@ -214,6 +214,9 @@ MERGE_TILE = 2048            # grouped merge: partial values (G rows x splits x 
                              # contiguous caches within 4% either way; probes/decode_paged_merge.py)
 PAGED_TABLE_AHEAD = True     # paged: each tile's page indices loaded a tile ahead, the first tile's before
                              # the length (paged_stages; measured in the module docstring)
+RAGGED_SPLIT_LIMIT = 4       # calls with lengths, B >= 2, S >= 2, whose lengths differ: chunks dealt out by
+                             # length on the device (_ragged_chunk), a sequence taking at most this many
+                             # times S splits (the partials' slots a row)
 PAGED_RING_RESERVE = 8 << 10  # paged: shared memory a program holds besides its ring of K and V tiles
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
@@ -288,7 +291,42 @@ def _merge_group(Part, Lse, Out, row0, n_valid, num_splits, GROUP: tl.constexpr,
              mask=mask_g[:, None] & mask_d[None, :])
 
 
-@triton.jit(do_not_specialize=["n_blocks", "num_splits"])
+@triton.jit
+def _ragged_chunk(lens, tiles, mask_b, batch, j, num_splits, part_splits, BLOCK_N: tl.constexpr,
+                  BLOCK_B: tl.constexpr):
+    """Program j of a KV head's B * S (num_splits = S) when the sequences' lengths differ: every
+    sequence takes chunks of one length c (whole tiles), the shortest for which the B sequences need
+    at most B * S programs, one at least each (a sequence of n tiles takes max(1, cdiv(n, c))
+    splits, at most part_splits); program j serves the sequence and split that j falls on in that
+    order. Returns (b, split, start, end, seqlen, splits of b); a program past the last split gets
+    b = 0, split = -1 and an empty chunk. `lens` and `tiles` are the (BLOCK_B,) clamped lengths and
+    their tile counts, 0 past the batch."""
+    target = batch * num_splits
+    total = tl.sum(tiles, 0)
+    lo = tl.maximum(tl.maximum(tl.cdiv(total, target), tl.cdiv(tl.max(tiles, 0), part_splits)), 1)
+    # A chunk of hi tiles needs at most total / hi + B <= target programs, since S >= 2.
+    hi = tl.maximum(lo, tl.cdiv(total, target - batch))
+    while lo < hi:
+        mid = (lo + hi) // 2
+        fits = tl.sum(tl.where(mask_b, tl.maximum(tl.cdiv(tiles, mid), 1), 0), 0) <= target
+        hi = tl.where(fits, mid, hi)
+        lo = tl.where(fits, lo, mid + 1)
+    per_seq = tl.where(mask_b, tl.maximum(tl.cdiv(tiles, lo), 1), 0)              # (BLOCK_B,) splits
+    after = tl.cumsum(per_seq, 0)                                # programs up to and including b
+    b = tl.sum((after <= j).to(tl.int32), 0)                     # the first sequence whose range holds j
+    mine = tl.arange(0, BLOCK_B) == b
+    n_split = tl.sum(tl.where(mine, per_seq, 0), 0)
+    split = j - tl.sum(tl.where(mine, after - per_seq, 0), 0)
+    n_tiles = tl.sum(tl.where(mine, tiles, 0), 0)
+    seqlen = tl.sum(tl.where(mine, lens, 0), 0)
+    idle = b >= batch                                             # past the last sequence's splits
+    n_safe = tl.maximum(n_split, 1)
+    start = tl.where(idle, 0, ((split * n_tiles) // n_safe) * BLOCK_N)
+    end = tl.where(idle, 0, tl.minimum((((split + 1) * n_tiles) // n_safe) * BLOCK_N, seqlen))
+    return tl.where(idle, 0, b), tl.where(idle, -1, split), start, end, seqlen, n_split
+
+
+@triton.jit(do_not_specialize=["n_blocks", "num_splits", "batch", "part_splits"])
 def _decode_kernel(
     Q, K, V, Lens, Table, Out, Part, Lse, Count,
     stride_qb, stride_qh, stride_qd,
@@ -299,6 +337,7 @@ def _decode_kernel(
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
     HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
     BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr,
+    batch, part_splits, SPREAD: tl.constexpr, BLOCK_B: tl.constexpr,
 ):
     # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, S, D) fp32, Lse (B, Hq, S) fp32 and
     # Count (B * Hkv,) int32 zeros, all contiguous. Contiguous caches (PAGE_SIZE 0): K and V
@@ -307,6 +346,9 @@ def _decode_kernel(
     # (B, max_pages) int32 with strides (stride_tb, stride_tp), and cache_len = max_pages * PAGE_SIZE.
     # Balanced chunks: split s reads the BLOCK_N tiles floor(s * n_blocks / S) up to (not
     # including) floor((s + 1) * n_blocks / S), n_blocks = cdiv(cache_len, BLOCK_N), 1 <= S <= n_blocks.
+    # SPREAD (lengths passed, B >= 2, S >= 2): where the lengths' tile counts differ, the same B * S
+    # programs of a KV head are dealt out by length instead (_ragged_chunk). Part and Lse hold
+    # part_splits slots a row (S, or more under SPREAD).
     split = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // heads_kv
@@ -321,7 +363,6 @@ def _decode_kernel(
     out_mask = mask_g[:, None] & mask_d[None, :]
     b64 = b.to(tl.int64)
     heads = h * GROUP + offs_g                                   # this KV head's query heads
-    rows = b64 * (heads_kv * GROUP) + heads                      # their index in (B * Hq)
     table_row = Table + b64 * stride_tb
     page_next = offs_n * 0
     if TABLE_AHEAD:   # the first tile's page indices, before (not after) the length is known
@@ -333,6 +374,26 @@ def _decode_kernel(
     if HAS_LENS:
         seqlen = tl.minimum(tl.maximum(tl.load(Lens + b).to(tl.int32), 0), cache_len)
     end = tl.minimum((((split + 1) * n_blocks) // num_splits) * BLOCK_N, seqlen)
+    # Splits holding keys: those whose first tile lies before the last tile with keys.
+    n_valid = tl.cdiv(tl.cdiv(seqlen, BLOCK_N) * num_splits, n_blocks)
+    if SPREAD:
+        offs_b = tl.arange(0, BLOCK_B)
+        mask_b = offs_b < batch
+        lens = tl.load(Lens + offs_b, mask=mask_b, other=0).to(tl.int32)
+        lens = tl.minimum(tl.maximum(lens, 0), cache_len)
+        tiles = tl.cdiv(lens, BLOCK_N)                                                 # (BLOCK_B,)
+        most = tl.max(tiles, 0)
+        if tl.min(tl.where(mask_b, tiles, most), 0) != most:   # lengths differ: deal chunks by length
+            b, split, start, end, seqlen, n_valid = _ragged_chunk(
+                lens, tiles, mask_b, batch, b * num_splits + split, num_splits, part_splits, BLOCK_N, BLOCK_B)
+            b64 = b.to(tl.int64)
+            table_row = Table + b64 * stride_tb
+            if TABLE_AHEAD:
+                first = start + offs_n
+                page_next = tl.load(table_row + (first // PAGE_SIZE) * stride_tp, mask=first < end, other=0)
+            q = tl.load(Q + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :] * stride_qd,
+                        mask=out_mask, other=0.0)
+    rows = b64 * (heads_kv * GROUP) + heads                      # this KV head's query rows in (B * Hq)
 
     if SPLIT:
         if start >= end:   # this chunk lies past the sequence: nothing to read or merge
@@ -377,17 +438,16 @@ def _decode_kernel(
 
     if SPLIT:
         # start < end, so every row saw at least one key and l_i > 0.
-        tl.store(Part + (rows * num_splits + split)[:, None] * HEAD_DIM + offs_d[None, :],
+        tl.store(Part + (rows * part_splits + split)[:, None] * HEAD_DIM + offs_d[None, :],
                  acc / l_i[:, None], mask=out_mask)
-        tl.store(Lse + rows * num_splits + split, m_i + tl.math.log2(l_i), mask=mask_g)
+        tl.store(Lse + rows * part_splits + split, m_i + tl.math.log2(l_i), mask=mask_g)
         # Every thread's stores precede the counter bump (barrier), and the release/acquire
         # atomic makes them visible to the program that arrives last.
         tl.debug_barrier()
+        bh = b * heads_kv + h
         arrived = tl.atomic_add(Count + bh, 1, sem="acq_rel", scope="gpu")
-        # Splits holding keys: those whose first tile lies before the last tile with keys.
-        n_valid = tl.cdiv(tl.cdiv(seqlen, BLOCK_N) * num_splits, n_blocks)
         if arrived == n_valid - 1:
-            _merge_group(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP, n_valid, num_splits,
+            _merge_group(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP, n_valid, part_splits,
                          GROUP, HEAD_DIM, BLOCK_MG, BLOCK_S, BLOCK_D)   # all G rows at once
             tl.store(Count + bh, 0)                              # every other program has arrived: reset
     else:
@@ -689,8 +749,14 @@ def paged_registers(programs: int, num_sms: int, num_warps: int, regs: int) -> i
     return min(255, regs // (resident * num_warps * 32) // 8 * 8)
 
 
+def spread_by_length(batch: int, splits: int, lengths: bool, forced: bool) -> bool:
+    """True when a launch deals its chunks out by length wherever the lengths differ (_ragged_chunk):
+    lengths passed, B >= 2 and S >= 2 chosen by the rule (a forced num_splits is kept exactly)."""
+    return lengths and not forced and batch >= 2 and splits >= 2
+
+
 def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages,
-          table_ahead=None, maxnreg=None):
+          table_ahead=None, maxnreg=None, spread=None):
     """Validate a call and choose its launch (splits, tiles, warps): a _DecodePlan."""
     _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table)
     batch, heads_q, head_dim = q.shape
@@ -715,22 +781,27 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     if maxnreg is None and chosen and ahead:
         maxnreg = paged_registers(splits * batch * heads_kv, sm_count(q.device), num_warps, per_sm(q.device, "regs"))
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
-    rest = (heads_kv, cache_len, num_pages, cdiv(cache_len, block_n), splits, scale,
+    n_blocks = cdiv(cache_len, block_n)
+    if spread is None:
+        spread = spread_by_length(batch, splits, seqlens is not None, num_splits is not None)
+    spread = bool(spread) and seqlens is not None and batch >= 2 and splits >= 2
+    part_splits = min(n_blocks, RAGGED_SPLIT_LIMIT * splits) if spread else splits
+    rest = (heads_kv, cache_len, num_pages, n_blocks, splits, scale,
             group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),
             merge_step(group, head_dim) if splits > 1 else 2,   # S = 1 merges nothing: one kernel for all
             seqlens is not None, splits > 1,
             # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
             q.dtype == torch.bfloat16 and interpreting(), merge_rows(group), page_size,
-            ahead)
+            ahead, batch, part_splits, spread, max(16, pow2(batch)) if spread else 16)
     return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
-                       (batch, heads_q, splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
+                       (batch, heads_q, part_splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,
                        dict(num_warps=num_warps, num_stages=num_stages,
                             **({} if maxnreg is None else {"maxnreg": maxnreg})), like=q.is_contiguous())
 
 
 def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None,
-            block_n=None, num_warps=None, num_stages=None, table_ahead=None, maxnreg=None):
+            block_n=None, num_warps=None, num_stages=None, table_ahead=None, maxnreg=None, spread=None):
     """Shared launcher; num_splits=None chooses S (launch_shape), 1 writes the output directly.
 
     Plan cache (kernels._plans): the first call with a given layout of q, the caches, the
@@ -746,7 +817,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
                None if seqlens is None else layout(seqlens),
                None if block_table is None else layout(block_table),
                sm_scale, type(sm_scale), num_splits, type(num_splits), block_n, num_warps, num_stages,
-               table_ahead, maxnreg)
+               table_ahead, maxnreg, spread)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):   # not tensors, unhashable options: checked below
         key, plan = None, None
@@ -766,7 +837,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
                 return out
     if plan is None:
         plan = _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table,
-                     block_n, num_warps, num_stages, table_ahead, maxnreg)
+                     block_n, num_warps, num_stages, table_ahead, maxnreg, spread)
         if key is not None:
             remember(_PLANS, key, plan)
     out = new_output(q, plan.like)                                                 # (B, Hq, D)

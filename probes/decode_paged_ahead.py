@@ -20,6 +20,9 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
                against the contiguous cache's RAGGED_WAVES split, equal-length twins)
   plan_<m>xS   decode_attention's paged plan at m times its S, the stages and register cap following
                the launch (DIAG=paged_splits: the committed run's slow equal-length paged rows)
+  static       the plan with every sequence split alike, chunks from Lmax (DIAG=spread: against the
+               shipped plan, which deals chunks out by length where the lengths differ; *_static and
+               *_spread: the same choice forced on a variant)
 Every paged launch takes choose_splits' paged S. Each implementation is checked against the float64
 reference before it is timed; CUPTI kernel time with the L2 flushed (decode_balance's helpers).
 """
@@ -77,10 +80,20 @@ if os.environ.get("DIAG") == "ragged_contig":   # the contiguous cache with leng
               (16, 8, 32768, True), (16, 8, 4096, True), (16, 8, 4096, False)]
     VARIANTS = {"shipped": (None, None, None, None, None),
                 **{f"contig_{m}xS": ("contiguous", None, None, None, None, m) for m in (2, 4, 8)}}
+if os.environ.get("DIAG") == "spread":   # chunks dealt out by length (_ragged_chunk) against Lmax's chunks
+    SHAPES = [(4, 8, 32768, True), (4, 8, 4096, True), (16, 8, 4096, True), (64, 8, 4096, True),
+              (16, 8, 32768, True), (4, 8, 32768, False), (16, 8, 4096, False), (16, 8, 1024, False),
+              (4, 32, 1024, False), (64, 8, 4096, False)]
+    VARIANTS = {"shipped": (None, None, None, None, None), "static": (None, None, None, None, None, 1.0, False),
+                "s2_2xS_static": (True, 64, 4, 2, 128, 2.0, False),
+                "plan_2xS_spread": (None, None, None, None, None, 2.0, True),
+                **{f"contig_{m}xS_{'spread' if on else 'static'}": ("contiguous", None, None, None, None, m, on)
+                   for m in (0.25, 0.5, 1.0) for on in (True, False)}}
 if db.DRY:
     SHAPES = [(2, 2, 300, True), (1, 2, 200, False)]
-    VARIANTS = {"tile": (False, None, None, None, None), "ahead_s2": (True, 16, 2, 2, 128),
-                "ahead_halfS": (True, 16, 2, 2, 128, 0.5), "contig_2xS": ("contiguous", None, None, None, None, 2)}
+    if not os.environ.get("DIAG"):   # a DIAG's own variants are run as they are, on the tiny shapes
+        VARIANTS = {"tile": (False, None, None, None, None), "ahead_s2": (True, 16, 2, 2, 128),
+                    "ahead_halfS": (True, 16, 2, 2, 128, 0.5), "contig_2xS": ("contiguous", None, None, None, None, 2)}
 
 
 def candidates(inputs, num_sms):
@@ -95,13 +108,14 @@ def candidates(inputs, num_sms):
     splits = {"contig": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, ragged),
               "contig_lens": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, True)}
     paged_s = fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, True, True)
-    for name, (ahead, bn, w, st, regs, *scale) in VARIANTS.items():
+    for name, (ahead, bn, w, st, regs, *extra) in VARIANTS.items():
         contiguous = ahead == "contiguous"     # the contiguous cache with lengths, S scaled from its own rule
         base_s = splits["contig_lens"] if contiguous else paged_s
-        forced = max(1, int(base_s * scale[0])) if scale else None     # a multiple of the rule's S
+        forced = max(1, int(base_s * extra[0])) if extra else None     # a multiple of the rule's S
+        spread = extra[1] if len(extra) > 1 else None                   # chunks by length: None = the rule
         kk, vv, tt, aa = (k, v, None, None) if contiguous else (kp, vp, tab, ahead)
-        cands[name] = (lambda kk=kk, vv=vv, tt=tt, a=aa, bn=bn, w=w, st=st, regs=regs, s=forced:
-                       (lambda: fd._decode(q, kk, vv, lens, None, s, tt, bn, w, st, a, regs)))
+        cands[name] = (lambda kk=kk, vv=vv, tt=tt, a=aa, bn=bn, w=w, st=st, regs=regs, s=forced, sp=spread:
+                       (lambda: fd._decode(q, kk, vv, lens, None, s, tt, bn, w, st, a, regs, sp)))
         splits[name] = fd.launch_shape(batch, heads_kv, group, cache_len, db.D, 2, num_sms, not contiguous,
                                        True, forced, bn, w, st)[0]
     return cands, splits

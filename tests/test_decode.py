@@ -438,7 +438,7 @@ def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, gpu_replays, num
     assert args[:4] == (q, k, v, lens) and args[5] is second
     assert args[4] is (q if table is None else table)                  # no block table: q stands in
     if paged:
-        assert args[20:22] == (1, 3) and args[-2] == 32                 # table strides, PAGE_SIZE
+        assert args[20:22] == (1, 3) and args[-6] == 32                 # table strides, PAGE_SIZE
     if num_splits > 1:
         assert args[6].shape == (3, 8, 2, 64) and int(args[8].abs().sum()) == 0   # 2 splits of 128 tokens
     torch.testing.assert_close(second, first, rtol=0, atol=0)
@@ -697,7 +697,7 @@ def test_plan_rule_and_merge(fresh_plans, monkeypatch):
     decode_attention(q, k, v)
     (plan,) = decode._PLANS.values()
     assert plan.grid == (4, 24) and plan.rest[3:5] == (16, 4)              # 16 tiles over 4 splits
-    assert plan.rest[11] == decode.merge_step(4, 128) == 4 and plan.rest[-1] == 0   # not paged
+    assert plan.rest[11] == decode.merge_step(4, 128) == 4 and plan.rest[-5] == 0   # not paged
     assert decode.planned_splits(25, 8, 4096, 128, 2, 132, 4) == 1           # 200 programs: no split
     assert decode.planned_splits(3, 8, 16384, 128, 2, 132, 4) == 5           # 132 // 24
     assert decode.planned_splits(3, 8, 1024, 128, 2, 132, 4) == 4            # 16 tiles: 4 chunks of 4

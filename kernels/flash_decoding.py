@@ -185,7 +185,9 @@ RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no lo
                              # bf16, Hq=32 Hkv=8, ragged, kernel time: B=64 Lmax=32768 S=1 3.52 TB/s,
                              # S=4 4.26, S=8 4.31; B=32 S=2 3.88, S=8 4.15; B=16 S=4 3.56, S=8 3.88;
                              # B=64 Lmax=4096 S=1 3.64, S=2 3.27)
-RAGGED_WAVES = 4             # calls with lengths, B >= 2, below the fill: S of this many waves of programs
+RAGGED_FILLED_SPLITS = 2     # contiguous calls with lengths on a filled grid: at most this many splits
+                             # besides RAGGED_CHUNK_TOKENS' (measured in choose_splits)
+RAGGED_WAVES = 1             # calls with lengths, B >= 2, below the fill: S of this many waves of programs
                              # (H200, fp16, Hq=32 Hkv=8, kernel time, one wave -> four, us: ragged B=4
                              # Lmax=32768 103.7 -> 66.1, Lmax=4096 18.8 -> 17.6; the same lengths all
                              # equal, B=4 L=32768, 134.2 -> 137.7; probes/decode_work_queue.py)
@@ -326,6 +328,94 @@ def _ragged_chunk(lens, tiles, mask_b, batch, j, num_splits, part_splits, BLOCK_
     return tl.where(idle, 0, b), tl.where(idle, -1, split), start, end, seqlen, n_split
 
 
+@triton.jit
+def _write_zeros(Out, b, h, seqlen, split, heads_kv, GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
+                 BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr):
+    """A split whose chunk holds no keys: split 0 of a length-0 sequence writes its zero output (no
+    split of such a sequence has keys to merge); every other one writes nothing."""
+    offs_g = tl.arange(0, BLOCK_G)
+    offs_d = tl.arange(0, BLOCK_D)
+    rows = b.to(tl.int64) * (heads_kv * GROUP) + h * GROUP + offs_g
+    zero = tl.zeros([BLOCK_G, BLOCK_D], tl.float32).to(Out.dtype.element_ty)
+    tl.store(Out + rows[:, None] * HEAD_DIM + offs_d[None, :], zero,
+             mask=(offs_g < GROUP)[:, None] & (offs_d < HEAD_DIM)[None, :] & (seqlen == 0) & (split == 0))
+
+
+@triton.jit
+def _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, stride_kd, stride_vb, stride_vh,
+                  stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale, b, h, split,
+                  start, end, seqlen, n_valid, q, table_row, page_next,
+                  GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
+                  BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
+                  BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr):
+    """_decode_kernel's program from its chunk on: tokens start..end of sequence b, KV head h (seqlen
+    tokens long, n_valid splits holding keys), q its (BLOCK_G, BLOCK_D) query rows, page_next the first
+    tile's page indices (paged, TABLE_AHEAD)."""
+    offs_g = tl.arange(0, BLOCK_G)
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    mask_g = offs_g < GROUP
+    mask_d = offs_d < HEAD_DIM
+    out_mask = mask_g[:, None] & mask_d[None, :]
+    b64 = b.to(tl.int64)
+    heads = h * GROUP + offs_g                                   # this KV head's query heads
+    rows = b64 * (heads_kv * GROUP) + heads                      # their rows in (B * Hq)
+
+    start64 = start.to(tl.int64)
+    h64 = h.to(tl.int64)
+    k_ptrs = (K + b64 * stride_kb + h64 * stride_kh + start64 * stride_kn
+              + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd)          # (BLOCK_N, BLOCK_D)
+    v_ptrs = (V + b64 * stride_vb + h64 * stride_vh + start64 * stride_vn
+              + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd)
+    k_step = tl.full([], BLOCK_N, tl.int64) * stride_kn
+    v_step = tl.full([], BLOCK_N, tl.int64) * stride_vn
+
+    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)   # running max of the logits (log2 units)
+    l_i = tl.zeros([BLOCK_G], tl.float32)                  # running sum of exp2(logit - m_i)
+    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    for n0 in range(start, end, BLOCK_N):
+        mask_n = (n0 + offs_n) < end
+        if PAGE_SIZE > 0:   # token t lives in slot t % PAGE_SIZE of page Table[b, t // PAGE_SIZE]
+            tokens = n0 + offs_n
+            if TABLE_AHEAD:   # this tile's indices were loaded a tile ago; load the next tile's
+                page = page_next
+                ahead = tokens + BLOCK_N
+                page_next = tl.load(table_row + (ahead // PAGE_SIZE) * stride_tp, mask=ahead < end, other=0)
+            else:
+                page = tl.load(table_row + (tokens // PAGE_SIZE) * stride_tp, mask=mask_n, other=0)
+            page = tl.minimum(tl.maximum(page, 0), num_pages - 1).to(tl.int64)     # never outside
+            slot = tokens % PAGE_SIZE
+            k_ptrs = (K + h64 * stride_kh + (page * stride_kb + slot * stride_kn)[:, None]
+                      + offs_d[None, :] * stride_kd)                              # (BLOCK_N, BLOCK_D)
+            v_ptrs = (V + h64 * stride_vh + (page * stride_vb + slot * stride_vn)[:, None]
+                      + offs_d[None, :] * stride_vd)
+        m_i, l_i, acc = _attend_tile(q, k_ptrs, v_ptrs, mask_n, mask_d, m_i, l_i, acc, qk_scale, UPCAST_DOT)
+        if PAGE_SIZE == 0:
+            k_ptrs += k_step
+            v_ptrs += v_step
+
+    if SPLIT:
+        # start < end (_decode_kernel), so every row saw at least one key and l_i > 0.
+        tl.store(Part + (rows * part_splits + split)[:, None] * HEAD_DIM + offs_d[None, :],
+                 acc / l_i[:, None], mask=out_mask)
+        tl.store(Lse + rows * part_splits + split, m_i + tl.math.log2(l_i), mask=mask_g)
+        # Every thread's stores precede the counter bump (barrier), and the release/acquire
+        # atomic makes them visible to the program that arrives last.
+        tl.debug_barrier()
+        bh = b * heads_kv + h
+        arrived = tl.atomic_add(Count + bh, 1, sem="acq_rel", scope="gpu")
+        if arrived == n_valid - 1:
+            _merge_group(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP, n_valid, part_splits,
+                         GROUP, HEAD_DIM, BLOCK_MG, BLOCK_S, BLOCK_D)   # all G rows at once
+            tl.store(Count + bh, 0)                              # every other program has arrived: reset
+    else:
+        l_safe = tl.where(l_i > 0, l_i, 1.0)                     # length 0: acc is 0, out is 0
+        tl.store(Out + rows[:, None] * HEAD_DIM + offs_d[None, :],
+                 (acc / l_safe[:, None]).to(Out.dtype.element_ty), mask=out_mask)
+
+
+
+
 @triton.jit(do_not_specialize=["n_blocks", "num_splits", "batch", "part_splits"])
 def _decode_kernel(
     Q, K, V, Lens, Table, Out, Part, Lse, Count,
@@ -384,76 +474,35 @@ def _decode_kernel(
         tiles = tl.cdiv(lens, BLOCK_N)                                                 # (BLOCK_B,)
         most = tl.max(tiles, 0)
         if tl.min(tl.where(mask_b, tiles, most), 0) != most:   # lengths differ: deal chunks by length
-            b, split, start, end, seqlen, n_valid = _ragged_chunk(
+            rb, rsplit, rstart, rend, rlen, rvalid = _ragged_chunk(
                 lens, tiles, mask_b, batch, b * num_splits + split, num_splits, part_splits, BLOCK_N, BLOCK_B)
-            b64 = b.to(tl.int64)
-            table_row = Table + b64 * stride_tb
+            rb64 = rb.to(tl.int64)
+            rtable = Table + rb64 * stride_tb
+            rpage = offs_n * 0
             if TABLE_AHEAD:
-                first = start + offs_n
-                page_next = tl.load(table_row + (first // PAGE_SIZE) * stride_tp, mask=first < end, other=0)
-            q = tl.load(Q + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :] * stride_qd,
-                        mask=out_mask, other=0.0)
-    rows = b64 * (heads_kv * GROUP) + heads                      # this KV head's query rows in (B * Hq)
-
+                first = rstart + offs_n
+                rpage = tl.load(rtable + (first // PAGE_SIZE) * stride_tp, mask=first < rend, other=0)
+            rq = tl.load(Q + rb64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :] * stride_qd,
+                         mask=out_mask, other=0.0)
+            if SPLIT:
+                if rstart >= rend:   # no keys in this chunk (a program past the last split: rsplit = -1)
+                    _write_zeros(Out, rb, h, rlen, rsplit, heads_kv, GROUP, HEAD_DIM, BLOCK_G, BLOCK_D)
+                    return
+            _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, stride_kd, stride_vb,
+                          stride_vh, stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale,
+                          rb, h, rsplit, rstart, rend, rlen, rvalid, rq, rtable, rpage,
+                          GROUP, HEAD_DIM, BLOCK_G, BLOCK_N, BLOCK_D, BLOCK_S, SPLIT, UPCAST_DOT, BLOCK_MG, PAGE_SIZE,
+                          TABLE_AHEAD)
+            return
     if SPLIT:
         if start >= end:   # this chunk lies past the sequence: nothing to read or merge
-            # A length-0 sequence has no split with keys; split 0 writes its zeros.
-            zero = tl.zeros([BLOCK_G, BLOCK_D], tl.float32).to(Out.dtype.element_ty)
-            tl.store(Out + rows[:, None] * HEAD_DIM + offs_d[None, :], zero,
-                     mask=out_mask & (seqlen == 0) & (split == 0))
+            _write_zeros(Out, b, h, seqlen, split, heads_kv, GROUP, HEAD_DIM, BLOCK_G, BLOCK_D)
             return
-
-    start64 = start.to(tl.int64)
-    h64 = h.to(tl.int64)
-    k_ptrs = (K + b64 * stride_kb + h64 * stride_kh + start64 * stride_kn
-              + offs_n[:, None] * stride_kn + offs_d[None, :] * stride_kd)          # (BLOCK_N, BLOCK_D)
-    v_ptrs = (V + b64 * stride_vb + h64 * stride_vh + start64 * stride_vn
-              + offs_n[:, None] * stride_vn + offs_d[None, :] * stride_vd)
-    k_step = tl.full([], BLOCK_N, tl.int64) * stride_kn
-    v_step = tl.full([], BLOCK_N, tl.int64) * stride_vn
-
-    m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)   # running max of the logits (log2 units)
-    l_i = tl.zeros([BLOCK_G], tl.float32)                  # running sum of exp2(logit - m_i)
-    acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
-    for n0 in range(start, end, BLOCK_N):
-        mask_n = (n0 + offs_n) < end
-        if PAGE_SIZE > 0:   # token t lives in slot t % PAGE_SIZE of page Table[b, t // PAGE_SIZE]
-            tokens = n0 + offs_n
-            if TABLE_AHEAD:   # this tile's indices were loaded a tile ago; load the next tile's
-                page = page_next
-                ahead = tokens + BLOCK_N
-                page_next = tl.load(table_row + (ahead // PAGE_SIZE) * stride_tp, mask=ahead < end, other=0)
-            else:
-                page = tl.load(table_row + (tokens // PAGE_SIZE) * stride_tp, mask=mask_n, other=0)
-            page = tl.minimum(tl.maximum(page, 0), num_pages - 1).to(tl.int64)     # never outside
-            slot = tokens % PAGE_SIZE
-            k_ptrs = (K + h64 * stride_kh + (page * stride_kb + slot * stride_kn)[:, None]
-                      + offs_d[None, :] * stride_kd)                              # (BLOCK_N, BLOCK_D)
-            v_ptrs = (V + h64 * stride_vh + (page * stride_vb + slot * stride_vn)[:, None]
-                      + offs_d[None, :] * stride_vd)
-        m_i, l_i, acc = _attend_tile(q, k_ptrs, v_ptrs, mask_n, mask_d, m_i, l_i, acc, qk_scale, UPCAST_DOT)
-        if PAGE_SIZE == 0:
-            k_ptrs += k_step
-            v_ptrs += v_step
-
-    if SPLIT:
-        # start < end, so every row saw at least one key and l_i > 0.
-        tl.store(Part + (rows * part_splits + split)[:, None] * HEAD_DIM + offs_d[None, :],
-                 acc / l_i[:, None], mask=out_mask)
-        tl.store(Lse + rows * part_splits + split, m_i + tl.math.log2(l_i), mask=mask_g)
-        # Every thread's stores precede the counter bump (barrier), and the release/acquire
-        # atomic makes them visible to the program that arrives last.
-        tl.debug_barrier()
-        bh = b * heads_kv + h
-        arrived = tl.atomic_add(Count + bh, 1, sem="acq_rel", scope="gpu")
-        if arrived == n_valid - 1:
-            _merge_group(Part, Lse, Out, b64 * (heads_kv * GROUP) + h * GROUP, n_valid, part_splits,
-                         GROUP, HEAD_DIM, BLOCK_MG, BLOCK_S, BLOCK_D)   # all G rows at once
-            tl.store(Count + bh, 0)                              # every other program has arrived: reset
-    else:
-        l_safe = tl.where(l_i > 0, l_i, 1.0)                     # length 0: acc is 0, out is 0
-        tl.store(Out + rows[:, None] * HEAD_DIM + offs_d[None, :],
-                 (acc / l_safe[:, None]).to(Out.dtype.element_ty), mask=out_mask)
+    _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, stride_kd, stride_vb,
+                  stride_vh, stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale,
+                  b, h, split, start, end, seqlen, n_valid, q, table_row, page_next,
+                  GROUP, HEAD_DIM, BLOCK_G, BLOCK_N, BLOCK_D, BLOCK_S, SPLIT, UPCAST_DOT, BLOCK_MG, PAGE_SIZE,
+                  TABLE_AHEAD)
 
 
 _COUNTERS: dict = {}
@@ -545,7 +594,7 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     if programs >= NO_SPLIT_FILL * num_sms:
         if not (paged or lengths):
             return 1
-        splits = max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS))
+        splits = max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS, RAGGED_FILLED_SPLITS if not paged else wanted))
         if lengths:
             splits = max(splits, cdiv(cache_len, RAGGED_CHUNK_TOKENS))
         return _whole_chunks(n_blocks, splits)

@@ -20,9 +20,9 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
                against the contiguous cache's RAGGED_WAVES split, equal-length twins)
   plan_<m>xS   decode_attention's paged plan at m times its S, the stages and register cap following
                the launch (DIAG=paged_splits: the committed run's slow equal-length paged rows)
-  static       the plan with every sequence split alike, chunks from Lmax (DIAG=spread: against the
-               shipped plan, which deals chunks out by length where the lengths differ; *_static and
-               *_spread: the same choice forced on a variant)
+  static       the plan with every sequence split alike, chunks from Lmax (DIAG=spread and spread2:
+               against the shipped plan, which deals chunks out by length where the lengths differ;
+               *_static and *_spread: the same choice forced on a variant)
 Every paged launch takes choose_splits' paged S. Each implementation is checked against the float64
 reference before it is timed; CUPTI kernel time with the L2 flushed (decode_balance's helpers).
 """
@@ -89,6 +89,13 @@ if os.environ.get("DIAG") == "spread":   # chunks dealt out by length (_ragged_c
                 "plan_2xS_spread": (None, None, None, None, None, 2.0, True),
                 **{f"contig_{m}xS_{'spread' if on else 'static'}": ("contiguous", None, None, None, None, m, on)
                    for m in (0.25, 0.5, 1.0) for on in (True, False)}}
+if os.environ.get("DIAG") == "spread2":   # the same with one body a path, and the rules that go with it
+    SHAPES = [(4, 8, 32768, True), (4, 8, 4096, True), (16, 8, 4096, True), (64, 8, 4096, True),
+              (16, 8, 32768, True), (4, 8, 32768, False), (4, 8, 4096, False), (16, 8, 4096, False),
+              (16, 8, 1024, False), (4, 32, 1024, False), (4, 32, 4096, False)]
+    VARIANTS = {"shipped": (None, None, None, None, None), "static": (None, None, None, None, None, 1.0, False),
+                **{f"plan_{m}xS_spread": (None, None, None, None, None, m, True) for m in (0.25, 0.5)},
+                **{f"contig_{m}xS_static": ("contiguous", None, None, None, None, m, False) for m in (1, 2, 4)}}
 if db.DRY:
     SHAPES = [(2, 2, 300, True), (1, 2, 200, False)]
     if not os.environ.get("DIAG"):   # a DIAG's own variants are run as they are, on the tiny shapes

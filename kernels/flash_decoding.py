@@ -112,9 +112,10 @@ lengths at 1 / 2 / 4 / 8 times its S (DIAG=ragged_contig): ragged B=4 Hkv=8 Lmax
 255.2 / 259.0, B=16 Lmax=4096 43.2 (S=4) / 43.5 / 43.7 / 53.5, B=1 Lmax=32768 36.4 (S=16) / 39.7 /
 42.4 / 46.3; equal lengths B=4 L=32768 131.4 / 133.1 / 136.0 / 141.3, B=16 L=4096 77.4 / 79.9 / 80.7
 / 96.2. More splits for calls with lengths pay where lengths differ (up to 37% at B=4) and cost 1-4%
-where they do not; the plan cannot tell the two apart without reading the lengths. Contiguous calls
-with lengths of B >= 2 below the fill take four waves (RAGGED_WAVES; the committed run at 5e7e8d8
-has ragged B=4 Lmax=32768 at 65.5-65.8 us, against 103.7 at 0a530a6). Chunks handed out on the
+where they do not; the plan cannot tell the two apart without reading the lengths. The run at
+5e7e8d8 took four waves for contiguous calls with lengths of B >= 2 below the fill (ragged B=4
+Lmax=32768 at 65.5-65.8 us, against 103.7 at 0a530a6); the kernel now tells the two apart itself
+(below). Chunks handed out on the
 device instead (probes/decode_work_queue.py: persistent programs take chunks from a counter, the
 last chunk of a sequence merges) were no faster than four waves fixed on the host where lengths
 differ (B=4 Lmax=32768: 65.7 us at best, chunks of 1024 on 4 programs an SM, against 66.1) and
@@ -124,7 +125,29 @@ the plan takes ragged B=4 Lmax=32768 86.6 us (S=16, contiguous 66.6), B=16 Lmax=
 B=64 160.7 (132.2); twice the paged S at 2 stages takes 65.8, 41.7 and 150.7, and 4 stages at the
 plan's S 69.6, 46.6 and 146.9, but the equal-length twins lose 2-5% with twice the S (B=4 L=32768
 138.4 -> 141.6, B=16 L=4096 76.0 -> 79.4). The study passes lengths to every paged call, so the plan
-cannot choose between the two without reading them. The committed run at 9f262f2 merged 8192 values
+cannot choose between the two without reading them.
+
+Chunks dealt out by length (SPREAD, `spread_by_length`: calls with lengths, B >= 2, S >= 2): every
+program loads all B lengths (a vector from L2, beside its own) and, where their tile counts differ,
+the B * S programs of a KV head are dealt out by length instead of Lmax's chunks (_ragged_chunk):
+one chunk length c for the whole launch, the shortest (in whole tiles, found by bisection) at which
+the sequences need at most B * S programs, a sequence of n tiles taking max(1, cdiv(n, c)) of them
+(at most RAGGED_SPLIT_LIMIT * S; the partials hold that many slots a row), and program j of the head
+serving the sequence and split that j falls on. Where the lengths are equal the program keeps its
+Lmax chunk and the q and page loads it issued before the lengths arrived. The two paths each inline
+their own copy of the tile loop (_attend_chunk), so the plain one compiles as without SPREAD
+(sm_90, paged, 128 registers: one spill load in the loop; the dealt one has six). The lengths are
+never read on the host. probes/decode_paged_ahead.py DIAG=spread2 (fp16, Hq=32, D=128, 64-token
+pages, CUPTI kernel time, L2 flushed), us, Lmax's chunks -> dealt by length (contiguous without
+lengths, or with them where ragged): paged ragged B=4 Hkv=8 Lmax=32768 (S=16) 88.2 -> 66.6 (64.8),
+Lmax=4096 19.3 -> 20.4 (17.3), B=16 Lmax=4096 (S=4) 53.3 -> 43.6 (44.4), Lmax=32768 268.7 -> 264.6
+(260.7); the plain path's cost at equal lengths, paged: B=4 L=32768 138.7 -> 139.2, B=16 L=4096 76.6
+-> 77.7, L=1024 27.5 -> 28.2, B=4 Hkv=32 L=1024 27.6 -> 28.7 (contiguous 25.5). Contiguous calls with
+lengths below the fill keep the one-wave count (S=4 at B=4 Hkv=8): ragged Lmax=32768 64.8 us
+(four waves of Lmax's chunks, the previous rule, 66.1; one wave of them 100.4), Lmax=4096 17.3
+(18.1); all lengths equal, B=4 L=32768 133.8 (137.2; without lengths 133.4).
+
+The committed run at 9f262f2 merged 8192 values
 a step (MERGE_TILE): at G = 1 that tile raised the kernel to 155 registers, too many for
 PAGED_PROGRAMS_PER_SM resident programs, and its paged rows at Hkv=32 ran 1.2-1.39x slower than at
 81ffb54 (B=1 L=131072 0.488 -> 0.654-0.684 ms); 2048 values a step (126 registers) gave 490 us there
@@ -186,11 +209,9 @@ RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no lo
                              # S=4 4.26, S=8 4.31; B=32 S=2 3.88, S=8 4.15; B=16 S=4 3.56, S=8 3.88;
                              # B=64 Lmax=4096 S=1 3.64, S=2 3.27)
 RAGGED_FILLED_SPLITS = 2     # contiguous calls with lengths on a filled grid: at most this many splits
-                             # besides RAGGED_CHUNK_TOKENS' (measured in choose_splits)
-RAGGED_WAVES = 1             # calls with lengths, B >= 2, below the fill: S of this many waves of programs
-                             # (H200, fp16, Hq=32 Hkv=8, kernel time, one wave -> four, us: ragged B=4
-                             # Lmax=32768 103.7 -> 66.1, Lmax=4096 18.8 -> 17.6; the same lengths all
-                             # equal, B=4 L=32768, 134.2 -> 137.7; probes/decode_work_queue.py)
+                             # besides RAGGED_CHUNK_TOKENS' (H200, fp16, Hq=32 Hkv=8, kernel time, S=4 -> 2,
+                             # us: B=16 L=4096 ragged 43.3 -> 44.4, the same lengths all equal 78.6 -> 75.7,
+                             # B=16 L=1024 equal 30.1 -> 27.3; probes/decode_paged_ahead.py DIAG=spread2)
 FULL_GRID_CONFIG = (128, 4, 2)   # (BLOCK_N, num_warps, num_stages) of unsplit launches without lengths of
                              # at least FULL_GRID_PROGRAMS_PER_SM programs an SM, at the 64-token tiles of
                              # D = 65..128 (H200, fp16, Hq=32, D=128, kernel time, 64/4/4 -> 128/4/2
@@ -218,7 +239,10 @@ PAGED_TABLE_AHEAD = True     # paged: each tile's page indices loaded a tile ahe
                              # the length (paged_stages; measured in the module docstring)
 RAGGED_SPLIT_LIMIT = 4       # calls with lengths, B >= 2, S >= 2, whose lengths differ: chunks dealt out by
                              # length on the device (_ragged_chunk), a sequence taking at most this many
-                             # times S splits (the partials' slots a row)
+                             # times S splits (the partials' slots a row). H200, fp16, Hq=32 Hkv=8, D=128,
+                             # kernel time, us, Lmax's chunks -> dealt by length (DIAG=spread2): paged
+                             # ragged B=4 Lmax=32768 88.2 -> 66.6, B=16 Lmax=4096 53.3 -> 43.6; contiguous
+                             # ragged B=4 Lmax=32768 at one wave 100.4 -> 64.8 (four waves without: 66.1)
 PAGED_RING_RESERVE = 8 << 10  # paged: shared memory a program holds besides its ring of K and V tiles
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
@@ -576,11 +600,12 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     grid such a call also cuts the cache into chunks of at most RAGGED_CHUNK_TOKENS, whatever
     the whole-wave count: with many sequences of unequal length the programs of the short ones
     exit at once, and the long ones would otherwise hold the launch (B=64 Hkv=8 Lmax=32768, read
-    rate 3.52 TB/s at S=1, 4.31 at S=8). Below the fill, such a call of B >= 2 sequences takes
-    RAGGED_WAVES waves of programs instead of one: the SMs that a short sequence's programs leave
-    take chunks of the long ones (B=4 Hkv=8 Lmax=32768 ragged: 103.7 us at one wave, 66.1 at four),
-    at a cost of 3% when the lengths are in fact all equal (134.2 against 137.7 us); one sequence
-    (B = 1) keeps one wave (four: 36.7 against 42.2 us, ragged Lmax=32768).
+    rate 3.52 TB/s at S=1, 4.31 at S=8); a contiguous one at most RAGGED_FILLED_SPLITS besides.
+    Below the fill such a call takes the one-wave count, as without lengths: where the lengths
+    differ, the kernel deals those programs out by length (_ragged_chunk, RAGGED_SPLIT_LIMIT), so
+    the long sequences take the programs the short ones leave (B=4 Hkv=8 Lmax=32768 ragged: 64.8
+    us, against 66.1 at four waves of Lmax's chunks, the rule before; the same lengths all equal:
+    133.8 against 137.2).
 
     A paged cache of one sequence (B = 1) has no lengths to balance, and with the page indices
     loaded a tile ahead its ring hides the lookups: it takes the one-wave count, raised only as far
@@ -594,13 +619,13 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     if programs >= NO_SPLIT_FILL * num_sms:
         if not (paged or lengths):
             return 1
-        splits = max(1, min(wanted, n_blocks // MIN_CHUNK_BLOCKS, RAGGED_FILLED_SPLITS if not paged else wanted))
+        splits = max(1, min(wanted if paged else RAGGED_FILLED_SPLITS, wanted, n_blocks // MIN_CHUNK_BLOCKS))
         if lengths:
             splits = max(splits, cdiv(cache_len, RAGGED_CHUNK_TOKENS))
         return _whole_chunks(n_blocks, splits)
     wave = max(1, num_sms // programs)   # one wave of programs (module docstring), at most one per tile
     if not paged:
-        return _whole_chunks(n_blocks, RAGGED_WAVES * wave if lengths and batch > 1 else wave)
+        return _whole_chunks(n_blocks, wave)
     # Paged: up to `wanted`, but one sequence (no lengths to balance) only for chunks of at most
     # PAGED_CHUNK_TOKENS, and more sequences only down to chunks of MIN_CHUNK_BLOCKS tiles.
     more = cdiv(cache_len, PAGED_CHUNK_TOKENS) if batch == 1 else n_blocks // MIN_CHUNK_BLOCKS

@@ -17,7 +17,7 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
   *_halfS, *_2xS  the paged rule's S halved or doubled (DIAG=ragged: ragged lengths and their twins)
   contig_<m>xS the contiguous cache with lengths at m times its rule's S (DIAG=ragged_contig)
   s4_free      indices ahead, 4 stages, registers not capped (DIAG=ragged_paged: the paged ragged rows
-               against the contiguous cache's RAGGED_WAVES split, equal-length twins)
+               against the contiguous cache's four-wave split of the time, equal-length twins)
   plan_<m>xS   decode_attention's paged plan at m times its S, the stages and register cap following
                the launch (DIAG=paged_splits: the committed run's slow equal-length paged rows)
   static       the plan with every sequence split alike, chunks from Lmax (DIAG=spread and spread2:
@@ -62,7 +62,7 @@ if os.environ.get("DIAG") == "ragged":   # lengths that differ: deeper rings, fe
     VARIANTS = {"shipped": (None, None, None, None, None), "s4": (True, 64, 4, 4, 128),
                 "s3": (True, 64, 4, 3, 128), "s4_halfS": (True, 64, 4, 4, 128, 0.5),
                 "s2_2xS": (True, 64, 4, 2, 128, 2.0), "s4_2xS": (True, 64, 4, 4, 128, 2.0)}
-if os.environ.get("DIAG") == "ragged_paged":   # paged ragged rows against contiguous's four waves (RAGGED_WAVES)
+if os.environ.get("DIAG") == "ragged_paged":   # paged ragged rows against contiguous's four waves (then the rule)
     SHAPES = [(4, 8, 32768, True), (4, 8, 4096, True), (16, 8, 4096, True), (64, 8, 4096, True),
               (16, 8, 32768, True), (4, 8, 32768, False), (16, 8, 4096, False)]
     VARIANTS = {"shipped": (None, None, None, None, None), "s4": (True, 64, 4, 4, 128),

@@ -14,19 +14,20 @@ to finish resets the counters, so consecutive launches on a stream share them.
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_work_queue.py
 Variants q<chunk>s<stages>p<programs an SM>; ours_4xS: decode_attention with S forced to four
-times the plan's (at the time the plan's one-wave S; RAGGED_WAVES since). Compiled for sm_90, the
+times the plan's (at the time the plan's one-wave S; four waves were the rule from then until
+chunks were dealt out by length). Compiled for sm_90, the
 tile loop pipelines as the shipped kernel's does: 8 async copies, 104 KB of shared memory at 4
 stages.
 
 Measured on an H200 (fp16, Hq=32, D=128, CUPTI kernel time, L2 flushed; at 6c1e680, before
-RAGGED_WAVES), us, ours (the plan's S) / ours_4xS / the best queue variant:
+the four-wave rule), us, ours (the plan's S) / ours_4xS / the best queue variant:
 ragged B=4 Hkv=8 Lmax=32768 103.7 (S=4) / 66.1 / 65.7 (q1024s2p4); its equal-length twin 134.2 /
 137.7 / 137.8 (q2048s2p4); ragged B=1 Lmax=32768 36.7 (S=16) / 42.2 / 39.7 (q2048s4p2); ragged B=4
 Lmax=4096 18.8 / 17.6 / 19.5 (q512s4p2); ragged B=16 Lmax=32768 260.2 / 259.5 / 261.9; ragged B=16
 Lmax=4096 43.0 / 43.6 / 46.7; its twin 78.1 / 81.2 / 76.7 (q1024s2p4); ragged B=64 Lmax=4096 132.0 /
 129.6 / 135.9. The queue is no faster than more splits fixed on the host where lengths differ, and
 slower at equal lengths than one wave; the shipped kernel took the host-side split for B >= 2
-(kernels.flash_decoding.RAGGED_WAVES), and nothing launches this kernel.
+(four waves, later replaced by chunks dealt out by length), and nothing launches this kernel.
 Writes $OUT/decode_work_queue.csv and prints a short table last (decode_balance's helpers: every
 variant checked against the float64 reference before it is timed, CUPTI kernel time, L2 flushed).
 PROBE_DRYRUN=1 checks the kernel in Triton's CPU interpreter on small ragged shapes.

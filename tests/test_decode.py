@@ -186,10 +186,11 @@ def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
 
 
 @pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 32768, 8), (64, 8, 32768, 8), (32, 8, 16384, 4),
-                                                            (16, 8, 4096, 4), (64, 8, 4096, 1), (1, 8, 1024, 16)])
+                                                            (16, 8, 4096, 2), (16, 8, 1024, 2), (64, 8, 4096, 1),
+                                                            (1, 8, 1024, 16)])
 def test_choose_splits_with_lengths(batch, heads_kv, cache_len, splits):
-    """Given lengths, a grid that fills the SMs once is split like a paged one (ragged work spread over
-    programs), into chunks of at most RAGGED_CHUNK_TOKENS; below the fill the one-wave rule holds."""
+    """Given lengths, a grid that fills the SMs once takes up to RAGGED_FILLED_SPLITS splits (ragged work
+    spread over programs), and chunks of at most RAGGED_CHUNK_TOKENS; below the fill the one-wave rule holds."""
     assert choose_splits(batch, heads_kv, cache_len, 64, 132, lengths=True) == splits
     assert choose_splits(batch, heads_kv, cache_len, 64, 132) == (1 if batch * heads_kv >= 119 else splits)
 
@@ -217,15 +218,14 @@ def test_long_grouped_chunks_plan(monkeypatch):
     assert forced.rest[9] == 64 and forced.options == dict(num_warps=4, num_stages=4)
 
 
-@pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(4, 8, 32768, 16), (4, 8, 4096, 16), (2, 8, 1024, 16),
+@pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(4, 8, 32768, 4), (4, 8, 4096, 4), (2, 8, 1024, 8),
                                                             (1, 8, 32768, 16), (4, 8, 96, 2)])
 def test_choose_splits_with_lengths_below_the_fill(batch, heads_kv, cache_len, splits):
-    """Given lengths, B >= 2 sequences below the fill take RAGGED_WAVES waves of programs (whole tiles a chunk,
-    at most one chunk a tile); one sequence keeps one wave, and without lengths the one-wave rule holds."""
+    """Given lengths, sequences below the fill take the one-wave count, as without them (whole tiles a chunk,
+    at most one chunk a tile): where the lengths differ the kernel deals those programs out by length."""
     assert choose_splits(batch, heads_kv, cache_len, 64, 132, lengths=True) == splits
-    wave = choose_splits(batch, heads_kv, cache_len, 64, 132)
-    assert wave == min(132 // (batch * heads_kv), cdiv(cache_len, 64))
-    assert splits == (wave if batch == 1 else min(decode.RAGGED_WAVES * wave, cdiv(cache_len, 64)))
+    assert splits == choose_splits(batch, heads_kv, cache_len, 64, 132) == min(132 // (batch * heads_kv),
+                                                                               cdiv(cache_len, 64))
 
 
 def test_full_grid_plan(monkeypatch):
@@ -333,6 +333,89 @@ def test_study_roundtrip_on_cpu(ragged):
     if ragged:
         wrong = decode_attention(inputs["q"], inputs["k_cache"], inputs["v_cache"])
         assert study.check(wrong, ref, inputs)[1] > study.tolerance("bfloat16")
+
+
+def _dealt(lengths, block_n, splits, part_splits):
+    """What _ragged_chunk computes, in Python: {b: [(start, end), ...]} and the programs left idle."""
+    tiles = [cdiv(n, block_n) for n in lengths]
+    target = len(lengths) * splits
+    chunk = next(c for c in range(max(1, cdiv(max(tiles), part_splits)), max(tiles) + 2)
+                 if sum(max(1, cdiv(t, c)) for t in tiles) <= target)
+    dealt = {}
+    for b, (n, t) in enumerate(zip(lengths, tiles)):
+        count = max(1, cdiv(t, chunk))
+        dealt[b] = [((s * t // count) * block_n, min(((s + 1) * t // count) * block_n, n)) for s in range(count)]
+    return dealt, target - sum(len(c) for c in dealt.values())
+
+
+@pytest.mark.parametrize("lengths", [[1, 300, 120, 7], [300, 300, 300, 299], [0, 300, 0, 64], [300, 1, 1, 1, 1, 1]])
+def test_dealing_chunks_by_length_covers_each_sequence(lengths):
+    """The B * S programs of a KV head cover every sequence's tokens exactly once in whole tiles, each
+    sequence at most part_splits times and at least once, with no chunk longer than the one-wave split's."""
+    for splits in (2, 3, 8):
+        dealt, idle = _dealt(lengths, 16, splits, 4 * splits)
+        assert idle >= 0
+        for b, chunks in dealt.items():
+            assert chunks[0][0] == 0 and chunks[-1][1] == lengths[b] and 1 <= len(chunks) <= 4 * splits
+            assert all(e0 == s1 for (_, e0), (s1, _) in zip(chunks, chunks[1:]))        # contiguous, no overlap
+            assert all(s % 16 == 0 and (s < e or lengths[b] == 0) for s, e in chunks)  # whole tiles, not empty
+        longest = max(e - s for c in dealt.values() for s, e in c)
+        assert longest <= cdiv(cdiv(max(lengths), 16), splits) * 16
+
+
+SPREAD_CASES = [  # batch, heads_q, heads_kv, cache_len, head_dim, lengths, page_size, dtype
+    (4, 4, 1, 300, 64, [1, 300, 120, 7], None, torch.float16),           # G = 4
+    (5, 8, 8, 200, 40, [0, 200, 3, 64, 199], None, torch.bfloat16),       # G = 1, length 0, odd D
+    (6, 6, 2, 256, 32, [256, 1, 1, 1, 1, 1], 16, torch.float16),          # paged: one long, programs left idle
+    (3, 8, 2, 512, 64, [512, 511, 0], 32, torch.bfloat16),               # paged, tile counts differ by one
+    (17, 4, 2, 700, 16, None, None, torch.float16),                       # B not a power of two, ragged
+]
+
+
+@pytest.mark.parametrize("batch,heads_q,heads_kv,cache_len,head_dim,lengths,page_size,dtype", SPREAD_CASES)
+def test_chunks_dealt_by_length_match_reference(poison, batch, heads_q, heads_kv, cache_len, head_dim, lengths,
+                                                page_size, dtype):
+    """Where the lengths differ, a call with lengths deals its programs out by length (spread): the output
+    matches the float64 reference, a length-0 sequence gives zeros, the cache past each length (NaN and
+    infinities) is never read, and the merge counters are left zero; the same call with every sequence
+    split alike gives the same answer."""
+    q, k, v = _inputs(batch, heads_q, heads_kv, cache_len, head_dim, dtype)
+    lens = _ragged(batch, cache_len) if lengths is None else torch.tensor(lengths, dtype=torch.int32)
+    for b, n in enumerate(lens.tolist()):
+        k[b, :, n:] = float("nan")
+        v[b, :, n:] = float("inf")
+    ref = reference(q, k, v, lens)
+    table = None
+    if page_size:
+        k, v, table = decode.paged_cache(k, v, page_size, seed=3)
+    plan = decode._plan(q, k, v, lens, None, None, table, None, None, None)
+    assert plan.rest[-2] is True and plan.rest[4] >= 2                    # spread, S >= 2
+    spread = decode._decode(q, k, v, lens, None, None, table)
+    alike = decode._decode(q, k, v, lens, None, None, table, spread=False)
+    assert int(decode._COUNTERS[(q.device, 0)].abs().sum()) == 0
+    for out in (spread, alike):
+        for b, n in enumerate(lens.tolist()):
+            if n == 0:
+                assert torch.equal(out[b], torch.zeros_like(out[b]))
+            else:
+                _assert_close(out[b], ref[b], dtype)
+
+
+def test_spread_plan():
+    """Chunks are dealt by length only for calls with lengths, B >= 2 and a chosen S >= 2; the partials then
+    hold RAGGED_SPLIT_LIMIT times S slots a row (at most one a tile)."""
+    assert decode.spread_by_length(4, 4, True, False)
+    assert not decode.spread_by_length(1, 16, True, False)       # one sequence: nothing to balance
+    assert not decode.spread_by_length(64, 1, True, False)       # S = 1
+    assert not decode.spread_by_length(4, 4, False, False)       # no lengths: all Lmax long
+    assert not decode.spread_by_length(4, 4, True, True)         # a forced num_splits is kept exactly
+    q, k, v = _inputs(4, 8, 2, 4096, 64, torch.float16)
+    plan = decode._plan(q, k, v, torch.full((4,), 4096), None, None, None, None, None, None)
+    splits = plan.rest[4]
+    slots = min(decode.RAGGED_SPLIT_LIMIT * splits, cdiv(4096, plan.rest[9]))        # rest[9]: BLOCK_N
+    assert plan.rest[-2] is True and plan.part_shape == (4, 8, slots) == (4, 8, plan.rest[-3]) and slots > splits
+    plain = decode._plan(q, k, v, None, None, None, None, None, None, None)
+    assert plain.rest[-2] is False and plain.part_shape == (4, 8, splits) == (4, 8, plain.rest[-3])
 
 
 def test_split_counters_are_left_zero_for_the_next_call():

@@ -27,11 +27,12 @@ only question is how fast the cache streams from memory. One kernel, one program
 Number of splits (`launch_shape`): `choose_splits`, the one-wave rule for contiguous caches and
 its paged rule for paged caches (both below). The one-wave rule: the B * Hkv programs of an
 unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many as SMs (paged
-caches, and calls that pass seqlens, whose lengths may differ, want about PAGED_PROGRAMS_PER_SM
-programs per SM even then; see choose_splits). Below that, a contiguous cache is cut into
-S = SMs // (B * Hkv) chunks of a whole number of BLOCK_N tiles (at most one per tile): one wave
-of programs, each streaming its chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with the L2 flushed,
-BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
+caches want about PAGED_PROGRAMS_PER_SM programs per SM even then, and calls that pass seqlens,
+whose lengths may differ, up to RAGGED_FILLED_SPLITS splits and chunks of at most
+RAGGED_CHUNK_TOKENS; see choose_splits). Below that, a contiguous cache is cut into S = SMs //
+(B * Hkv) chunks of a whole number of BLOCK_N tiles (at most one per tile): one wave of programs,
+each streaming its chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with
+the L2 flushed, BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
 programs only add merge work and tail: B=1 Hkv=8 L=1024 S=16 9.1 us (S=2, the previous rule's
 choice, 14.6; cuDNN 7.6), L=4096 S=16 14.1 (S=8 16.1; cuDNN 12.8), L=16384 S=16 29.9 (S=32
 31.9; cuDNN 28.4), L=131072 S=16 141.8 (S=128 156.2; cuDNN 134.5); B=4 Hkv=8 L=4096 S=4 29.7
@@ -438,8 +439,6 @@ def _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, 
                  (acc / l_safe[:, None]).to(Out.dtype.element_ty), mask=out_mask)
 
 
-
-
 @triton.jit(do_not_specialize=["n_blocks", "num_splits", "batch", "part_splits"])
 def _decode_kernel(
     Q, K, V, Lens, Table, Out, Part, Lse, Count,
@@ -453,7 +452,7 @@ def _decode_kernel(
     BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr,
     batch, part_splits, SPREAD: tl.constexpr, BLOCK_B: tl.constexpr,
 ):
-    # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, S, D) fp32, Lse (B, Hq, S) fp32 and
+    # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, P, D) fp32, Lse (B, Hq, P) fp32 and
     # Count (B * Hkv,) int32 zeros, all contiguous. Contiguous caches (PAGE_SIZE 0): K and V
     # (B, Hkv, Lmax, D) with strides (b, h, n, d). Paged (PAGE_SIZE > 0): K and V
     # (num_pages, PAGE_SIZE, Hkv, D) with strides passed as (page, h, slot, d), Table
@@ -462,7 +461,7 @@ def _decode_kernel(
     # including) floor((s + 1) * n_blocks / S), n_blocks = cdiv(cache_len, BLOCK_N), 1 <= S <= n_blocks.
     # SPREAD (lengths passed, B >= 2, S >= 2): where the lengths' tile counts differ, the same B * S
     # programs of a KV head are dealt out by length instead (_ragged_chunk). Part and Lse hold
-    # part_splits slots a row (S, or more under SPREAD).
+    # P = part_splits slots a row (S, or more under SPREAD).
     split = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // heads_kv
@@ -600,7 +599,10 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     grid such a call also cuts the cache into chunks of at most RAGGED_CHUNK_TOKENS, whatever
     the whole-wave count: with many sequences of unequal length the programs of the short ones
     exit at once, and the long ones would otherwise hold the launch (B=64 Hkv=8 Lmax=32768, read
-    rate 3.52 TB/s at S=1, 4.31 at S=8); a contiguous one at most RAGGED_FILLED_SPLITS besides.
+    rate 3.52 TB/s at S=1, 4.31 at S=8). A contiguous cache takes at most RAGGED_FILLED_SPLITS
+    splits besides (the same lengths all equal pay for more: B=16 Hkv=8 L=1024 25.6 us unsplit
+    without lengths, 27.3 at S=2, 30.1 at S=4), a paged one up to PAGED_PROGRAMS_PER_SM programs an
+    SM. Where a split call's lengths differ, the kernel deals its programs out by length (below).
     Below the fill such a call takes the one-wave count, as without lengths: where the lengths
     differ, the kernel deals those programs out by length (_ragged_chunk, RAGGED_SPLIT_LIMIT), so
     the long sequences take the programs the short ones leave (B=4 Hkv=8 Lmax=32768 ragged: 64.8
@@ -719,9 +721,10 @@ def _check_table(block_table, k_cache, batch: int, device: torch.device) -> int:
 def _to_device(seqlens, block_table, device: torch.device, cache_len: int, num_pages: int):
     """Host lengths and tables are checked (their values, on every call) and copied to `device`.
 
-    Lengths must lie in 0..cache_len; the entries of a host table that hold a sequence's tokens
-    must be page indices in 0..num_pages - 1 (with lengths on the GPU: every entry). Values
-    already on the GPU are not read back (that would stall the host): the kernel clamps them.
+    Lengths must lie in 0..cache_len, and strided ones are copied to unit stride (the kernel's); the
+    entries of a host table that hold a sequence's tokens must be page indices in 0..num_pages - 1
+    (with lengths on the GPU: every entry). Values already on the GPU are not read back (that would
+    stall the host): the kernel clamps them.
     """
     host_lens = seqlens is not None and seqlens.device.type == "cpu"
     if host_lens and seqlens.numel() and (int(seqlens.min()) < 0 or int(seqlens.max()) > cache_len):
@@ -743,6 +746,8 @@ def _to_device(seqlens, block_table, device: torch.device, cache_len: int, num_p
         block_table = block_table.to(device, non_blocking=True)
     if host_lens:
         seqlens = seqlens.to(device, non_blocking=True)
+    if seqlens is not None and seqlens.stride(0) != 1 and seqlens.numel() > 1:
+        seqlens = seqlens.contiguous()               # the kernel reads the lengths at unit stride
     return seqlens, block_table
 
 

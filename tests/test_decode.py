@@ -418,6 +418,21 @@ def test_spread_plan():
     assert plain.rest[-2] is False and plain.part_shape == (4, 8, splits) == (4, 8, plain.rest[-3])
 
 
+@pytest.mark.parametrize("num_splits,paged", [(None, False), (1, False), (3, False), (None, True)])
+def test_strided_lengths(poison, num_splits, paged):
+    """Lengths that are a strided view (every other element of a longer tensor) are read as their values,
+    split or not, dealt by length or not, contiguous or paged; a repeat call too."""
+    q, k, v = _inputs(3, 4, 2, 300, 32, torch.float16)
+    lens = torch.tensor([5, 0, 300, 7, 120, 9], dtype=torch.int32)[::2]                # 5, 300, 120
+    ref = reference(q, k, v, lens)
+    table = None
+    if paged:
+        k, v, table = decode.paged_cache(k, v, 16, seed=2)
+    for _ in range(2):
+        _assert_close(decode_attention(q, k, v, lens, num_splits=num_splits, block_table=table), ref,
+                      torch.float16)
+
+
 def test_split_counters_are_left_zero_for_the_next_call():
     q, k, v = (torch.randn(2, 8, 64, dtype=torch.float16), torch.randn(2, 2, 300, 64, dtype=torch.float16),
                torch.randn(2, 2, 300, 64, dtype=torch.float16))

@@ -4,6 +4,8 @@ contiguous shapes without lengths whose code path did not change but whose compi
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_codegen.py
 Needs probes/_decode_at_cee2c50.py: `git show cee2c50:kernels/flash_decoding.py` written there.
+DIAG=fill: grids of 128 programs, which leave 4 of the H200's 132 SMs idle, against the smallest S
+that fills every SM (the plan's tiles and 64-token ones) and cuDNN; no copy needed.
 Writes $OUT/decode_codegen.csv and prints a short table last (decode_balance's helpers: fp16,
 Hq=32, D=128, every variant checked against the float64 reference, CUPTI kernel time, L2 flushed).
 
@@ -28,8 +30,12 @@ import torch  # noqa: E402
 fd, study = db.fd, db.study
 SHAPES = [(1, 8, 131072, False), (4, 8, 32768, False), (1, 32, 131072, False), (16, 8, 4096, False),
           (4, 8, 32768, True)]
+FILL = os.environ.get("DIAG") == "fill"   # grids of 128 programs leave 4 of 132 SMs idle: S that fills them
+if FILL:
+    SHAPES = [(1, 8, 131072, False), (1, 8, 32768, False), (4, 8, 131072, False), (1, 32, 131072, False),
+              (4, 32, 32768, False), (16, 8, 32768, False)]
 if db.DRY:
-    SHAPES = [(2, 2, 300, True), (1, 2, 200, False)]
+    SHAPES = [(2, 2, 300, not FILL), (1, 2, 200, False)]
 
 
 def _old_module():
@@ -40,7 +46,32 @@ def _old_module():
     return module
 
 
-OLD = _old_module()
+OLD = None if FILL else _old_module()
+
+
+def filling_splits(programs: int, wave: int, num_sms: int) -> int:
+    """The smallest S >= the one-wave count for which programs * S is a whole number of SM counts."""
+    s = wave
+    while (programs * s) % num_sms:
+        s += 1
+    return s
+
+
+def fill_candidates(inputs, num_sms):
+    """ours (the plan) against forced S: the plan's S and the S that fills every SM, with the plan's
+    tiles and with 64-token tiles (4 warps, 4 stages; two programs an SM at D = 128)."""
+    q, k, v = inputs["q"], inputs["k_cache"], inputs["v_cache"]
+    batch, heads_kv, cache_len, _ = k.shape
+    group = db.HQ // heads_kv
+    s = fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, False)
+    fill = filling_splits(batch * heads_kv, s, num_sms)
+    cands = {"ours": lambda: (lambda: fd.decode_attention(q, k, v)),
+             "fill": lambda: (lambda: fd._decode(q, k, v, None, None, fill, None)),
+             "fill_64": lambda: (lambda: fd._decode(q, k, v, None, None, fill, None, 64, 4, 4)),
+             "plan_64": lambda: (lambda: fd._decode(q, k, v, None, None, s, None, 64, 4, 4))}
+    if not db.DRY:
+        cands["cudnn"] = lambda: study.impls()["sdpa_cudnn"](inputs)
+    return cands, {"ours": s, "fill": fill, "fill_64": fill, "plan_64": s, "cudnn": ""}
 
 
 def candidates(inputs, num_sms):
@@ -61,12 +92,13 @@ def main():
     os.makedirs(db.OUT, exist_ok=True)
     db.timer = None if db.DRY else db.CudaTimer()
     print(f"device {'CPU interpreter' if db.DRY else torch.cuda.get_device_name()}", flush=True)
-    table = db.sweep(SHAPES, "codegen", candidates)
+    table = db.sweep(SHAPES, "codegen", fill_candidates if FILL else candidates)
     path = os.path.join(db.OUT, "decode_codegen.csv")
     db.write_csv(path, db.ROWS)
     db.kernel_rows(os.path.join(db.OUT, "decode_codegen_kernels.csv"))
     print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}; (S): splits; x: over ours")
-    db.print_ratios(table, ["ours", "cee2c50", *(["cudnn"] if not db.DRY else [])], "ours")
+    names = ["ours", "fill", "fill_64", "plan_64"] if FILL else ["ours", "cee2c50"]
+    db.print_ratios(table, [*names, *(["cudnn"] if not db.DRY else [])], "ours")
     db.print_bad(path)
 
 

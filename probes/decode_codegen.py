@@ -5,7 +5,13 @@ contiguous shapes without lengths whose code path did not change but whose compi
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_codegen.py
 Needs probes/_decode_at_cee2c50.py: `git show cee2c50:kernels/flash_decoding.py` written there.
 DIAG=fill: grids of 128 programs, which leave 4 of the H200's 132 SMs idle, against the smallest S
-that fills every SM (the plan's tiles and 64-token ones) and cuDNN; no copy needed.
+that fills every SM (the plan's tiles and 64-token ones) and cuDNN; no copy needed. Measured on
+an H200, us, ours (S) / fill (S) / fill at 64-token tiles / the plan's S at 64-token tiles / cuDNN:
+B=1 Hkv=8 L=131072 136.3 (16) / 140.8 (33) / 141.1 / 135.3 / 137.3; L=32768 45.1 / 47.3 / 47.6 /
+44.8 / 46.2; B=4 Hkv=8 L=131072 495.7 (4) / 507.1 / 505.8 / 493.1 / 502.0; B=1 Hkv=32 L=131072
+492.7 (4) / 502.8 / 503.2 / 492.5 / 500.3; B=4 Hkv=32 L=32768 490.8 (1) / 494.1 / 494.3 / 490.4 /
+487.7; B=16 Hkv=8 L=32768 488.2 (1) / 505.1 / 505.4 / 488.3 / 487.4. Filling the 4 idle SMs costs
+1-5% (more programs, and a merge where there was none); the plan stays.
 Writes $OUT/decode_codegen.csv and prints a short table last (decode_balance's helpers: fp16,
 Hq=32, D=128, every variant checked against the float64 reference, CUPTI kernel time, L2 flushed).
 

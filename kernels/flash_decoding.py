@@ -136,9 +136,12 @@ the sequences need at most B * S programs, a sequence of n tiles taking max(1, c
 (at most RAGGED_SPLIT_LIMIT * S; the partials hold that many slots a row), and program j of the head
 serving the sequence and split that j falls on. Where the lengths are equal the program keeps its
 Lmax chunk and the q and page loads it issued before the lengths arrived. The two paths each inline
-their own copy of the tile loop (_attend_chunk), so the plain one compiles as without SPREAD
-(sm_90, paged, 128 registers: one spill load in the loop; the dealt one has six). The lengths are
-never read on the host. probes/decode_paged_ahead.py DIAG=spread2 (fp16, Hq=32, D=128, 64-token
+their own copy of the tile loop (_attend_chunk); under the paged launches' 128-register cap the
+plain copy spills more than the kernel without SPREAD does (probes/decode_resources.py, sm_90, spill
+loads in the tile loop: G = 4 two, G = 1 three, against one; the dealt copy six and three; with one
+copy of the loop for both paths, a single chunk computation, the kernel had 14 spilled words
+against 4, and the paged equal-length rows ran 2-4% slower than without SPREAD in DIAG=spread).
+The lengths are never read on the host. probes/decode_paged_ahead.py DIAG=spread2 (fp16, Hq=32, D=128, 64-token
 pages, CUPTI kernel time, L2 flushed), us, Lmax's chunks -> dealt by length (contiguous without
 lengths, or with them where ragged): paged ragged B=4 Hkv=8 Lmax=32768 (S=16) 88.2 -> 66.6 (64.8),
 Lmax=4096 19.3 -> 20.4 (17.3), B=16 Lmax=4096 (S=4) 53.3 -> 43.6 (44.4), Lmax=32768 268.7 -> 264.6

@@ -1,0 +1,121 @@
+"""Probe without a GPU: registers, spills and shared memory of the decode launches, compiled for sm_90.
+
+Run from the repository root:  python3 probes/decode_resources.py [SHAPE ...]
+SHAPE is B,Hkv,L with optional flags: paged (64-token pages), lengths (seqlens passed), plain (chunks
+never dealt out by length), e.g. `16,8,4096,paged,lengths`; without shapes, the paged and contiguous
+launches with lengths whose two paths (dealt by length, Lmax's chunks) the module docstring compares.
+
+Each shape is planned as decode_attention plans it on an H100/H200 (132 SMs and the per-SM limits of
+kernels._device.INTERPRETER_PER_SM, fp16, Hq=32, D=128), then its kernel is compiled by Triton for
+sm_90 with the arguments specialised as the JIT specialises them (pointers and multiples of 16
+marked 16-byte divisible, ints equal to 1 as constants, except the do_not_specialize ones). The
+wheel's ptxas and cuobjdump (triton/backends/nvidia/bin) give the registers a thread, the stack
+frame (spilled registers live there), and the SASS's spill loads (LDL) and stores (STL), in all and
+inside each innermost loop (a backward branch closes a loop; the tile loops, the merge's and the
+bisection's), in the order of the code. Nothing runs: no GPU or driver is needed.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from unittest import mock
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from kernels import flash_decoding as fd  # noqa: E402
+from kernels._device import INTERPRETER_PER_SM, INTERPRETER_SMS  # noqa: E402
+
+HQ, D, PAGE = 32, 128, 64
+POINTER = {torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.int32: "*i32"}
+BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+DEFAULT = ["16,8,4096,paged,lengths", "16,8,4096,paged,lengths,plain", "4,32,1024,paged,lengths",
+           "4,32,1024,paged,lengths,plain", "4,8,32768,lengths", "4,8,32768,lengths,plain", "4,8,32768"]
+
+
+def plan(spec: str):
+    """(decode plan, kernel arguments) of a SHAPE spec, planned as on an H100/H200."""
+    batch, heads_kv, cache_len, *flags = spec.split(",")
+    batch, heads_kv, cache_len = int(batch), int(heads_kv), int(cache_len)
+    q = torch.empty(batch, HQ, D, dtype=torch.float16)
+    k = torch.empty(batch, heads_kv, cache_len, D, dtype=torch.float16)
+    lens = torch.full((batch,), cache_len, dtype=torch.int32) if "lengths" in flags else None
+    table = None
+    if "paged" in flags:
+        k, _, table = fd.paged_cache(k, k, PAGE, seed=1)
+    with mock.patch.object(fd, "check_tensor", lambda *a, **kw: None), \
+            mock.patch.object(fd, "sm_count", lambda device: INTERPRETER_SMS), \
+            mock.patch.object(fd, "per_sm", lambda device, key: INTERPRETER_PER_SM[key]), \
+            mock.patch.object(fd, "interpreting", lambda: False):
+        p = fd._plan(q, k, k, lens, None, None, table, None, None, None, None, None,
+                     False if "plain" in flags else None)
+    scratch = torch.empty(1, dtype=torch.float32)
+    tensors = (q, k, k, q if lens is None else lens, q if table is None else table, q, scratch, scratch,
+               torch.empty(1, dtype=torch.int32))
+    args = (*tensors, *p.strides, *(table.stride() if table is not None else (0, 0)), *p.rest)
+    return p, args
+
+
+def compile_for_sm90(p, args):
+    """The compiled kernel of a plan's launch (Triton for sm_90, the JIT's specialisation)."""
+    fn = fd._decode_kernel
+    signature, constants, attrs = {}, {}, {}
+    for i, (param, value) in enumerate(zip(fn.params, args)):
+        if param.is_constexpr or (type(value) is int and value == 1 and not param.do_not_specialize):
+            signature[param.name], constants[(i,)] = "constexpr", value
+        elif isinstance(value, torch.Tensor):
+            signature[param.name], attrs[(i,)] = POINTER[value.dtype], [["tt.divisibility", 16]]
+        elif isinstance(value, bool):
+            signature[param.name] = "i1"
+        elif isinstance(value, int):
+            signature[param.name] = "i32" if abs(value) < 2 ** 31 else "i64"
+            if value % 16 == 0 and not param.do_not_specialize:
+                attrs[(i,)] = [["tt.divisibility", 16]]
+        else:
+            signature[param.name] = "fp32"
+    return triton.compile(ASTSource(fn, signature, constants, attrs), target=GPUTarget("cuda", 90, 32),
+                          options=dict(p.options))
+
+
+def resources(kernel) -> dict:
+    """Registers, stack and shared bytes, and spill loads/stores in the SASS (all, and per loop)."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(kernel.asm["cubin"])
+        cubin.flush()
+        usage = subprocess.run([os.path.join(BIN, "cuobjdump"), "-res-usage", cubin.name],
+                               capture_output=True, text=True, check=True).stdout
+        sass = subprocess.run([os.path.join(BIN, "cuobjdump"), "-sass", cubin.name],
+                              capture_output=True, text=True, check=True).stdout
+    regs, stack = re.search(r"REG:(\d+).*?STACK:(\d+)", usage).groups()
+    code = [(int(a, 16), ins) for a, ins in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
+    spans = []                                                    # a backward branch closes a loop
+    for addr, ins in code:
+        branch = re.search(r"BRA\s.*0x([0-9a-f]+)", ins)
+        if branch and int(branch.group(1), 16) < addr:
+            spans.append((int(branch.group(1), 16), addr))
+    innermost = [(top, end) for top, end in spans                 # the tile, merge and bisection loops
+                 if not any(top <= t and e <= end and (t, e) != (top, end) for t, e in spans)]
+    loops = [sum(" LDL" in f" {i}" for a, i in code if top <= a <= end) for top, end in innermost]
+    return dict(regs=int(regs), stack=int(stack), shared=kernel.metadata.shared,
+                ldl=sum(" LDL" in f" {i}" for _, i in code), stl=sum(" STL" in f" {i}" for _, i in code),
+                loop_ldl=loops)
+
+
+def main(specs: list[str]) -> None:
+    print("shape | grid | options | registers | stack B | shared B | LDL / STL | LDL in each innermost loop")
+    for spec in specs:
+        p, args = plan(spec)
+        r = resources(compile_for_sm90(p, args))
+        print(f"{spec} | {p.grid} | {p.options} | {r['regs']} | {r['stack']} | {r['shared']} | "
+              f"{r['ldl']} / {r['stl']} | {r['loop_ldl']}", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:] or DEFAULT)

@@ -370,6 +370,23 @@ def _write_zeros(Out, b, h, seqlen, split, heads_kv, GROUP: tl.constexpr, HEAD_D
 
 
 @triton.jit
+def _chunk_operands(Q, Table, b, heads, start, limit, offs_n, offs_d, out_mask, stride_qb, stride_qh, stride_qd,
+                    stride_tb, stride_tp, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr):
+    """(table row, page indices, q) of a chunk of sequence b from token `start`: b's row of the block
+    table, the page indices of the chunk's first tile (TABLE_AHEAD; tokens below `limit`) and the
+    (BLOCK_G, BLOCK_D) query rows `heads` of b."""
+    b64 = b.to(tl.int64)
+    table_row = Table + b64 * stride_tb
+    page = offs_n * 0
+    if TABLE_AHEAD:
+        first = start + offs_n
+        page = tl.load(table_row + (first // PAGE_SIZE) * stride_tp, mask=first < limit, other=0)
+    q = tl.load(Q + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :] * stride_qd, mask=out_mask,
+                other=0.0)
+    return table_row, page, q
+
+
+@triton.jit
 def _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, stride_kd, stride_vb, stride_vh,
                   stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale, b, h, split,
                   start, end, seqlen, n_valid, q, table_row, page_next,
@@ -448,7 +465,7 @@ def _decode_kernel(
     stride_qb, stride_qh, stride_qd,
     stride_kb, stride_kh, stride_kn, stride_kd,
     stride_vb, stride_vh, stride_vn, stride_vd,
-    stride_tb, stride_tp, heads_kv, cache_len, num_pages, n_blocks, num_splits, qk_scale,
+    stride_tb, stride_tp, stride_l, heads_kv, cache_len, num_pages, n_blocks, num_splits, qk_scale,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr,
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
     HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
@@ -460,6 +477,7 @@ def _decode_kernel(
     # (B, Hkv, Lmax, D) with strides (b, h, n, d). Paged (PAGE_SIZE > 0): K and V
     # (num_pages, PAGE_SIZE, Hkv, D) with strides passed as (page, h, slot, d), Table
     # (B, max_pages) int32 with strides (stride_tb, stride_tp), and cache_len = max_pages * PAGE_SIZE.
+    # Lens (B,) any integer dtype, stride stride_l.
     # Balanced chunks: split s reads the BLOCK_N tiles floor(s * n_blocks / S) up to (not
     # including) floor((s + 1) * n_blocks / S), n_blocks = cdiv(cache_len, BLOCK_N), 1 <= S <= n_blocks.
     # SPREAD (lengths passed, B >= 2, S >= 2): where the lengths' tile counts differ, the same B * S
@@ -477,39 +495,30 @@ def _decode_kernel(
     mask_g = offs_g < GROUP
     mask_d = offs_d < HEAD_DIM
     out_mask = mask_g[:, None] & mask_d[None, :]
-    b64 = b.to(tl.int64)
     heads = h * GROUP + offs_g                                   # this KV head's query heads
-    table_row = Table + b64 * stride_tb
-    page_next = offs_n * 0
-    if TABLE_AHEAD:   # the first tile's page indices, before (not after) the length is known
-        first = start + offs_n
-        page_next = tl.load(table_row + (first // PAGE_SIZE) * stride_tp, mask=first < cache_len, other=0)
-    q_ptrs = Q + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :] * stride_qd
-    q = tl.load(q_ptrs, mask=out_mask, other=0.0)                                  # (BLOCK_G, BLOCK_D)
+    # The first tile's page indices and q, before (not after) the length is known.
+    table_row, page_next, q = _chunk_operands(Q, Table, b, heads, start, cache_len, offs_n, offs_d, out_mask,
+                                              stride_qb, stride_qh, stride_qd, stride_tb, stride_tp,
+                                              PAGE_SIZE, TABLE_AHEAD)
     seqlen = cache_len
     if HAS_LENS:
-        seqlen = tl.minimum(tl.maximum(tl.load(Lens + b).to(tl.int32), 0), cache_len)
+        seqlen = tl.minimum(tl.maximum(tl.load(Lens + b * stride_l).to(tl.int32), 0), cache_len)
     end = tl.minimum((((split + 1) * n_blocks) // num_splits) * BLOCK_N, seqlen)
     # Splits holding keys: those whose first tile lies before the last tile with keys.
     n_valid = tl.cdiv(tl.cdiv(seqlen, BLOCK_N) * num_splits, n_blocks)
     if SPREAD:
         offs_b = tl.arange(0, BLOCK_B)
         mask_b = offs_b < batch
-        lens = tl.load(Lens + offs_b, mask=mask_b, other=0).to(tl.int32)
+        lens = tl.load(Lens + offs_b * stride_l, mask=mask_b, other=0).to(tl.int32)
         lens = tl.minimum(tl.maximum(lens, 0), cache_len)
         tiles = tl.cdiv(lens, BLOCK_N)                                                 # (BLOCK_B,)
         most = tl.max(tiles, 0)
         if tl.min(tl.where(mask_b, tiles, most), 0) != most:   # lengths differ: deal chunks by length
             rb, rsplit, rstart, rend, rlen, rvalid = _ragged_chunk(
                 lens, tiles, mask_b, batch, b * num_splits + split, num_splits, part_splits, BLOCK_N, BLOCK_B)
-            rb64 = rb.to(tl.int64)
-            rtable = Table + rb64 * stride_tb
-            rpage = offs_n * 0
-            if TABLE_AHEAD:
-                first = rstart + offs_n
-                rpage = tl.load(rtable + (first // PAGE_SIZE) * stride_tp, mask=first < rend, other=0)
-            rq = tl.load(Q + rb64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :] * stride_qd,
-                         mask=out_mask, other=0.0)
+            rtable, rpage, rq = _chunk_operands(Q, Table, rb, heads, rstart, rend, offs_n, offs_d, out_mask,
+                                                stride_qb, stride_qh, stride_qd, stride_tb, stride_tp,
+                                                PAGE_SIZE, TABLE_AHEAD)
             if SPLIT:
                 if rstart >= rend:   # no keys in this chunk (a program past the last split: rsplit = -1)
                     _write_zeros(Out, rb, h, rlen, rsplit, heads_kv, GROUP, HEAD_DIM, BLOCK_G, BLOCK_D)
@@ -605,10 +614,9 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     rate 3.52 TB/s at S=1, 4.31 at S=8). A contiguous cache takes at most RAGGED_FILLED_SPLITS
     splits besides (the same lengths all equal pay for more: B=16 Hkv=8 L=1024 25.6 us unsplit
     without lengths, 27.3 at S=2, 30.1 at S=4), a paged one up to PAGED_PROGRAMS_PER_SM programs an
-    SM. Where a split call's lengths differ, the kernel deals its programs out by length (below).
-    Below the fill such a call takes the one-wave count, as without lengths: where the lengths
-    differ, the kernel deals those programs out by length (_ragged_chunk, RAGGED_SPLIT_LIMIT), so
-    the long sequences take the programs the short ones leave (B=4 Hkv=8 Lmax=32768 ragged: 64.8
+    SM. Below the fill such a call takes the one-wave count, as without lengths. Wherever a split
+    call's lengths differ, the kernel deals its programs out by length (_ragged_chunk,
+    RAGGED_SPLIT_LIMIT), so the long sequences take the programs the short ones leave (B=4 Hkv=8 Lmax=32768 ragged: 64.8
     us, against 66.1 at four waves of Lmax's chunks, the rule before; the same lengths all equal:
     133.8 against 137.2).
 
@@ -624,7 +632,8 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     if programs >= NO_SPLIT_FILL * num_sms:
         if not (paged or lengths):
             return 1
-        splits = max(1, min(wanted if paged else RAGGED_FILLED_SPLITS, wanted, n_blocks // MIN_CHUNK_BLOCKS))
+        cap = wanted if paged else min(wanted, RAGGED_FILLED_SPLITS)
+        splits = max(1, min(cap, n_blocks // MIN_CHUNK_BLOCKS))
         if lengths:
             splits = max(splits, cdiv(cache_len, RAGGED_CHUNK_TOKENS))
         return _whole_chunks(n_blocks, splits)
@@ -724,8 +733,8 @@ def _check_table(block_table, k_cache, batch: int, device: torch.device) -> int:
 def _to_device(seqlens, block_table, device: torch.device, cache_len: int, num_pages: int):
     """Host lengths and tables are checked (their values, on every call) and copied to `device`.
 
-    Lengths must lie in 0..cache_len, and strided ones are copied to unit stride (the kernel's); the
-    entries of a host table that hold a sequence's tokens must be page indices in 0..num_pages - 1
+    Lengths must lie in 0..cache_len (any stride: the kernel takes it); the entries of a host table
+    that hold a sequence's tokens must be page indices in 0..num_pages - 1
     (with lengths on the GPU: every entry). Values already on the GPU are not read back (that would
     stall the host): the kernel clamps them.
     """
@@ -749,8 +758,6 @@ def _to_device(seqlens, block_table, device: torch.device, cache_len: int, num_p
         block_table = block_table.to(device, non_blocking=True)
     if host_lens:
         seqlens = seqlens.to(device, non_blocking=True)
-    if seqlens is not None and seqlens.stride(0) != 1 and seqlens.numel() > 1:
-        seqlens = seqlens.contiguous()               # the kernel reads the lengths at unit stride
     return seqlens, block_table
 
 
@@ -864,9 +871,9 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
         maxnreg = paged_registers(splits * batch * heads_kv, sm_count(q.device), num_warps, per_sm(q.device, "regs"))
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
     n_blocks = cdiv(cache_len, block_n)
-    if spread is None:
-        spread = spread_by_length(batch, splits, seqlens is not None, num_splits is not None)
-    spread = bool(spread) and seqlens is not None and batch >= 2 and splits >= 2
+    if spread is None:   # the rule's choice; True / False (probes) force it, still only where it applies
+        spread = num_splits is None
+    spread = bool(spread) and spread_by_length(batch, splits, seqlens is not None, False)
     part_splits = min(n_blocks, RAGGED_SPLIT_LIMIT * splits) if spread else splits
     rest = (heads_kv, cache_len, num_pages, n_blocks, splits, scale,
             group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),
@@ -915,7 +922,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
                 plan.fast(stream, q, k_cache, v_cache, q if seqlens is None else seqlens,
                           q if block_table is None else block_table, out, part, lse, count,
                           *plan.strides, *(block_table.stride() if block_table is not None else (0, 0)),
-                          *plan.rest)
+                          1 if seqlens is None else seqlens.stride(0), *plan.rest)
                 return out
     if plan is None:
         plan = _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table,
@@ -931,7 +938,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
     compiled = _decode_kernel[plan.grid](
         q, k_cache, v_cache, q if lens is None else lens, q if table is None else table,
         out, part, lse, count, *plan.strides, *(table.stride() if table is not None else (0, 0)),
-        *plan.rest, **plan.options)
+        1 if lens is None else lens.stride(0), *plan.rest, **plan.options)
     if (plan.fast is None and key is not None and not interpreting() and lens is seqlens
             and table is block_table and aligned(out, part, lse, count)):
         plan.fast = Launch(compiled, plan.grid)

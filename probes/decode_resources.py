@@ -59,7 +59,8 @@ def plan(spec: str):
     scratch = torch.empty(1, dtype=torch.float32)
     tensors = (q, k, k, q if lens is None else lens, q if table is None else table, q, scratch, scratch,
                torch.empty(1, dtype=torch.int32))
-    args = (*tensors, *p.strides, *(table.stride() if table is not None else (0, 0)), *p.rest)
+    args = (*tensors, *p.strides, *(table.stride() if table is not None else (0, 0)),
+            1 if lens is None else lens.stride(0), *p.rest)
     return p, args
 
 

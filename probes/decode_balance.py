@@ -358,6 +358,19 @@ def sweep(shapes, group: str, candidates) -> list:
     return table
 
 
+def sweep_to_csv(shapes, group: str, candidates, name: str):
+    """A probe's whole sweep: $OUT, the CUPTI timer and the device line, then `sweep`, its rows written
+    to $OUT/<name>.csv. Returns (the sweep's table, the CSV's path)."""
+    global timer
+    os.makedirs(OUT, exist_ok=True)
+    timer = None if DRY else CudaTimer()
+    print(f"device {'CPU interpreter' if DRY else torch.cuda.get_device_name()}", flush=True)
+    table = sweep(shapes, group, candidates)
+    path = os.path.join(OUT, f"{name}.csv")
+    write_csv(path, ROWS)
+    return table, path
+
+
 def print_ratios(table: list, names: list[str], base: str, width: int = 15) -> None:
     """sweep's table as us(S) and the ratio over `base` per shape, then each variant's median, min and max
     ratio over `base` and at how many shapes it is within 5% of it."""

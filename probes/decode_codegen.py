@@ -95,12 +95,7 @@ def candidates(inputs, num_sms):
 
 
 def main():
-    os.makedirs(db.OUT, exist_ok=True)
-    db.timer = None if db.DRY else db.CudaTimer()
-    print(f"device {'CPU interpreter' if db.DRY else torch.cuda.get_device_name()}", flush=True)
-    table = db.sweep(SHAPES, "codegen", fill_candidates if FILL else candidates)
-    path = os.path.join(db.OUT, "decode_codegen.csv")
-    db.write_csv(path, db.ROWS)
+    table, path = db.sweep_to_csv(SHAPES, "codegen", fill_candidates if FILL else candidates, "decode_codegen")
     db.kernel_rows(os.path.join(db.OUT, "decode_codegen_kernels.csv"))
     print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}; (S): splits; x: over ours")
     names = ["ours", "fill", "fill_64", "plan_64"] if FILL else ["ours", "cee2c50"]

@@ -129,12 +129,7 @@ def candidates(inputs, num_sms):
 
 
 def main():
-    os.makedirs(db.OUT, exist_ok=True)
-    db.timer = None if db.DRY else db.CudaTimer()
-    print(f"device {'CPU interpreter' if db.DRY else torch.cuda.get_device_name()}", flush=True)
-    table = db.sweep(SHAPES, "paged_ahead", candidates)
-    path = os.path.join(db.OUT, "decode_paged_ahead.csv")
-    db.write_csv(path, db.ROWS)
+    table, path = db.sweep_to_csv(SHAPES, "paged_ahead", candidates, "decode_paged_ahead")
     kernels = db.kernel_rows(os.path.join(db.OUT, "decode_paged_ahead_kernels.csv"))
     print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}, {study.PAGE_SIZE}-token pages; (S): splits; "
           "x: over contig")

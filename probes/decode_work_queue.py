@@ -175,12 +175,7 @@ def candidates(inputs, num_sms):
 
 
 def main():
-    os.makedirs(db.OUT, exist_ok=True)
-    db.timer = None if db.DRY else db.CudaTimer()
-    print(f"device {'CPU interpreter' if db.DRY else torch.cuda.get_device_name()}", flush=True)
-    table = db.sweep(SHAPES, "work_queue", candidates)
-    path = os.path.join(db.OUT, "decode_work_queue.csv")
-    db.write_csv(path, db.ROWS)
+    table, path = db.sweep_to_csv(SHAPES, "work_queue", candidates, "decode_work_queue")
     print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}, lengths passed; (S): splits or chunks; "
           "x: over ours")
     db.print_ratios(table, ["ours", "ours_4xS", *(f"q{c}s{st}p{p}" for c, st, p in VARIANTS)], "ours", width=16)

@@ -1,0 +1,142 @@
+"""Probe: what the L2 flush before a timed call leaves behind, and what it costs the call.
+
+rooflab.timing.CudaTimer flushes the L2 by overwriting a 256 MiB buffer. Every line the flush
+leaves in the L2 is then dirty, and the timed kernel's own traffic evicts them: up to the L2's size
+(50 MB on an H100/H200) of writes to HBM that belong to the flush land inside the kernel's time.
+This probe times the same calls after four flushes, in shuffled rounds, one profiler session a
+round (CUPTI kernel time, rooflab.timing.device_segments):
+- store:    the 256 MiB overwrite (the timer as it was);
+- read:     a 256 MiB read of the same buffer (the L2 left holding clean lines only);
+- read512:  a 512 MiB read (is 256 MiB enough to evict the call's own data?);
+- none:     an empty kernel (warm L2: what a flush that misses would show).
+Calls: rooflab.ceilings' read kernel over 16-512 MiB, torch copy_, decode (ours, cuDNN) and
+softmax (ours, torch) at shapes of the grid; decode and softmax checked against float64 first.
+
+Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/timing_flush.py
+Writes $OUT/timing_flush.csv; prints us per call and flush last.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import random
+import statistics
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from rooflab.ceilings import _read_kernel  # noqa: E402
+from rooflab.studies import decode as decode_study  # noqa: E402
+from rooflab.studies import softmax as softmax_study  # noqa: E402
+from rooflab.timing import CudaTimer  # noqa: E402
+
+OUT = os.environ.get("OUT", "./probe_out")
+ROUNDS, CALLS = 3, 10
+MiB = 2**20
+
+
+@triton.jit
+def _flush_l2_read(ptr, partial_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(partial_ptr + tl.program_id(0), tl.sum(tl.load(ptr + offs, mask=offs < n, other=0), 0))
+
+
+@triton.jit
+def _flush_l2_none(ptr):
+    pass
+
+
+class ReadFlush(CudaTimer):
+    def __init__(self, mib: int):
+        super().__init__(flush_mib=mib)
+        self._partial = torch.empty(self._grid[0], dtype=torch.int32, device="cuda")
+
+    def flush(self) -> None:
+        if not hasattr(self, "_partial"):      # the base class's first flush, from __init__
+            return super().flush()
+        _flush_l2_read[self._grid](self._buffer, self._partial, self._buffer.numel(), BLOCK=self._block,
+                                   num_warps=8)
+
+
+class NoFlush(CudaTimer):
+    def flush(self) -> None:
+        _flush_l2_none[(1,)](self._buffer)
+
+
+def calls() -> dict:
+    """{name: (fn, bytes moved)}."""
+    out = {}
+    src = torch.rand(512 * MiB // 4, device="cuda")
+    for mib in (16, 64, 128, 256, 512):
+        n = mib * MiB // 4
+        partial = torch.empty(triton.cdiv(n, 4096), device="cuda")
+        out[f"read {mib} MiB"] = ((lambda n=n, p=partial: _read_kernel[(p.numel(),)](src, p, n, 1, BLOCK=4096,
+                                                                                     num_warps=8)), n * 4)
+    for mib in (64, 256):
+        a = torch.rand(mib * MiB // 4, device="cuda")
+        b = torch.empty_like(a)
+        out[f"copy {mib} MiB"] = ((lambda a=a, b=b: b.copy_(a)), 2 * a.numel() * 4)
+    impls = decode_study.impls()
+    for batch, hkv, length in ((1, 32, 16384), (16, 8, 4096), (1, 8, 131072)):
+        shape = {"batch": batch, "heads_q": 32, "heads_kv": hkv, "cache_len": length, "head_dim": 128,
+                 "ragged": False}
+        inputs = decode_study.make_inputs(shape, torch.float16, "cuda")
+        ref = decode_study.reference(inputs)
+        nbytes = 2 * batch * hkv * length * 128 * 2
+        for impl in ("ours", "sdpa_cudnn"):
+            fn = impls[impl](inputs)
+            _, rel = decode_study.check(fn(), ref, inputs)
+            assert rel <= decode_study.tolerance("float16"), (impl, shape, rel)
+            out[f"decode {impl} B={batch} Hkv={hkv} L={length}"] = (fn, nbytes)
+        del ref
+    impls = softmax_study.impls()
+    for rows, cols in ((16, 4194304), (4096, 8192), (1024, 131072)):
+        inputs = softmax_study.make_inputs({"rows": rows, "cols": cols}, torch.float16, "cuda")
+        ref = softmax_study.reference(inputs)
+        for impl in ("ours", "torch"):
+            fn = impls[impl](inputs)
+            _, rel = softmax_study.check(fn(), ref, inputs)
+            assert rel <= softmax_study.tolerance("float16"), (impl, rows, cols, rel)
+            out[f"softmax {impl} {rows}x{cols}"] = (fn, 2 * rows * cols * 2)
+        del ref
+    torch.cuda.empty_cache()
+    return out
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    random.seed(0)
+    print(f"device {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
+    timers = {"store": CudaTimer(), "read": ReadFlush(256), "read512": ReadFlush(512), "none": NoFlush()}
+    table = calls()
+    for fn, _ in table.values():
+        for _ in range(3):
+            fn()
+    samples = {(t, c): [] for t in timers for c in table}
+    for _ in range(ROUNDS):
+        order = [(t, c) for t in timers for c in table]
+        random.shuffle(order)
+        for t, c in order:
+            samples[(t, c)].extend(timers[t].cupti([table[c][0]] * CALLS))
+    rows = []
+    for (t, c), ms in samples.items():
+        us = statistics.median(ms) * 1e3
+        rows.append({"call": c, "flush": t, "median_us": round(us, 3), "bytes": table[c][1],
+                     "tbps": round(table[c][1] / us / 1e6, 4), "reps": len(ms)})
+    with open(os.path.join(OUT, "timing_flush.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    by = {(r["call"], r["flush"]): r for r in rows}
+    print(f"{'call':42s}" + "".join(f"{t:>18s}" for t in timers))
+    for c in table:
+        print(f"{c:42s}" + "".join(f"{by[(c, t)]['median_us']:10.1f}us {by[(c, t)]['tbps']:5.2f}" for t in timers))
+
+
+if __name__ == "__main__":
+    main()

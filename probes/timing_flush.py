@@ -122,7 +122,7 @@ def main():
         order = [(t, c) for t in timers for c in table]
         random.shuffle(order)
         for t, c in order:
-            samples[(t, c)].extend(timers[t].cupti([table[c][0]] * CALLS))
+            samples[(t, c)].extend(timers[t].cupti(table[c][0], CALLS))
     rows = []
     for (t, c), ms in samples.items():
         us = statistics.median(ms) * 1e3

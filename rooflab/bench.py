@@ -49,7 +49,7 @@ class BenchConfig:
     max_calls: int = 500              # timed calls per trial at most
     kernel_below_bytes: float = 64e6  # cases moving fewer bytes are also timed kernel-only (`cupti` rows) and on the host (`host`)
     kernel_below_ms: float = 0.05     # ... and so are cases whose fastest call takes less than this
-    flush_mib: int = 256              # L2 flush buffer overwritten before every timed call
+    flush_mib: int = 256              # L2 flush buffer read before every timed call
     clock_drop: float = 0.9           # SM clock below this share of the steady clock: the case is re-measured
     case_timeout_s: float = 300.0     # a case (all impls at one shape) running longer is taken as a hang
     seed: int = 0                     # seeds the shuffled order of each trial

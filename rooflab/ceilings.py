@@ -6,9 +6,11 @@
 - read_tbps_<n>mib: the same read over the first n MiB of the buffer, for each size of
   `read_sizes_mib` below the buffer's (and the whole buffer under its own size): a kernel that
   moves a few hundred MB has a ramp and a tail the 2 GiB read hides, so a study can set a row
-  beside a read of its own size, timed as such rows are (kernel time from CUPTI, L2 flushed; H200:
-  3.47 TB/s at 128 MB, 3.94 at 268 MB, 4.29 at 512 MB, 4.48 at 1 GB, 4.59 at 2 GB, where do_bench's
-  event timing gave 3.77 at 268 MB and 4.49 at 2 GiB).
+  beside a read of its own size, timed as such rows are (kernel time from CUPTI, L2 flushed by a
+  read: rooflab.timing). On an H200 (probes/timing_flush.py; one program a 4096-element block):
+  3.14 TB/s at 16 MiB, 4.16 at 64, 4.40 at 128, 4.43 at 256, 4.56 at 512 MiB. An overwrite flush
+  (triton.testing.do_bench's) leaves dirty lines whose write-back the read pays: 2.36, 3.06, 3.48,
+  3.91 and 4.26 TB/s at the same sizes.
 - copy_tbps / write_tbps: tuned Triton copy and fill kernels against torch's copy_ / fill_,
   the best of each; bytes = read + written (copy), written (fill).
 - matmul_{fp16,bf16}_tflops: cuBLAS through torch, the best of n x n x n products at n = matmul_n
@@ -20,7 +22,9 @@
 - launch_us: an empty Triton kernel launched back to back from Python (host launch rate);
   launch_graph_us: the same empty kernel as nodes of one CUDA graph, per node on replay.
 
-Every value is a median of do_bench samples (warm-up outside). `how` names what won.
+The bandwidth ceilings' candidates are ranked by do_bench medians (warm-up outside); the winner's
+value is the median of its CUPTI kernel times with the L2 flushed by a read, the timing of the
+studies' kernel rows. The matmul rates are do_bench medians. `how` names what won.
 """
 from __future__ import annotations
 
@@ -193,15 +197,17 @@ def measure(buffer_gib: float = 2.0, matmul_n: int = 8192,
     src = torch.rand(n, device="cuda")   # fp32, buffer_gib GiB: many times any L2
     dst = torch.empty_like(src)
     nbytes = src.numel() * src.element_size()
-    rows = []
+    rows, winners = [], {}
+    kernel_ms = _kernel_ms()
     reads = read_candidates(src)
     for name, candidates, moved in (("read_tbps", reads, nbytes),
                                     ("copy_tbps", copy_candidates(dst, src), 2 * nbytes),
                                     ("write_tbps", fill_candidates(dst), nbytes)):
-        value, how = _best(candidates, moved)
-        rows.append((name, value, "TB/s", how))
+        winners[name] = how = _best(candidates, moved)[1]
+        value = moved / kernel_ms(candidates[how]) / 1e9
+        rows.append((name, value, "TB/s", f"{how}, kernel time (CUPTI)"))
         print(f"{name}: {value:.3f} TB/s ({how})", flush=True)
-    rows += sized_reads(src, rows[0][3], reads[rows[0][3]], read_sizes_mib)
+    rows += sized_reads(src, winners["read_tbps"], reads[winners["read_tbps"]], read_sizes_mib, kernel_ms)
     del src, dst
     torch.cuda.empty_cache()
     for dtype, label in ((torch.float16, "fp16"), (torch.bfloat16, "bf16")):

@@ -1,8 +1,14 @@
 """How one implementation is timed: samples, their median and its confidence interval.
 
-Three methods, all with a cold L2 (a 256 MiB buffer is overwritten before every timed call, as
-triton.testing.do_bench does, by a Triton kernel of its own name so its launches can be told
-apart from the timed ones):
+Three methods, all with a cold L2: a Triton kernel of its own name (so its launches can be told
+apart from the timed ones) reads a 256 MiB buffer before every timed call. It reads where
+triton.testing.do_bench overwrites: an overwrite leaves the L2 full of dirty lines, and
+the timed kernel's own traffic then writes them back to HBM inside its time. Measured on an H200
+(probes/timing_flush.py, CUPTI kernel time), an overwrite flush against this read: a 256 MiB read
+68.6 against 60.6 us, 16 MiB 7.1 against 5.3 (3.3 with the L2 warm, so the read does evict),
+decode at B=1 Hkv=32 L=16384 74.5 against 64.9, cuDNN there 75.8 against 65.8; a 512 MiB read
+flush timed the same as this one. The read also writes back the previous call's dirty lines
+before the next call's time starts.
 
 - `events`: one call bracketed by CUDA events right after the flush is queued, as
   triton.testing.do_bench times: the kernels' time, plus the wrapper's host work and launch
@@ -104,19 +110,21 @@ class CudaTimer:
         import triton.language as tl
 
         @triton.jit
-        def _flush_l2(ptr, n, BLOCK: tl.constexpr):
+        def _flush_l2(ptr, partial_ptr, n, BLOCK: tl.constexpr):
+            # reads BLOCK words; one partial sum a program keeps the loads (4 bytes a program written)
             offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-            tl.store(ptr + offs, tl.zeros([BLOCK], tl.int32), mask=offs < n)
+            tl.store(partial_ptr + tl.program_id(0), tl.sum(tl.load(ptr + offs, mask=offs < n, other=0), 0))
 
         self._kernel = _flush_l2
-        self._buffer = torch.empty(flush_mib * 2**20 // 4, dtype=torch.int32, device="cuda")
+        self._buffer = torch.zeros(flush_mib * 2**20 // 4, dtype=torch.int32, device="cuda")
         self._block = 8192
         self._grid = (triton.cdiv(self._buffer.numel(), self._block),)
+        self._partial = torch.empty(self._grid[0], dtype=torch.int32, device="cuda")
         self.flush()
         torch.cuda.synchronize()
 
     def flush(self) -> None:
-        self._kernel[self._grid](self._buffer, self._buffer.numel(), BLOCK=self._block, num_warps=8)
+        self._kernel[self._grid](self._buffer, self._partial, self._buffer.numel(), BLOCK=self._block, num_warps=8)
 
     def estimate(self, fn, budget_ms: float) -> float:
         """Run fn (flushed) until budget_ms has passed, at least twice; ms per call of the last half."""

@@ -156,7 +156,7 @@ def test_method_says_what_the_harness_does(rendered):
     assert f"Each row is the median of at least {ok['reps'].min():.0f} timed calls from at least " \
            f"{ok['trials'].min():.0f} trials" in method
     for words in ("same shuffled trials", "95% confidence interval of the median from order statistics",
-                  "flushed by a 256 MiB write", "timed with CUDA events", "device time from CUPTI",
+                  "flushed by a 256 MiB read", "timed with CUDA events", "device time from CUPTI",
                   "less than 64 MB or run in under 500 us", "bootstrap interval", "FLOP convention",
                   "counts causal FLOPs in full"):
         assert words in method, words

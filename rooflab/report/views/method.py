@@ -7,10 +7,10 @@ from rooflab.report.fmt import dt, num, sci
 from rooflab.schema import HOST_TIMING
 
 
-L2_FLUSH_BYTES = 256 * 2**20   # the harness writes a buffer of this size before every timed call
+L2_FLUSH_BYTES = 256 * 2**20   # the harness reads a buffer of this size before every timed call
 # The harness's settings (config/config.yaml's `bench`), where neither the run's env.json nor the
 # workflow's config records them: a row pools at least `min_reps` calls from `trials` trials, the L2
-# flush writes `flush_mib`, and a case gets a `cupti` row beside its `events` row when it moves less
+# flush reads `flush_mib`, and a case gets a `cupti` row beside its `events` row when it moves less
 # than `kernel_below_bytes` or its fastest call takes under `kernel_below_ms`.
 HARNESS = {"min_reps": 20, "trials": 3, "flush_mib": L2_FLUSH_BYTES / 2**20, "kernel_below_bytes": 64e6,
            "kernel_below_ms": 0.05}

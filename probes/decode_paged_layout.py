@@ -1,0 +1,77 @@
+"""Probe: where the paged decode's time over the contiguous cache goes, by pool layout and order.
+
+The decode study's paged rows read a shuffled pool of 64-token pages laid out (num_pages,
+page_size, Hkv, D), token-major (vLLM's and FlashInfer's "NHD"): a program, one KV head, reads
+each token's D values (256 bytes in 16 bits) at a stride of Hkv * D elements, so a tile of 128
+tokens is 128 pieces of 256 bytes; the other KV heads' programs read the rest of each piece's
+DRAM page at other times. FlashInfer's "HND" and TensorRT-LLM's (num_pages, Hkv, page_size, D)
+give each head a page of page_size * D contiguous values (16 KB), which the kernel takes as
+`pool.transpose(1, 2)`. Variants, each checked against the float64 reference first:
+- contig: the contiguous cache (the study's `ours`);
+- nhd: the study's `ours_paged` (shuffled NHD pool);
+- nhd_inorder: NHD with every sequence's pages in order (the table an identity);
+- hnd: the same shuffled pages as nhd, HND layout;
+- hnd_inorder: HND, pages in order.
+
+Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_paged_layout.py
+Writes $OUT/decode_paged_layout.csv and prints us per variant and its ratio over contig last
+(decode_balance's helpers: fp16, Hq=32, D=128, CUPTI kernel time, L2 flushed).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_balance as db  # noqa: E402
+
+import torch  # noqa: E402
+
+fd, study = db.fd, db.study
+PAGE = 64
+SHAPES = [(16, 8, 32768, False), (4, 32, 1024, False), (16, 8, 1024, False), (4, 8, 4096, False),
+          (64, 8, 4096, True), (1, 8, 32768, False), (4, 32, 4096, False)]
+if db.DRY:
+    SHAPES = [(2, 2, 256, True), (1, 2, 128, False)]
+NAMES = ["contig", "nhd", "nhd_inorder", "hnd", "hnd_inorder"]
+
+
+def in_order(cache: torch.Tensor) -> torch.Tensor:
+    """(B, Hkv, L, D) -> its NHD pool (B * L / PAGE, PAGE, Hkv, D), sequence b's page i at slot b * pages + i."""
+    b, h, n, d = cache.shape
+    return cache.transpose(1, 2).contiguous().view(b * n // PAGE, PAGE, h, d)
+
+
+def hnd(pool: torch.Tensor) -> torch.Tensor:
+    """An NHD pool's pages held HND (num_pages, Hkv, PAGE, D) in memory, returned as the NHD view the kernel takes."""
+    return pool.transpose(1, 2).contiguous().transpose(1, 2)
+
+
+def candidates(inputs, num_sms):
+    q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
+    batch, _, cache_len, _ = k.shape
+    assert cache_len % PAGE == 0
+    kp, vp, table = fd.paged_cache(k, v, PAGE, seed=study.PAGE_SEED)
+    pages = cache_len // PAGE
+    identity = torch.arange(batch * pages, device=k.device, dtype=torch.int32).view(batch, pages)
+    ko, vo = in_order(k), in_order(v)
+    kh, vh = hnd(kp), hnd(vp)
+    koh, voh = hnd(ko), hnd(vo)
+    contig_lens = lens if inputs["ragged"] else None
+
+    def paged(kk, vv, tt):
+        return lambda: (lambda: fd.decode_attention(q, kk, vv, lens, block_table=tt))
+    cands = {"contig": lambda: (lambda: fd.decode_attention(q, k, v, contig_lens)),
+             "nhd": paged(kp, vp, table), "nhd_inorder": paged(ko, vo, identity),
+             "hnd": paged(kh, vh, table), "hnd_inorder": paged(koh, voh, identity)}
+    return cands, {name: "" for name in cands}
+
+
+def main():
+    table, path = db.sweep_to_csv(SHAPES, "paged_layout", candidates, "decode_paged_layout")
+    db.print_bad(path)
+    db.print_ratios(table, NAMES, "contig", width=16)
+
+
+if __name__ == "__main__":
+    main()

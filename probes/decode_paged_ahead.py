@@ -19,7 +19,8 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
   s4_free      indices ahead, 4 stages, registers not capped (DIAG=ragged_paged: the paged ragged rows
                against the contiguous cache's four-wave split of the time, equal-length twins)
   plan_<m>xS   decode_attention's paged plan at m times its S, the stages and register cap following
-               the launch (DIAG=paged_splits: the committed run's slow equal-length paged rows)
+               the launch (DIAG=paged_splits: the committed run's slow equal-length paged rows;
+               DIAG=paged_filled: filled grids, equal and ragged lengths)
   static       the plan with every sequence split alike, chunks from Lmax (DIAG=spread and spread2:
                against the shipped plan, which deals chunks out by length where the lengths differ;
                *_static and *_spread: the same choice forced on a variant)
@@ -75,6 +76,12 @@ if os.environ.get("DIAG") == "paged_splits":   # the paged rule's S scaled, stag
               (4, 8, 32768, False), (16, 8, 1024, False)]
     VARIANTS = {"shipped": (None, None, None, None, None),
                 **{f"plan_{m}xS": (None, None, None, None, None, m) for m in (0.25, 0.5, 2.0)}}
+if os.environ.get("DIAG") == "paged_filled":   # filled grids (B * Hkv >= 0.9 x SMs): the paged rule's S scaled
+    SHAPES = [(16, 8, 1024, False), (16, 8, 4096, False), (16, 8, 4096, True), (4, 32, 1024, False),
+              (4, 32, 4096, False), (16, 8, 32768, True), (16, 32, 1024, False), (64, 8, 4096, True),
+              (64, 8, 32768, True)]
+    VARIANTS = {"shipped": (None, None, None, None, None),
+                **{f"plan_{m}xS": (None, None, None, None, None, m) for m in (0.25, 0.5)}}
 if os.environ.get("DIAG") == "ragged_contig":   # the contiguous cache with lengths: more splits
     SHAPES = [(4, 8, 32768, True), (4, 8, 32768, False), (1, 8, 32768, True), (4, 8, 4096, True),
               (16, 8, 32768, True), (16, 8, 4096, True), (16, 8, 4096, False)]

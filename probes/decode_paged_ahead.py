@@ -20,10 +20,21 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
                against the contiguous cache's four-wave split of the time, equal-length twins)
   plan_<m>xS   decode_attention's paged plan at m times its S, the stages and register cap following
                the launch (DIAG=paged_splits: the committed run's slow equal-length paged rows;
-               DIAG=paged_filled: filled grids, equal and ragged lengths)
+               DIAG=paged_filled: filled grids, equal and ragged lengths; DIAG=paged_unsplit: unsplit
+               launches of 4 or more programs an SM, configs without the register cap)
   static       the plan with every sequence split alike, chunks from Lmax (DIAG=spread and spread2:
                against the shipped plan, which deals chunks out by length where the lengths differ;
                *_static and *_spread: the same choice forced on a variant)
+DIAG=paged_filled, measured on an H200 after the run at 810be35 (L2 flushed by a read), us, contig
+(S) / shipped paged plan (S) / the plan at a quarter of its S / at half: B=16 Hkv=8 L=1024 19.6 (1) /
+23.1 (4) / 19.3 (1) / 21.4 (2); L=4096 63.9 / 69.7 / 65.5 / 67.7; ragged L=4096 36.4 (2) / 36.8 (4) /
+60.8 (1) / 51.4 (2); B=4 Hkv=32 L=1024 19.4 / 23.8 / 19.1 / 21.5; L=4096 63.7 / 70.5 / 65.2 / 68.1;
+ragged B=16 Hkv=8 L=32768 251.4 (8) / 256.1 (8) / 368.6 (2) / 365.7 (4); B=16 Hkv=32 L=1024 65.7 (1) /
+67.8 (1); ragged B=64 Hkv=8 L=4096 122.9 (1) / 152.5 (1); L=32768 921.4 (8) / 958.9 (8) / 1117.0 (2) /
+996.3 (4). On a filled grid, equal lengths want one program a sequence (S=1 within 3% of the
+contiguous cache) and ragged ones the split (S=1 1.67x): the host cannot tell them apart.
+At ragged B=64 L=4096 (S=1 either way) the paged launch's 128-register cap and 2-stage ring cost
+24%; the default set's ahead_s4 (4 stages, no cap) took 132.9 us there (1.08x).
 Every paged launch takes choose_splits' paged S. Each implementation is checked against the float64
 reference before it is timed; CUPTI kernel time with the L2 flushed (decode_balance's helpers).
 """
@@ -82,6 +93,12 @@ if os.environ.get("DIAG") == "paged_filled":   # filled grids (B * Hkv >= 0.9 x 
               (64, 8, 32768, True)]
     VARIANTS = {"shipped": (None, None, None, None, None),
                 **{f"plan_{m}xS": (None, None, None, None, None, m) for m in (0.25, 0.5)}}
+if os.environ.get("DIAG") == "paged_unsplit":   # unsplit paged launches of 4 or more programs an SM: configs
+    SHAPES = [(64, 8, 1024, False), (64, 8, 4096, False), (64, 8, 4096, True), (16, 32, 1024, False),
+              (16, 32, 4096, False), (64, 32, 1024, False)]
+    VARIANTS = {"shipped": (None, None, None, None, None), "ahead_s4": (True, 64, 4, 4, None),
+                "ahead_s3": (True, 64, 4, 3, None), "ahead128_s2": (True, 128, 4, 2, None),
+                "ahead128_s3": (True, 128, 4, 3, None)}
 if os.environ.get("DIAG") == "ragged_contig":   # the contiguous cache with lengths: more splits
     SHAPES = [(4, 8, 32768, True), (4, 8, 32768, False), (1, 8, 32768, True), (4, 8, 4096, True),
               (16, 8, 32768, True), (16, 8, 4096, True), (16, 8, 4096, False)]

@@ -13,6 +13,14 @@ give each head a page of page_size * D contiguous values (16 KB), which the kern
 - hnd: the same shuffled pages as nhd, HND layout;
 - hnd_inorder: HND, pages in order.
 
+Measured on an H200 after the run at 810be35 (L2 flushed by a read), us, contig / nhd / nhd_inorder /
+hnd / hnd_inorder: B=16 Hkv=8 L=32768 473.4 / 494.0 / 487.4 / 493.0 / 487.8; B=4 Hkv=32 L=1024 19.4 /
+24.0 / 23.9 / 23.6 / 23.6; B=16 Hkv=8 L=1024 19.7 / 22.9 / 22.9 / 23.4 / 23.3; B=4 Hkv=8 L=4096 20.4 /
+23.9 / 23.6 / 24.2 / 24.2; ragged B=64 Hkv=8 L=4096 123.0 / 152.4 / 152.6 / 152.2 / 150.8; B=1 Hkv=8
+L=32768 35.7 / 39.4 / 39.4 / 39.6 / 39.5; B=4 Hkv=32 L=4096 63.7 / 70.2 / 70.4 / 69.7 / 70.4. Neither
+the layout nor the page order moves the paged time by more than 1.5%: the cost is the paged
+kernel's (its plan and its lookups), not where the pages lie.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_paged_layout.py
 Writes $OUT/decode_paged_layout.csv and prints us per variant and its ratio over contig last
 (decode_balance's helpers: fp16, Hq=32, D=128, CUPTI kernel time, L2 flushed).

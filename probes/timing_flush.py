@@ -12,6 +12,16 @@ round (CUPTI kernel time, rooflab.timing.device_segments):
 Calls: rooflab.ceilings' read kernel over 16-512 MiB, torch copy_, decode (ours, cuDNN) and
 softmax (ours, torch) at shapes of the grid; decode and softmax checked against float64 first.
 
+Measured on an H200 at 7b8efb1, us, store / read / read512 / none: read 16 MiB 7.1 / 5.3 / 5.3 / 3.3;
+64 MiB 21.9 / 16.1 / 16.2 / 16.1; 128 MiB 38.6 / 30.5 / 30.5 / 30.5; 256 MiB 68.6 / 60.6 / 60.7 / 60.5;
+512 MiB 126.2 / 117.8 / 117.8 / 118.1; copy 64 MiB 33.7 / 30.5 / 30.6 / 32.5; copy 256 MiB 127.2 / 123.7
+/ 123.7 / 126.2; decode ours B=1 Hkv=32 L=16384 74.5 / 64.9 / 65.3 / 64.7, cuDNN 75.8 / 65.8 / 66.2 /
+65.8; ours B=16 Hkv=8 L=4096 73.2 / 63.9, cuDNN 73.5 / 64.0; ours B=1 Hkv=8 L=131072 136.0 / 126.1,
+cuDNN 135.1 / 125.5; softmax ours 16x4194304 fp16 104.8 / 100.6, torch 1062.6 / 1051.4; ours 4096x8192
+34.9 / 32.0; ours 1024x131072 196.2 / 190.0, torch 288.9 / 280.3. The overwrite costs every call that
+moves more than the L2 about 8-10 us of write-back; 256 MiB of reads evict as well as 512
+(rooflab.timing now flushes by a read).
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/timing_flush.py
 Writes $OUT/timing_flush.csv; prints us per call and flush last.
 """

@@ -13,6 +13,11 @@
   3.91 and 4.26 TB/s at the same sizes.
 - copy_tbps / write_tbps: tuned Triton copy and fill kernels against torch's copy_ / fill_,
   the best of each; bytes = read + written (copy), written (fill).
+- copy_tbps_<n>mib: the copy moving n MiB (the first n / 2 MiB of the buffer read, as many
+  written), for each size of `copy_sizes_mib` up to the two buffers'. A kernel's time ends before
+  the L2 has written its last stores back to HBM (up to the L2's size of them), so a copy of a few
+  tens of MB reads as faster than the 2 GiB one; a study sets such a row beside a copy of its own
+  size.
 - matmul_{fp16,bf16}_tflops: cuBLAS through torch, the best of n x n x n products at n = matmul_n
   and matmul_n / 2, on standard-normal and on uniform [0, 1) operands (never zeros). Operands
   whose bits toggle less draw less power and run at higher clocks, and attention multiplies
@@ -177,6 +182,22 @@ def sized_reads(src: torch.Tensor, full_how: str, full_read, sizes_mib,
             for mib, moved, how, read in chosen]
 
 
+def sized_copies(dst: torch.Tensor, src: torch.Tensor, sizes_mib, kernel_ms=None) -> list[tuple[str, float, str, str]]:
+    """copy_tbps_<n>mib rows: the copy of the first n / 2 MiB of src into dst for each n of sizes_mib
+    that the buffers hold (n MiB moved, read + written), the fastest of copy_candidates (do_bench)
+    timed again on kernel time (CUPTI, L2 flushed: `kernel_ms`), as sized_reads does."""
+    if kernel_ms is None:
+        kernel_ms = _kernel_ms()
+    rows = []
+    for mib in sorted({int(m) for m in sizes_mib if int(m) * 2**19 <= src.numel() * src.element_size()}):
+        n = mib * 2**19 // src.element_size()
+        candidates = copy_candidates(dst[:n], src[:n])
+        how = _best(candidates, mib * 2**20)[1]
+        rows.append((f"copy_tbps_{mib}mib", mib * 2**20 / kernel_ms(candidates[how]) / 1e9, "TB/s",
+                     f"{how}, {mib // 2} MiB read and written, kernel time (CUPTI)"))
+    return rows
+
+
 def _kernel_ms(samples: int = 15):
     """fn -> the median of `samples` kernel times (ms, CUPTI) of fn, the L2 flushed before each call."""
     import statistics
@@ -191,7 +212,7 @@ def _kernel_ms(samples: int = 15):
 
 
 def measure(buffer_gib: float = 2.0, matmul_n: int = 8192,
-            read_sizes_mib=()) -> list[tuple[str, float, str, str]]:
+            read_sizes_mib=(), copy_sizes_mib=()) -> list[tuple[str, float, str, str]]:
     """(name, value, unit, how) rows for ceilings.csv, measured on CUDA device 0."""
     n = int(buffer_gib * 2**30) // 4
     src = torch.rand(n, device="cuda")   # fp32, buffer_gib GiB: many times any L2
@@ -208,6 +229,7 @@ def measure(buffer_gib: float = 2.0, matmul_n: int = 8192,
         rows.append((name, value, "TB/s", f"{how}, kernel time (CUPTI)"))
         print(f"{name}: {value:.3f} TB/s ({how})", flush=True)
     rows += sized_reads(src, winners["read_tbps"], reads[winners["read_tbps"]], read_sizes_mib, kernel_ms)
+    rows += sized_copies(dst, src, copy_sizes_mib, kernel_ms)
     del src, dst
     torch.cuda.empty_cache()
     for dtype, label in ((torch.float16, "fp16"), (torch.bfloat16, "bf16")):
@@ -231,7 +253,8 @@ def write_csv(path, rows) -> None:
             print(f"{name:28} {value:10.4g} {unit:8} {how}")
 
 
-def measure_csv(path, buffer_gib: float, matmul_n: int, read_sizes_mib=()) -> None:
+def measure_csv(path, buffer_gib: float, matmul_n: int, read_sizes_mib=(), copy_sizes_mib=()) -> None:
     """Measure this process's CUDA device 0 and write its ceilings.csv (datasheet values included)."""
     from rooflab.gpus import datasheet_rows
-    write_csv(path, measure(buffer_gib, matmul_n, read_sizes_mib) + datasheet_rows(torch.cuda.get_device_name(0)))
+    write_csv(path, measure(buffer_gib, matmul_n, read_sizes_mib, copy_sizes_mib)
+              + datasheet_rows(torch.cuda.get_device_name(0)))

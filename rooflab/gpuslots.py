@@ -246,7 +246,8 @@ def keep_as_own(slot: Slot | None, calibrated) -> None:
 def own_ceilings(slot: Slot | None, calibrated, config: dict, measure=None) -> str:
     """The ceilings.csv a measuring job judges its rows against: the calibrate rule's on a run of
     one slot (a one-GPU run, a cluster job); on a run of several, those of the job's own GPU,
-    measured now (with config["calibrate"]'s sizes, by `measure(path, buffer_gib, matmul_n, read_sizes_mib)`) by the
+    measured now (with config["calibrate"]'s sizes, by `measure(path, buffer_gib, matmul_n, read_sizes_mib,
+    copy_sizes_mib)`) by the
     first job on a GPU that calibrate did not run on. The job holds the GPU's lock meanwhile, so
     no two jobs measure one GPU at once."""
     if slot is None or slot.k == 1:
@@ -259,6 +260,6 @@ def own_ceilings(slot: Slot | None, calibrated, config: dict, measure=None) -> s
         partial = path.with_suffix(".partial")
         print(f"measuring the ceilings of {slot.gpu} (calibrate ran on another GPU)")
         cal = config["calibrate"]
-        measure(str(partial), cal["buffer_gib"], cal["matmul_n"], cal["read_sizes_mib"])
+        measure(str(partial), cal["buffer_gib"], cal["matmul_n"], cal["read_sizes_mib"], cal["copy_sizes_mib"])
         partial.replace(path)
     return str(path)

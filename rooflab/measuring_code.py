@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 
 MEASURING_CODE = ("kernels", "rooflab/bench.py", "rooflab/timing.py", "rooflab/e2e.py", "rooflab/studies",
-                  "rooflab/gpustate.py", "rooflab/ceilings.py", "rooflab/qa.py", "workflow/scripts/sweep.py",
+                  "rooflab/gpustate.py", "rooflab/ceilings.py", "rooflab/qa.py", "rooflab/sized_ceilings.py",
+                  "workflow/scripts/sweep.py",
                   "workflow/scripts/merge_sweep.py", "workflow/scripts/e2e.py", "workflow/scripts/calibrate.py",
                   "workflow/rules/sweeps.smk", "workflow/rules/e2e.smk", "workflow/rules/calibrate.smk",
                   "config/config.yaml")

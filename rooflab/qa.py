@@ -13,6 +13,11 @@ dtype_twin        one impl at one shape in float16 and bfloat16 (memory-bound st
                   bytes move): more than 15% apart with disjoint intervals. The slower twin is
                   the line's dtype (a one-off slowdown is the usual cause), and is re-measured.
 above_ceiling     a row faster than its measured ceiling by more than 3% (frac_ceiling > 1.03).
+                  Given the run's ceilings, a row of a read or copy ceiling is judged against the
+                  faster of the whole-buffer ceiling and a transfer of its own size (rooflab.
+                  sized_ceilings: read_tbps_<n>mib, copy_tbps_<n>mib, as a factor over the whole
+                  buffer's rate): a kernel's time ends before the L2 has written its last stores
+                  back, so a copy of tens of MB runs faster than the 2 GiB one.
 few_samples       fewer than 20 repetitions or 3 trials behind a median (e2e: block totals).
 amdahl            e2e: a block with our kernel swapped in sped up more than Amdahl's law allows
                   for the part it replaced (3% slack), even at the intervals' least speedup
@@ -29,6 +34,7 @@ import pandas as pd
 
 from rooflab.reproduce import ALL_SHAPE_COLUMNS, number, overlap, shape_dict, shape_label
 from rooflab.schema import SHAPE_COLUMNS
+from rooflab.sized_ceilings import rate_at
 
 THRESHOLDS = {"ours_vs_strategy": 0.10, "dtype_twin": 0.15, "above_ceiling": 1.03, "min_reps": 20,
               "min_trials": 3, "amdahl_slack": 0.03}
@@ -152,13 +158,35 @@ def _dtype_twin(rows: pd.DataFrame, study: str, limit: float) -> list[dict]:
     return lines
 
 
-def _above_ceiling(rows: pd.DataFrame, study: str, limit: float) -> list[dict]:
+SIZED_KINDS = {"read_tbps": "read", "copy_tbps": "copy"}   # whole-buffer ceiling -> its sized transfers
+
+
+def size_factor(ceilings: dict | None, ceiling_name, nbytes) -> float:
+    """How many times the whole-buffer ceiling `ceiling_name` a transfer of nbytes reaches on this
+    GPU (its sized ceilings, interpolated), at least 1; 1 where the run measured no sized ones."""
+    kind = SIZED_KINDS.get(ceiling_name)
+    whole = (ceilings or {}).get(ceiling_name)
+    nbytes = number(nbytes)
+    if kind is None or not whole or not nbytes or nbytes != nbytes:
+        return 1.0
+    own = rate_at(ceilings, nbytes, kind)
+    return max(1.0, own / whole) if own else 1.0
+
+
+def _above_ceiling(rows: pd.DataFrame, study: str, limit: float, ceilings: dict | None = None) -> list[dict]:
     if "frac_ceiling" not in rows:
         return []
-    frac = pd.to_numeric(rows["frac_ceiling"], errors="coerce")
-    return [_line(row, study, "above_ceiling", row["frac_ceiling"], limit,
-                  f"{row['timing']}: {row['frac_ceiling']:.3g} of {row.get('ceiling_name')}")
-            for row in rows[frac > limit].to_dict(orient="records")]
+    lines = []
+    for row in rows.to_dict(orient="records"):
+        frac = number(row["frac_ceiling"])
+        if frac != frac:                 # no share of a ceiling (host rows, failures)
+            continue
+        factor = size_factor(ceilings, row.get("ceiling_name"), row.get("bytes"))
+        if frac / factor > limit:
+            own = f", {frac / factor:.3g} of a transfer of its own size" if factor > 1 else ""
+            lines.append(_line(row, study, "above_ceiling", frac / factor, limit,
+                               f"{row['timing']}: {frac:.3g} of {row.get('ceiling_name')}{own}"))
+    return lines
 
 
 def _few_samples(rows: pd.DataFrame, study: str, min_reps: float, min_trials: float) -> list[dict]:
@@ -223,8 +251,9 @@ def _amdahl(rows: pd.DataFrame, slack: float) -> list[dict]:
     return lines
 
 
-def flags(frame: pd.DataFrame, thresholds: dict | None = None) -> pd.DataFrame:
-    """One line per flag over one GPU's rows of any studies; columns COLUMNS."""
+def flags(frame: pd.DataFrame, thresholds: dict | None = None, ceilings: dict | None = None) -> pd.DataFrame:
+    """One line per flag over one GPU's rows of any studies; columns COLUMNS. `ceilings` ({name: value},
+    the run's ceilings.csv) lets above_ceiling judge a row against a transfer of its own size."""
     limits = _thresholds(thresholds)
     lines: list[dict] = []
     rows = _judged(frame) if not frame.empty else frame
@@ -235,7 +264,7 @@ def flags(frame: pd.DataFrame, thresholds: dict | None = None) -> pd.DataFrame:
             lines += _ours_vs_strategy(part, study, limits["ours_vs_strategy"])
         if study in MEMORY_BOUND:
             lines += _dtype_twin(part, study, limits["dtype_twin"])
-        lines += _above_ceiling(part, study, limits["above_ceiling"])
+        lines += _above_ceiling(part, study, limits["above_ceiling"], ceilings)
         lines += _few_samples(part, study, limits["min_reps"], limits["min_trials"])
         if study == "e2e":
             lines += _amdahl(part, limits["amdahl_slack"])
@@ -273,9 +302,9 @@ def remeasured(flags_frame: pd.DataFrame, frame: pd.DataFrame) -> pd.Series:
 QA_COLUMNS = ("gpu", "study", "gate", "dtype", "impl", "shape", "value", "limit", "detail", "remeasured", "open")
 
 
-def report(frame: pd.DataFrame, thresholds: dict | None = None) -> pd.DataFrame:
+def report(frame: pd.DataFrame, thresholds: dict | None = None, ceilings: dict | None = None) -> pd.DataFrame:
     """The qa.csv table for final rows: every flag, whether its case was re-measured, open (all are)."""
-    found = flags(frame, thresholds)
+    found = flags(frame, thresholds, ceilings)
     found["remeasured"] = remeasured(found, frame)
     found["open"] = True
     return found[list(QA_COLUMNS)]

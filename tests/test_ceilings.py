@@ -45,3 +45,27 @@ def test_sized_reads_time_each_smaller_prefix_and_the_whole_buffer_on_kernel_tim
     assert all(r[1] == pytest.approx(1.0) and r[2] == "TB/s" for r in rows)
     assert rows[0][3] == "fast, first 2 MiB, kernel time (CUPTI)"
     assert rows[-1][3] == "slow, whole buffer, kernel time (CUPTI)"
+
+
+def test_sized_copies_time_each_size_that_fits_on_kernel_time(monkeypatch):
+    ranked, timed = [], []
+
+    def fake_best(candidates, work):
+        ranked.append(work)
+        return 1.0, "fast"
+
+    monkeypatch.setattr(ceilings, "_best", fake_best)
+    monkeypatch.setattr(ceilings, "copy_candidates",
+                        lambda dst, src: {"fast": ("fast", dst.numel(), src.numel()), "slow": ("slow", 0, 0)})
+
+    def kernel_ms(fn):
+        timed.append(fn)
+        return 2 * fn[2] * 4 / 1e9                           # 1 TB/s of bytes read + written
+
+    src, dst = torch.empty(8 * 2**20 // 4), torch.empty(8 * 2**20 // 4)    # 8 MiB buffers: copies up to 16 MiB
+    rows = ceilings.sized_copies(dst, src, [4, 2, 16, 32, 4], kernel_ms=kernel_ms)
+    assert [r[0] for r in rows] == ["copy_tbps_2mib", "copy_tbps_4mib", "copy_tbps_16mib"]
+    assert ranked == [2 * 2**20, 4 * 2**20, 16 * 2**20]     # bytes moved, read + written
+    assert timed == [("fast", 2**18, 2**18), ("fast", 2**19, 2**19), ("fast", 2**21, 2**21)]
+    assert all(r[1] == pytest.approx(1.0) and r[2] == "TB/s" for r in rows)
+    assert rows[0][3] == "fast, 1 MiB read and written, kernel time (CUPTI)"

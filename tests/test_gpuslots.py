@@ -164,10 +164,11 @@ def test_a_second_gpu_job_gets_the_other_gpu_and_its_cores(tmp_path):
 def test_each_gpu_of_a_shared_run_has_its_own_ceilings(tmp_path):
     calibrated = tmp_path / "ceilings.csv"
     calibrated.write_text("name,value,unit,how\ncopy_tbps,4.1,TB/s,calibrate\n")
-    config = {"calibrate": {"buffer_gib": 2, "matmul_n": 8192, "read_sizes_mib": [256]}}
+    config = {"calibrate": {"buffer_gib": 2, "matmul_n": 8192, "read_sizes_mib": [256], "copy_sizes_mib": [64]}}
     measured = []
 
-    def measure(path, buffer_gib, matmul_n, read_sizes_mib):
+    def measure(path, buffer_gib, matmul_n, read_sizes_mib, copy_sizes_mib):
+        assert read_sizes_mib == [256] and copy_sizes_mib == [64]
         measured.append((Path(path).name, buffer_gib, matmul_n))
         Path(path).write_text("name,value,unit,how\ncopy_tbps,4.0,TB/s,own\n")
 

@@ -133,6 +133,23 @@ def test_above_ceiling():
     assert (out["value"].iloc[0], out["limit"].iloc[0]) == (1.05, 1.03)
 
 
+def test_above_ceiling_judges_a_row_against_a_transfer_of_its_own_size():
+    """8192x4096 fp16 moves 134 MB (128 MiB): a copy of that size ran at 4.6 TB/s, 1.1x the 2 GiB copy."""
+    ceilings = {"copy_tbps": 4.2, "copy_tbps_64mib": 4.8, "copy_tbps_128mib": 4.62, "copy_tbps_1024mib": 4.1,
+                "read_tbps": 4.6}
+    rows = [row(impl="torch", frac_ceiling=1.16, bytes=2**27), row(impl="liger", frac_ceiling=1.12, bytes=2**27),
+            row(impl="seed_rowwise", frac_ceiling=1.08, bytes=2**27, ceiling_name="read_tbps")]
+    out = qa.flags(pd.DataFrame(rows), ceilings=ceilings)
+    assert list(zip(out["gate"], out["impl"])) == [("above_ceiling", "torch"), ("above_ceiling", "seed_rowwise")]
+    line = out.iloc[0]
+    assert line["value"] == pytest.approx(1.16 / 1.1)               # liger: 1.12 / 1.1, within the limit
+    assert line["detail"] == "events: 1.16 of copy_tbps, 1.05 of a transfer of its own size"
+    assert "own size" not in out.iloc[1]["detail"]           # no sized reads measured: the whole-buffer ceiling
+    assert qa.size_factor(ceilings, "copy_tbps", 2**40) == 1.0      # never below the whole-buffer ceiling
+    assert qa.size_factor(ceilings, "matmul_fp16_tflops", 2**27) == 1.0 and qa.size_factor(None, "copy_tbps", 1) == 1.0
+    assert list(qa.flags(pd.DataFrame(rows))["impl"]) == ["torch", "liger", "seed_rowwise"]   # without ceilings
+
+
 def test_few_samples():
     rows = [row(impl="torch", reps=19), row(impl="liger", trials=2), row(impl="seed_rowwise", reps=20, trials=3),
             row(impl="ours", reps=5, trials=1)]

@@ -89,6 +89,7 @@ def test_softmax_headline_splits_bandwidth_and_launch_bound_regions(agg, cmp):
     assert h["peers"] == "liger and torch" and h["seeds"] == "seed_rowwise"
     # at least 128 MB: 8192x4096 (134 MB) and 1024x131072 (268 MB), as fractions of the copy ceiling
     assert h["large_frac"]["n"] == 2 and h["large_frac"]["ceiling"] == "4.2"
+    assert h["large_frac"]["sized"] is None                     # no sized copies measured: no sentence
     # below 8 MB only the kernel's device time (CUPTI) counts
     launch = h["launch"]
     assert launch["n"] == 2
@@ -312,6 +313,14 @@ def test_read_at_interpolates_in_log_size_and_holds_the_ends():
     assert read_at({"read_tbps": 4.5}, 2**30) is None
 
 
+def test_copy_at_reads_only_the_sized_copies():
+    from rooflab.report.analysis import copy_at, read_at
+    ceilings = {"read_tbps_256mib": 4.0, "copy_tbps_64mib": 4.6, "copy_tbps_256mib": 4.4, "copy_tbps": 4.2}
+    assert copy_at(ceilings, 128 * 2**20) == pytest.approx(4.5)    # halfway in log2 size between the copies
+    assert copy_at(ceilings, 32 * 2**20) == 4.6 and copy_at({"read_tbps_256mib": 4.0}, 2**30) is None
+    assert read_at(ceilings, 64 * 2**20) == 4.0                    # the copies are no reads
+
+
 def test_decode_large_shapes_beside_a_read_of_their_own_size(agg, cmp):
     raw = agg.study("decode")
     plain = headline.decode(cmp, raw, agg.ceiling(GPU))
@@ -329,6 +338,19 @@ def test_decode_large_shapes_beside_a_read_of_their_own_size(agg, cmp):
     assert sized["smallest_read"] == fmt.num(read_at(ceilings, smallest))
 
 
+def test_softmax_large_shapes_beside_a_copy_of_their_own_size(agg, cmp):
+    raw = agg.study("softmax")
+    ceilings = dict(agg.ceiling(GPU), copy_tbps_128mib=4.5, copy_tbps_512mib=4.3)
+    sized = headline.softmax(cmp, raw, 8e6, ceilings)["large_frac"]["sized"]
+    peers = derive.select(cmp, "softmax", "peer")
+    large = peers[peers["bytes"] >= headline.LARGE_SOFTMAX_BYTES].dropna(subset=["ours_frac"])
+    from rooflab.report.analysis import copy_at
+    shares = [row["ours_metric"] / copy_at(ceilings, row["bytes"]) for _, row in large.iterrows()]
+    assert copy_at(ceilings, 134217728) == 4.5 and 4.3 < copy_at(ceilings, 268435456) < 4.5
+    assert sized["median"] == fmt.pct(pd.Series(shares).median()) and sized["low"]["frac"] == fmt.pct(min(shares))
+    assert sized["smallest_read"] == fmt.num(4.5) and sized["smallest_frac"] == fmt.pct(4.5 / 4.2)
+
+
 def test_paper_says_the_size_matched_read_share():
     """The committed H200 run measured sized reads: the decode section names the share of them."""
     text = open("paper/paper.md").read()
@@ -337,8 +359,10 @@ def test_paper_says_the_size_matched_read_share():
 
 def test_ceiling_table_names_sized_reads_and_orders_them_by_size():
     from rooflab.report.views import environment
-    names = ["read_tbps_1024mib", "datasheet_fp16_tflops", "read_tbps_128mib", "read_tbps_256mib"]
+    names = ["read_tbps_1024mib", "copy_tbps_64mib", "datasheet_fp16_tflops", "copy_tbps_32mib", "read_tbps_128mib",
+             "read_tbps_256mib"]
     assert sorted(names, key=environment._order) == ["read_tbps_128mib", "read_tbps_256mib", "read_tbps_1024mib",
-                                                      "datasheet_fp16_tflops"]
+                                                      "copy_tbps_32mib", "copy_tbps_64mib", "datasheet_fp16_tflops"]
     assert environment._label("read_tbps_256mib") == "read only, 256 MiB"
+    assert environment._label("copy_tbps_64mib") == "copy, 64 MiB moved"
     assert environment._label("read_tbps") == "read only"

@@ -11,12 +11,12 @@ the seeds' designs (seed_*) are compared with separately, never mixed into the b
 from __future__ import annotations
 
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
 from rooflab.schema import SHAPE_COLUMNS
+from rooflab.sized_ceilings import SIZED, rate_at  # noqa: F401  (the report's sized ceilings)
 
 # Timings (rooflab.schema.TIMINGS): a kernel study judges a case on its kernel alone where the harness
 # measured that (CUPTI device time of the same L2-flushed calls), else on plain calls timed with CUDA
@@ -164,22 +164,11 @@ def bootstrap_geomean(values, level: float = 0.95) -> tuple[float | None, float 
         float(np.exp(np.percentile(draws, 100 - tail)))
 
 
-SIZED_READ = re.compile(r"read_tbps_(\d+)mib")   # the read over the first n MiB (rooflab.ceilings.sized_reads)
-
-
 def read_at(ceilings: dict, nbytes: float) -> float | None:
-    """The read-only rate (TB/s) a transfer of nbytes can reach, from a GPU's read_tbps_<n>mib
-    ceilings (rooflab.ceilings.sized_reads: the read over the first n MiB of the calibrate buffer):
-    linear in log2(size) between the measured sizes, the nearest end's rate outside them; None
-    without such rows."""
-    points = sorted((int(sized.group(1)) * 2**20, float(value)) for name, value in ceilings.items()
-                    if (sized := SIZED_READ.fullmatch(name)) and value == value)
-    if not points:
-        return None
-    if nbytes <= points[0][0]:
-        return points[0][1]
-    for (b0, r0), (b1, r1) in zip(points, points[1:]):
-        if nbytes <= b1:
-            t = (math.log2(nbytes) - math.log2(b0)) / (math.log2(b1) - math.log2(b0))
-            return r0 + t * (r1 - r0)
-    return points[-1][1]
+    """rate_at for the read-only kernel."""
+    return rate_at(ceilings, nbytes, "read")
+
+
+def copy_at(ceilings: dict, nbytes: float) -> float | None:
+    """rate_at for the copy (nbytes read + written)."""
+    return rate_at(ceilings, nbytes, "copy")

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, bootstrap_geomean, counts,
-                                     is_peer, is_seed, judged, read_at)
+                                     is_peer, is_seed, judged, rate_at)
 from rooflab.report.derive import select
 from rooflab.report.fmt import DASH, DTYPE_SHORT, dt, listing, megabytes, num, pct, ratio, span
 from rooflab.schema import HOST_TIMING, SHAPE_COLUMNS
@@ -94,7 +94,7 @@ def softmax(cmp: pd.DataFrame, frame: pd.DataFrame, threshold: float, ceilings: 
     large = peers[peers["bytes"] >= LARGE_SOFTMAX_BYTES].dropna(subset=["ours_frac"])
     if not large.empty:
         out["large_frac"] = {"n": len(large), "low": _at(large, "ours_frac"), "high": _at(large, "ours_frac", lowest=False),
-                             "ceiling": num(ceilings.get("copy_tbps"))}
+                             "ceiling": num(ceilings.get("copy_tbps")), "sized": sized_share(large, ceilings, "copy")}
     kernel = peers[(peers["bytes"] < threshold) & (peers["timing"] == KERNEL_TIMING)]
     if tally(kernel):
         small = frame[(frame["status"] == "ok") & (frame["bytes"] < threshold)]
@@ -230,7 +230,7 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
     if not large.empty:
         out["large"] = {"bytes": megabytes(LARGE_DECODE_BYTES), "n": len(large), "low": _at(large, "ours_frac"),
                         "median": pct(large["ours_frac"].median()), "ceiling": num(ceilings.get("read_tbps")),
-                        "sized": sized_read_share(large, ceilings)}
+                        "sized": sized_share(large, ceilings, "read")}
     split = tally(select(cmp, "decode", "ours_nosplit"))
     if split:
         out["split"] = dict(split, low=split["worst"]["ratio"], low_shape=split["worst"]["shape"],
@@ -241,18 +241,18 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
     return out
 
 
-def sized_read_share(large: pd.DataFrame, ceilings: dict) -> dict | None:
-    """Our large decode shapes against a read-only kernel moving the same bytes (read_at: the
-    GPU's reads over buffers of a few sizes), where those reads were measured: the smallest
-    row's size-matched rate, and ours as a share of it (median and lowest)."""
-    sized = large.assign(read=[read_at(ceilings, b) for b in large["bytes"]])
-    if sized["read"].isna().any():
+def sized_share(large: pd.DataFrame, ceilings: dict, kind: str = "read") -> dict | None:
+    """Large rows against a kernel moving the same bytes (analysis.rate_at: the GPU's reads or copies of
+    a few sizes, `kind`), where those were measured: the smallest row's size-matched rate and its share of
+    the whole-buffer ceiling (<kind>_tbps), and ours as a share of the size-matched rate (median and lowest)."""
+    sized = large.assign(own=[rate_at(ceilings, b, kind) for b in large["bytes"]])
+    if sized["own"].isna().any() or not ceilings.get(f"{kind}_tbps"):
         return None
-    sized = sized.assign(share=sized["ours_metric"] / sized["read"])
+    sized = sized.assign(share=sized["ours_metric"] / sized["own"])
     smallest = sized.loc[sized["bytes"].idxmin()]
     return {"low": _at(sized, "share"), "median": pct(sized["share"].median()),
-            "smallest": megabytes(smallest["bytes"]), "smallest_read": num(smallest["read"]),
-            "smallest_frac": pct(smallest["read"] / ceilings["read_tbps"])}
+            "smallest": megabytes(smallest["bytes"]), "smallest_read": num(smallest["own"]),
+            "smallest_frac": pct(smallest["own"] / ceilings[f"{kind}_tbps"])}
 
 
 def paged_layout(paged: pd.DataFrame) -> dict | None:

@@ -10,6 +10,7 @@ rule calibrate:
         buffer_gib=config["calibrate"]["buffer_gib"],
         matmul_n=config["calibrate"]["matmul_n"],
         read_sizes_mib=config["calibrate"]["read_sizes_mib"],
+        copy_sizes_mib=config["calibrate"]["copy_sizes_mib"],
     benchmark:
         f"{FRESH}/benchmarks/calibrate.tsv"
     log:

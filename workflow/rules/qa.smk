@@ -7,6 +7,7 @@ localrules: qa
 rule qa:
     input:
         csv=[f for f in FRESH_OUTPUTS if f.endswith(".csv") and not f.endswith("ceilings.csv")],
+        ceilings=rules.calibrate.output.csv,
     output:
         csv=QA_CSV,
     params:

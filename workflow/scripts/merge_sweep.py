@@ -18,7 +18,8 @@ log_to(snakemake.log[0])
 SLOT = claim_for_job(snakemake.resources)   # this job's own GPU and cores on a multi-GPU host (rooflab/gpuslots.py)
 name = snakemake.wildcards.study
 frame = pd.concat([read_results(path) for path in snakemake.input.csv], ignore_index=True)
-flagged = qa.flags(frame, snakemake.params.qa)
+# the gate takes only the sized ceilings' profile (a factor over the whole-buffer rate) from calibrate's
+flagged = qa.flags(frame, snakemake.params.qa, read_ceilings(snakemake.input.ceilings))
 cases = [(shape, dtype) for study, dtype, shape in qa.cases(flagged) if study == name]
 record = {"flags": flagged.to_dict(orient="records"), "remeasured": []}
 if cases:

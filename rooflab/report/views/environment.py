@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rooflab import datasheet
-from rooflab.report.analysis import KERNEL_TIMING, LAUNCH_BOUND_BYTES, SIZED_READ, shape_label
+from rooflab.report.analysis import KERNEL_TIMING, LAUNCH_BOUND_BYTES, SIZED, shape_label
 from rooflab.report.fmt import DASH, dt, num, pct
 from rooflab.report.load import MEASURED_CEILINGS, Aggregate
 from rooflab.report.markup import Table
@@ -28,15 +28,18 @@ def status_counts(frame: pd.DataFrame) -> dict:
     return {s: int(counts.get(s, 0)) for s in ("ok", "incorrect", "oom", "unsupported", "error")}
 
 
+SIZED_LABELS = {"read": "read only, {} MiB", "copy": "copy, {} MiB moved"}
+
+
 def _label(name: str) -> str:
-    sized = SIZED_READ.fullmatch(name)
-    return f"read only, {sized.group(1)} MiB" if sized else CEILING_LABELS.get(name, name)
+    sized = SIZED.fullmatch(name)
+    return SIZED_LABELS[sized.group(1)].format(sized.group(2)) if sized else CEILING_LABELS.get(name, name)
 
 
 def _order(name: str):
-    """Sized reads first, by size; the other names alphabetically."""
-    sized = SIZED_READ.fullmatch(name)
-    return (0, int(sized.group(1)), "") if sized else (1, 0, name)
+    """Sized reads first, then sized copies, each by size; the other names alphabetically."""
+    sized = SIZED.fullmatch(name)
+    return (0, sized.group(1) != "read", int(sized.group(2)), "") if sized else (1, False, 0, name)
 
 
 def _ceiling_table(agg: Aggregate) -> Table:

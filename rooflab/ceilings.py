@@ -16,8 +16,9 @@
 - copy_tbps_<n>mib: the copy moving n MiB (the first n / 2 MiB of the buffer read, as many
   written), for each size of `copy_sizes_mib` up to the two buffers'. A kernel's time ends before
   the L2 has written its last stores back to HBM (up to the L2's size of them), so a copy of a few
-  tens of MB reads as faster than the 2 GiB one; a study sets such a row beside a copy of its own
-  size.
+  hundred MB reads as faster than the 2 GiB one (H200, probes/timing_flush.py: torch's copy_ of
+  64 MiB, 128 MiB moved, 4.40 TB/s; of 256 MiB 4.34; the 2 GiB copy 4.30); a study sets such a row
+  beside a copy of its own size.
 - matmul_{fp16,bf16}_tflops: cuBLAS through torch, the best of n x n x n products at n = matmul_n
   and matmul_n / 2, on standard-normal and on uniform [0, 1) operands (never zeros). Operands
   whose bits toggle less draw less power and run at higher clocks, and attention multiplies

@@ -2,7 +2,7 @@
 
 rooflab.timing.CudaTimer flushes the L2 by overwriting a 256 MiB buffer. Every line the flush
 leaves in the L2 is then dirty, and the timed kernel's own traffic evicts them: up to the L2's size
-(50 MB on an H100/H200) of writes to HBM that belong to the flush land inside the kernel's time.
+(60 MiB on an H200, as torch reports it) of writes to HBM that belong to the flush land inside the kernel's time.
 This probe times the same calls after four flushes, in shuffled rounds, one profiler session a
 round (CUPTI kernel time, rooflab.timing.device_segments):
 - store:    the 256 MiB overwrite (the timer as it was);

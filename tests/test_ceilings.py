@@ -22,14 +22,20 @@ def test_matmul_best_takes_the_fastest_candidate(monkeypatch):
     assert how == "torch.matmul 64^3, uniform [0, 1) operands"
 
 
-def test_sized_reads_time_each_smaller_prefix_and_the_whole_buffer_on_kernel_time(monkeypatch):
-    ranked, timed = [], []
+@pytest.fixture
+def ranked(monkeypatch):
+    """ceilings._best stubbed: it records the bytes each ranking was for and names "fast" the winner."""
+    works = []
 
     def fake_best(candidates, work):
-        ranked.append(work)
+        works.append(work)
         return 1.0, "fast"
-
     monkeypatch.setattr(ceilings, "_best", fake_best)
+    return works
+
+
+def test_sized_reads_time_each_smaller_prefix_and_the_whole_buffer_on_kernel_time(monkeypatch, ranked):
+    timed = []
     monkeypatch.setattr(ceilings, "read_candidates",
                         lambda src: {"fast": ("fast", src.numel()), "slow": ("slow", src.numel())})
 
@@ -47,14 +53,8 @@ def test_sized_reads_time_each_smaller_prefix_and_the_whole_buffer_on_kernel_tim
     assert rows[-1][3] == "slow, whole buffer, kernel time (CUPTI)"
 
 
-def test_sized_copies_time_each_size_that_fits_on_kernel_time(monkeypatch):
-    ranked, timed = [], []
-
-    def fake_best(candidates, work):
-        ranked.append(work)
-        return 1.0, "fast"
-
-    monkeypatch.setattr(ceilings, "_best", fake_best)
+def test_sized_copies_time_each_size_that_fits_on_kernel_time(monkeypatch, ranked):
+    timed = []
     monkeypatch.setattr(ceilings, "copy_candidates",
                         lambda dst, src: {"fast": ("fast", dst.numel(), src.numel()), "slow": ("slow", 0, 0)})
 

@@ -21,7 +21,8 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
   plan_<m>xS   decode_attention's paged plan at m times its S, the stages and register cap following
                the launch (DIAG=paged_splits: the committed run's slow equal-length paged rows;
                DIAG=paged_filled: filled grids, equal and ragged lengths; DIAG=paged_unsplit: unsplit
-               launches of 4 or more programs an SM, configs without the register cap)
+               launches of 4 or more programs an SM, configs without the register cap; DIAG=paged_below:
+               the grid's launches below the fill at half the rule's S)
   static       the plan with every sequence split alike, chunks from Lmax (DIAG=spread and spread2:
                against the shipped plan, which deals chunks out by length where the lengths differ;
                *_static and *_spread: the same choice forced on a variant)
@@ -93,6 +94,10 @@ if os.environ.get("DIAG") == "paged_filled":   # filled grids (B * Hkv >= 0.9 x 
               (64, 8, 32768, True)]
     VARIANTS = {"shipped": (None, None, None, None, None),
                 **{f"plan_{m}xS": (None, None, None, None, None, m) for m in (0.25, 0.5)}}
+if os.environ.get("DIAG") == "paged_below":   # launches below the fill: the paged rule's S halved (2 programs an SM)
+    SHAPES = [(b, h, n, False) for b, h in ((1, 8), (1, 32), (4, 8)) for n in (1024, 4096, 16384, 32768, 131072)]
+    VARIANTS = {"shipped": (None, None, None, None, None),
+                **{f"plan_{m}xS": (None, None, None, None, None, m) for m in (0.5,)}}
 if os.environ.get("DIAG") == "paged_unsplit":   # unsplit paged launches of 4 or more programs an SM: configs
     SHAPES = [(64, 8, 1024, False), (64, 8, 4096, False), (64, 8, 4096, True), (16, 32, 1024, False),
               (16, 32, 4096, False), (64, 32, 1024, False)]

@@ -1,12 +1,14 @@
 """Probe: what the L2 flush before a timed call leaves behind, and what it costs the call.
 
-rooflab.timing.CudaTimer flushes the L2 by overwriting a 256 MiB buffer. Every line the flush
-leaves in the L2 is then dirty, and the timed kernel's own traffic evicts them: up to the L2's size
-(60 MiB on an H200, as torch reports it) of writes to HBM that belong to the flush land inside the kernel's time.
+Until 810be35 rooflab.timing.CudaTimer flushed the L2 by overwriting a 256 MiB buffer. Every line
+that flush leaves in the L2 is dirty, and the timed kernel's own traffic evicts them: up to the L2's
+size (60 MiB on an H200, as torch reports it) of writes to HBM that belong to the flush land inside
+the kernel's time. The timer now reads its buffer instead.
 This probe times the same calls after four flushes, in shuffled rounds, one profiler session a
 round (CUPTI kernel time, rooflab.timing.device_segments):
 - store:    the 256 MiB overwrite (the timer as it was);
-- read:     a 256 MiB read of the same buffer (the L2 left holding clean lines only);
+- read:     a 256 MiB read of the same buffer (the L2 left holding clean lines only; the timer
+            since 810be35);
 - read512:  a 512 MiB read (is 256 MiB enough to evict the call's own data?);
 - none:     an empty kernel (warm L2: what a flush that misses would show).
 Calls: rooflab.ceilings' read kernel over 16-512 MiB, torch copy_, decode (ours, cuDNN) and
@@ -51,9 +53,9 @@ MiB = 2**20
 
 
 @triton.jit
-def _flush_l2_read(ptr, partial_ptr, n, BLOCK: tl.constexpr):
+def _flush_l2_store(ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(partial_ptr + tl.program_id(0), tl.sum(tl.load(ptr + offs, mask=offs < n, other=0), 0))
+    tl.store(ptr + offs, tl.zeros([BLOCK], tl.int32), mask=offs < n)
 
 
 @triton.jit
@@ -61,16 +63,10 @@ def _flush_l2_none(ptr):
     pass
 
 
-class ReadFlush(CudaTimer):
-    def __init__(self, mib: int):
-        super().__init__(flush_mib=mib)
-        self._partial = torch.empty(self._grid[0], dtype=torch.int32, device="cuda")
-
+class StoreFlush(CudaTimer):
+    """The timer as it was before 810be35: the flush overwrites its buffer."""
     def flush(self) -> None:
-        if not hasattr(self, "_partial"):      # the base class's first flush, from __init__
-            return super().flush()
-        _flush_l2_read[self._grid](self._buffer, self._partial, self._buffer.numel(), BLOCK=self._block,
-                                   num_warps=8)
+        _flush_l2_store[self._grid](self._buffer, self._buffer.numel(), BLOCK=self._block, num_warps=8)
 
 
 class NoFlush(CudaTimer):
@@ -122,7 +118,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     random.seed(0)
     print(f"device {torch.cuda.get_device_name()}; torch {torch.__version__}", flush=True)
-    timers = {"store": CudaTimer(), "read": ReadFlush(256), "read512": ReadFlush(512), "none": NoFlush()}
+    timers = {"store": StoreFlush(), "read": CudaTimer(), "read512": CudaTimer(512), "none": NoFlush()}
     table = calls()
     for fn, _ in table.values():
         for _ in range(3):

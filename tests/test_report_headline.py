@@ -304,21 +304,21 @@ def test_forced_strategies_keep_one_colour_across_panels():
     assert all(color(n, 0) == color(n, 5) for n in names)      # not taken from the panel's own order
 
 
-def test_read_at_interpolates_in_log_size_and_holds_the_ends():
-    from rooflab.report.analysis import read_at
+def test_sized_read_rate_interpolates_in_log_size_and_holds_the_ends():
+    from rooflab.sized_ceilings import rate_at
     ceilings = {"read_tbps": 4.5, "read_tbps_256mib": 4.0, "read_tbps_1024mib": 4.4, "copy_tbps": 4.2}
-    assert read_at(ceilings, 128 * 2**20) == 4.0                   # below the smallest: its rate
-    assert read_at(ceilings, 4096 * 2**20) == 4.4                  # above the largest: its rate
-    assert read_at(ceilings, 512 * 2**20) == pytest.approx(4.2)    # halfway in log2 size
-    assert read_at({"read_tbps": 4.5}, 2**30) is None
+    assert rate_at(ceilings, 128 * 2**20, "read") == 4.0                   # below the smallest: its rate
+    assert rate_at(ceilings, 4096 * 2**20, "read") == 4.4                  # above the largest: its rate
+    assert rate_at(ceilings, 512 * 2**20, "read") == pytest.approx(4.2)    # halfway in log2 size
+    assert rate_at({"read_tbps": 4.5}, 2**30, "read") is None
 
 
-def test_copy_at_reads_only_the_sized_copies():
-    from rooflab.report.analysis import copy_at, read_at
+def test_sized_copy_rate_reads_only_the_sized_copies():
+    from rooflab.sized_ceilings import rate_at
     ceilings = {"read_tbps_256mib": 4.0, "copy_tbps_64mib": 4.6, "copy_tbps_256mib": 4.4, "copy_tbps": 4.2}
-    assert copy_at(ceilings, 128 * 2**20) == pytest.approx(4.5)    # halfway in log2 size between the copies
-    assert copy_at(ceilings, 32 * 2**20) == 4.6 and copy_at({"read_tbps_256mib": 4.0}, 2**30) is None
-    assert read_at(ceilings, 64 * 2**20) == 4.0                    # the copies are no reads
+    assert rate_at(ceilings, 128 * 2**20, "copy") == pytest.approx(4.5)    # halfway in log2 size between the copies
+    assert rate_at(ceilings, 32 * 2**20, "copy") == 4.6 and rate_at({"read_tbps_256mib": 4.0}, 2**30, "copy") is None
+    assert rate_at(ceilings, 64 * 2**20, "read") == 4.0                    # the copies are no reads
 
 
 def test_decode_large_shapes_beside_a_read_of_their_own_size(agg, cmp):
@@ -330,12 +330,12 @@ def test_decode_large_shapes_beside_a_read_of_their_own_size(agg, cmp):
     # the large rows: B=1 L=32768 and B=8 L=4096 (537 MB, about 512 MiB), B=8 L=32768 (4.3 GB)
     peers = derive.select(cmp, "decode", "peer")
     large = peers[peers["bytes"] >= headline.LARGE_DECODE_BYTES].dropna(subset=["ours_frac"])
-    from rooflab.report.analysis import read_at
-    shares = [row["ours_metric"] / read_at(ceilings, row["bytes"]) for _, row in large.iterrows()]
+    from rooflab.sized_ceilings import rate_at
+    shares = [row["ours_metric"] / rate_at(ceilings, row["bytes"], "read") for _, row in large.iterrows()]
     assert sized["median"] == fmt.pct(pd.Series(shares).median()) and sized["low"]["frac"] == fmt.pct(min(shares))
     smallest = large["bytes"].min()
     assert sized["smallest"] == fmt.megabytes(smallest)
-    assert sized["smallest_read"] == fmt.num(read_at(ceilings, smallest))
+    assert sized["smallest_read"] == fmt.num(rate_at(ceilings, smallest, "read"))
 
 
 def test_softmax_large_shapes_beside_a_copy_of_their_own_size(agg, cmp):
@@ -344,9 +344,9 @@ def test_softmax_large_shapes_beside_a_copy_of_their_own_size(agg, cmp):
     sized = headline.softmax(cmp, raw, 8e6, ceilings)["large_frac"]["sized"]
     peers = derive.select(cmp, "softmax", "peer")
     large = peers[peers["bytes"] >= headline.LARGE_SOFTMAX_BYTES].dropna(subset=["ours_frac"])
-    from rooflab.report.analysis import copy_at
-    shares = [row["ours_metric"] / copy_at(ceilings, row["bytes"]) for _, row in large.iterrows()]
-    assert copy_at(ceilings, 134217728) == 4.5 and 4.3 < copy_at(ceilings, 268435456) < 4.5
+    from rooflab.sized_ceilings import rate_at
+    shares = [row["ours_metric"] / rate_at(ceilings, row["bytes"], "copy") for _, row in large.iterrows()]
+    assert rate_at(ceilings, 134217728, "copy") == 4.5 and 4.3 < rate_at(ceilings, 268435456, "copy") < 4.5
     assert sized["median"] == fmt.pct(pd.Series(shares).median()) and sized["low"]["frac"] == fmt.pct(min(shares))
     assert sized["smallest_read"] == fmt.num(4.5) and sized["smallest_frac"] == fmt.pct(4.5 / 4.2)
 

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 
 from rooflab.schema import SHAPE_COLUMNS
-from rooflab.sized_ceilings import SIZED, rate_at  # noqa: F401  (the report's sized ceilings)
 
 # Timings (rooflab.schema.TIMINGS): a kernel study judges a case on its kernel alone where the harness
 # measured that (CUPTI device time of the same L2-flushed calls), else on plain calls timed with CUDA
@@ -164,11 +163,3 @@ def bootstrap_geomean(values, level: float = 0.95) -> tuple[float | None, float 
         float(np.exp(np.percentile(draws, 100 - tail)))
 
 
-def read_at(ceilings: dict, nbytes: float) -> float | None:
-    """rate_at for the read-only kernel."""
-    return rate_at(ceilings, nbytes, "read")
-
-
-def copy_at(ceilings: dict, nbytes: float) -> float | None:
-    """rate_at for the copy (nbytes read + written)."""
-    return rate_at(ceilings, nbytes, "copy")

@@ -19,10 +19,11 @@ from __future__ import annotations
 import pandas as pd
 
 from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, bootstrap_geomean, counts,
-                                     is_peer, is_seed, judged, rate_at)
+                                     is_peer, is_seed, judged)
 from rooflab.report.derive import select
 from rooflab.report.fmt import DASH, DTYPE_SHORT, dt, listing, megabytes, num, pct, ratio, span
 from rooflab.schema import HOST_TIMING, SHAPE_COLUMNS
+from rooflab.sized_ceilings import rate_at
 
 LARGE_SOFTMAX_BYTES = 128e6     # large enough that every peer streams at its sustained rate
 LARGE_DECODE_BYTES = 256e6      # a KV read this large dwarfs the 60 MB L2 and any launch cost
@@ -242,7 +243,7 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
 
 
 def sized_share(large: pd.DataFrame, ceilings: dict, kind: str = "read") -> dict | None:
-    """Large rows against a kernel moving the same bytes (analysis.rate_at: the GPU's reads or copies of
+    """Large rows against a kernel moving the same bytes (sized_ceilings.rate_at: the GPU's reads or copies of
     a few sizes, `kind`), where those were measured: the smallest row's size-matched rate and its share of
     the whole-buffer ceiling (<kind>_tbps), and ours as a share of the size-matched rate (median and lowest)."""
     sized = large.assign(own=[rate_at(ceilings, b, kind) for b in large["bytes"]])

@@ -4,10 +4,11 @@ from __future__ import annotations
 import pandas as pd
 
 from rooflab import datasheet
-from rooflab.report.analysis import KERNEL_TIMING, LAUNCH_BOUND_BYTES, SIZED, shape_label
+from rooflab.report.analysis import KERNEL_TIMING, LAUNCH_BOUND_BYTES, shape_label
 from rooflab.report.fmt import DASH, dt, num, pct
 from rooflab.report.load import MEASURED_CEILINGS, Aggregate
 from rooflab.report.markup import Table
+from rooflab.sized_ceilings import SIZED
 
 
 CEILING_LABELS = {

@@ -200,14 +200,20 @@ from kernels._plans import Launch, aligned, current_stream, layout, new_output, 
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
 PAGE_SIZES = (16, 32, 64, 128, 256)   # tokens a page of a paged cache holds
-MIN_CHUNK_BLOCKS = 2         # paged: more splits than the one-wave rule's give each at least this many
-                             # BLOCK_N tiles (H200, page 64: B=1 Hkv=8 L=4096 S=16 18.1 us, S=32 18.7,
-                             # S=64 (one tile each) 21.2)
+MIN_CHUNK_BLOCKS = 4         # paged: more splits than the one-wave rule's give each at least this many
+                             # BLOCK_N tiles (H200, fp16, Hq=32, D=128, page 64, indices a tile ahead,
+                             # kernel time: B=4 Hkv=8 L=1024 S=8 (2 tiles) 10.0 us, S=4 (4 tiles) 9.3,
+                             # contiguous 9.4; probes/decode_paged_ahead.py DIAG=paged_below)
 NO_SPLIT_FILL = 0.9          # B * Hkv programs on at least this share of the SMs need no split
                              # (H200: B=16, Hkv=8, 128 programs: S=1 4.05 TB/s, S=9 3.59)
 PAGED_PROGRAMS_PER_SM = 4    # paged caches: split a grid that fills the SMs once until each SM has
                              # about this many programs (H200, page 64, D = 128: B=16, Hkv=8, L=8192:
                              # S=1 2.12 TB/s, S=4 3.91; B=4, Hkv=32, L=16384: 2.11 vs 4.28)
+PAGED_BELOW_FILL_PER_SM = 2  # ... and below the fill at most this many, each with a deeper ring (paged_stages;
+                             # same probe and timing, us, four programs an SM -> two (contiguous): B=4
+                             # Hkv=8 L=4096 23.9 (S=16) -> 21.3 (8) (19.9), L=16384 69.9 -> 67.1 (63.5),
+                             # L=32768 129.0 -> 127.0 (122.5); B=1 Hkv=32 L=32768 126.8 (16) -> 125.2 (8)
+                             # (121.1); B=1 Hkv=8 L=131072 130.4 (64) -> 129.4 (32) (123.9))
 RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no longer than this (H200,
                              # bf16, Hq=32 Hkv=8, ragged, kernel time: B=64 Lmax=32768 S=1 3.52 TB/s,
                              # S=4 4.26, S=8 4.31; B=32 S=2 3.88, S=8 4.15; B=16 S=4 3.56, S=8 3.88;
@@ -470,7 +476,7 @@ def _decode_kernel(
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
     HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
     BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr,
-    batch, part_splits, SPREAD: tl.constexpr, BLOCK_B: tl.constexpr,
+    batch, part_splits, SPREAD: tl.constexpr, BLOCK_B: tl.constexpr, FILLED: tl.constexpr,
 ):
     # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, P, D) fp32, Lse (B, Hq, P) fp32 and
     # Count (B * Hkv,) int32 zeros, all contiguous. Contiguous caches (PAGE_SIZE 0): K and V
@@ -482,7 +488,9 @@ def _decode_kernel(
     # including) floor((s + 1) * n_blocks / S), n_blocks = cdiv(cache_len, BLOCK_N), 1 <= S <= n_blocks.
     # SPREAD (lengths passed, B >= 2, S >= 2): where the lengths' tile counts differ, the same B * S
     # programs of a KV head are dealt out by length instead (_ragged_chunk). Part and Lse hold
-    # P = part_splits slots a row (S, or more under SPREAD).
+    # P = part_splits slots a row (S, or more under SPREAD). FILLED (SPREAD on a grid whose B * Hkv
+    # programs fill the SMs): where the tile counts are all equal, split 0 reads the whole sequence
+    # and merges alone, and the other splits exit, as an unsplit launch would.
     split = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // heads_kv
@@ -529,6 +537,11 @@ def _decode_kernel(
                           GROUP, HEAD_DIM, BLOCK_G, BLOCK_N, BLOCK_D, BLOCK_S, SPLIT, UPCAST_DOT, BLOCK_MG, PAGE_SIZE,
                           TABLE_AHEAD)
             return
+        if FILLED:   # equal tile counts on a filled grid: one program a sequence
+            if split > 0:
+                return
+            end = seqlen
+            n_valid = tl.minimum(n_valid, 1)
     if SPLIT:
         if start >= end:   # this chunk lies past the sequence: nothing to read or merge
             _write_zeros(Out, b, h, seqlen, split, heads_kv, GROUP, HEAD_DIM, BLOCK_G, BLOCK_D)
@@ -620,9 +633,15 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     us, against 66.1 at four waves of Lmax's chunks, the rule before; the same lengths all equal:
     133.8 against 137.2).
 
-    A paged cache of one sequence (B = 1) has no lengths to balance, and with the page indices
-    loaded a tile ahead its ring hides the lookups: it takes the one-wave count, raised only as far
-    as chunks of PAGED_CHUNK_TOKENS need (and at most PAGED_PROGRAMS_PER_SM programs an SM).
+    Below the fill a paged cache takes at most PAGED_BELOW_FILL_PER_SM programs an SM: fewer
+    programs, each with a deeper ring (paged_stages), keep more tiles in flight than four an SM
+    with two stages. A paged cache of one sequence (B = 1) has no lengths to balance, and with the
+    page indices loaded a tile ahead its ring hides the lookups: it takes the one-wave count, raised
+    only as far as chunks of PAGED_CHUNK_TOKENS need.
+
+    Filled grids, calls with lengths: where the lengths' tile counts are all equal the kernel runs
+    the split launch as an unsplit one (FILLED in _decode_kernel: split 0 reads each sequence
+    whole, the other splits exit), since the plan cannot tell equal lengths from ragged ones.
     """
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
@@ -640,10 +659,12 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     wave = max(1, num_sms // programs)   # one wave of programs (module docstring), at most one per tile
     if not paged:
         return _whole_chunks(n_blocks, wave)
-    # Paged: up to `wanted`, but one sequence (no lengths to balance) only for chunks of at most
-    # PAGED_CHUNK_TOKENS, and more sequences only down to chunks of MIN_CHUNK_BLOCKS tiles.
+    # Paged: up to PAGED_BELOW_FILL_PER_SM programs an SM, but one sequence (no lengths to balance)
+    # only for chunks of at most PAGED_CHUNK_TOKENS, and more sequences only down to chunks of
+    # MIN_CHUNK_BLOCKS tiles.
+    below = max(1, PAGED_BELOW_FILL_PER_SM * num_sms // programs)
     more = cdiv(cache_len, PAGED_CHUNK_TOKENS) if batch == 1 else n_blocks // MIN_CHUNK_BLOCKS
-    return _whole_chunks(n_blocks, max(wave, min(wanted, more)))
+    return _whole_chunks(n_blocks, max(wave, min(below, more)))
 
 
 def _whole_chunks(n_blocks: int, splits: int) -> int:
@@ -874,6 +895,7 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     if spread is None:   # the rule's choice; True / False (probes) force it, still only where it applies
         spread = num_splits is None
     spread = bool(spread) and spread_by_length(batch, splits, seqlens is not None, False)
+    filled = spread and batch * heads_kv >= NO_SPLIT_FILL * sm_count(q.device)
     part_splits = min(n_blocks, RAGGED_SPLIT_LIMIT * splits) if spread else splits
     rest = (heads_kv, cache_len, num_pages, n_blocks, splits, scale,
             group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),
@@ -881,7 +903,7 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
             seqlens is not None, splits > 1,
             # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
             q.dtype == torch.bfloat16 and interpreting(), merge_rows(group), page_size,
-            ahead, batch, part_splits, spread, max(16, pow2(batch)) if spread else 16)
+            ahead, batch, part_splits, spread, max(16, pow2(batch)) if spread else 16, filled)
     return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
                        (batch, heads_q, part_splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,

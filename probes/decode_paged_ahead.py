@@ -24,10 +24,8 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
                launches of 4 or more programs an SM, configs without the register cap; DIAG=paged_below:
                the grid's launches below the fill at half the rule's S; DIAG=below2: the rule's
                two programs an SM below the fill against twice its S)
-  st4_free, st3_r168  the plan's S with 4 stages uncapped / 3 stages at 168 registers (DIAG=filled_equal:
-               filled grids, where equal tile counts run the split launch unsplit, FILLED)
-  *_spread     the same S multiple with chunks dealt out by length (DIAG=filled_equal: S=2 for ragged
-               B=64 Lmax=4096, paged and contiguous)
+  st4_free     the plan's S with 4 stages, registers not capped (DIAG=filled_equal: filled grids, where
+               equal tile counts run the split launch unsplit, FILLED)
   static       the plan with every sequence split alike, chunks from Lmax (DIAG=spread and spread2:
                against the shipped plan, which deals chunks out by length where the lengths differ;
                *_static and *_spread: the same choice forced on a variant)
@@ -114,9 +112,7 @@ if os.environ.get("DIAG") == "filled_equal":   # filled grids: equal tile counts
               (4, 32, 4096, False), (16, 8, 32768, False), (16, 8, 32768, True), (64, 8, 4096, True),
               (64, 8, 32768, False), (16, 32, 1024, False)]
     VARIANTS = {"shipped": (None, None, None, None, None), "st4_free": (True, 64, 4, 4, None),
-                "st3_r168": (True, 64, 4, 3, 168), "plan_0.25xS": (None, None, None, None, None, 0.25),
-                "plan_2xS_spread": (None, None, None, None, None, 2.0, True),
-                "contig_2xS_spread": ("contiguous", None, None, None, None, 2, True)}
+                "plan_0.25xS": (None, None, None, None, None, 0.25), "plan_0.5xS": (None, None, None, None, None, 0.5)}
 if os.environ.get("DIAG") == "below2":   # below the fill: the rule's two programs an SM against twice its S
     SHAPES = [(4, 8, n, False) for n in (1024, 4096, 16384, 32768, 131072)] + [
         (4, 8, 4096, True), (4, 8, 32768, True), (1, 8, 4096, False), (1, 8, 131072, False),

@@ -405,7 +405,7 @@ def test_chunks_dealt_by_length_match_reference(poison, batch, heads_q, heads_kv
 
 
 FILLED_CASES = [  # lengths, page_size, dtype: B = 4, Hq = 8, Hkv = 2, Lmax = 1100, D = 64 (128-token tiles)
-    ([1100, 1100, 1100, 1100], None, torch.float16),    # equal: split 0 reads each sequence whole
+    ([1100, 1100, 1100, 1100], None, torch.float16),    # equal: one program reads each sequence whole
     ([1100, 1090, 1025, 1100], 16, torch.bfloat16),     # paged, lengths differ within one tile count
     ([0, 0, 0, 0], 32, torch.float16),                  # all empty: zeros
     ([1100, 1, 0, 200], 16, torch.float16),             # tile counts differ: dealt out by length
@@ -415,8 +415,8 @@ FILLED_CASES = [  # lengths, page_size, dtype: B = 4, Hq = 8, Hkv = 2, Lmax = 11
 @pytest.mark.parametrize("lengths,page_size,dtype", FILLED_CASES)
 def test_filled_grid_with_equal_lengths_reads_each_sequence_whole(poison, monkeypatch, lengths, page_size, dtype):
     """On a grid whose B * Hkv programs fill the SMs (4 SMs here), a split call with lengths whose tile
-    counts are all equal runs as an unsplit one: split 0 of each sequence reads it whole and merges alone,
-    the other splits exit. The output matches the float64 reference, the cache past each length (NaN and
+    counts are all equal runs as an unsplit one: the first B * Hkv programs each read one (batch, kv head)
+    whole and merge alone, the others exit. The output matches the float64 reference, the cache past each length (NaN and
     infinities) is never read, and the merge counters are left zero."""
     monkeypatch.setattr(decode, "sm_count", lambda device: 4)
     q, k, v = _inputs(4, 8, 2, 1100, 64, dtype)
@@ -649,11 +649,11 @@ def test_paged_plans_cap_registers_only_with_indices_ahead(fresh_plans, monkeypa
         monkeypatch.setattr(decode, "PAGED_TABLE_AHEAD", ahead)
         plan = decode._plan(q, k_pages, v_pages, lens, None, None, table, None, None, None)
         assert plan.options.get("maxnreg") == cap
-    q, k, v = _inputs(16, 32, 32, 256, 64, torch.float16)         # 512 programs: four an SM
+    q, k, v = _inputs(16, 32, 32, 256, 64, torch.float16)         # 512 (batch, kv head) pairs: four an SM
     k_pages, v_pages, table = decode.paged_cache(k, v, 64, seed=2)
     lens = torch.full((16,), 256, dtype=torch.int32)
     plan = decode._plan(q, k_pages, v_pages, lens, None, None, table, None, None, None, True)
-    assert plan.grid == (1, 512) and plan.options["maxnreg"] == 128
+    assert plan.grid == (2, 512) and plan.options["maxnreg"] == 128     # paged with lengths on a filled grid: S >= 2
     forced = decode._plan(q, k_pages, v_pages, lens, None, None, table, 64, 4, 2, True)
     assert "maxnreg" not in forced.options                   # forced launch settings stay as given
     contiguous = decode._plan(q, k, v, lens, None, None, None, None, None, None, True)
@@ -668,8 +668,8 @@ def test_paged_launch_takes_the_ring_only_when_indices_come_a_tile_ahead():
     assert decode.launch_shape(1, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (16, 64, 4, 4)
     # B=1 Hkv=8 L=131072: S=33 (two programs an SM below the fill), 264 programs: 4 stages
     assert decode.launch_shape(1, 8, 4, 131072, 128, 2, 132, True, True, table_ahead=True) == (33, 64, 4, 4)
-    # B=16 Hkv=32 L=1024 (unsplit, 4 programs an SM): 2 stages
-    assert decode.launch_shape(16, 32, 1, 1024, 128, 2, 132, True, True, table_ahead=True) == (1, 64, 4, 2)
+    # B=16 Hkv=32 L=1024 (filled, with lengths: S=2, 1024 programs): 2 stages
+    assert decode.launch_shape(16, 32, 1, 1024, 128, 2, 132, True, True, table_ahead=True) == (2, 64, 4, 2)
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=False)[3] == 4
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, num_stages=3, table_ahead=True)[3] == 3
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, False, True, table_ahead=True)[3] == 4   # contiguous

@@ -39,8 +39,9 @@ choice, 14.6; cuDNN 7.6), L=4096 S=16 14.1 (S=8 16.1; cuDNN 12.8), L=16384 S=16 
 (S=8 30.5), L=32768 S=4 141.5 (S=8 140.0, S=32 148.6); B=1 Hkv=32 L=1024 S=4 11.1 (S=2 12.5,
 S=8 11.2); B=16 Hkv=8 L=4096 S=1 72.8 (S=2 79.0). BLOCK_N 16 and 32 were slower at every S. A
 paged cache below that fill wants more programs in flight (each tile's page lookup is a
-dependent load): S is the larger of the one-wave count and PAGED_PROGRAMS_PER_SM programs per
-SM, with no chunk shorter than MIN_CHUNK_BLOCKS tiles unless the one-wave count asks for it,
+dependent load): S is the larger of the one-wave count and PAGED_BELOW_FILL_PER_SM programs per
+SM (four before the page indices came a tile ahead and the ring deepened; choose_splits), with no
+chunk shorter than MIN_CHUNK_BLOCKS tiles unless the one-wave count asks for it,
 and never more programs than PAGED_PROGRAMS_PER_SM * SMs (a program past a whole number of
 waves costs a wave: B=1 Hkv=32 L=131072 S=16 497.3 us, S=17 699.0, S=32 500.8; B=4 Hkv=8
 L=32768 S=16 143.1, S=17 171.2, contiguous 142.1; B=1 Hkv=32 L=4096 S=16 28.5, S=17 29.2).
@@ -200,20 +201,20 @@ from kernels._plans import Launch, aligned, current_stream, layout, new_output, 
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
 PAGE_SIZES = (16, 32, 64, 128, 256)   # tokens a page of a paged cache holds
-MIN_CHUNK_BLOCKS = 4         # paged: more splits than the one-wave rule's give each at least this many
-                             # BLOCK_N tiles (H200, fp16, Hq=32, D=128, page 64, indices a tile ahead,
-                             # kernel time: B=4 Hkv=8 L=1024 S=8 (2 tiles) 10.0 us, S=4 (4 tiles) 9.3,
-                             # contiguous 9.4; probes/decode_paged_ahead.py DIAG=paged_below)
+MIN_CHUNK_BLOCKS = 2         # paged: more splits than the one-wave rule's give each at least this many
+                             # BLOCK_N tiles (H200, page 64: B=1 Hkv=8 L=4096 S=16 18.1 us, S=32 18.7,
+                             # S=64 (one tile each) 21.2)
 NO_SPLIT_FILL = 0.9          # B * Hkv programs on at least this share of the SMs need no split
                              # (H200: B=16, Hkv=8, 128 programs: S=1 4.05 TB/s, S=9 3.59)
 PAGED_PROGRAMS_PER_SM = 4    # paged caches: split a grid that fills the SMs once until each SM has
                              # about this many programs (H200, page 64, D = 128: B=16, Hkv=8, L=8192:
                              # S=1 2.12 TB/s, S=4 3.91; B=4, Hkv=32, L=16384: 2.11 vs 4.28)
 PAGED_BELOW_FILL_PER_SM = 2  # ... and below the fill at most this many, each with a deeper ring (paged_stages;
-                             # same probe and timing, us, four programs an SM -> two (contiguous): B=4
-                             # Hkv=8 L=4096 23.9 (S=16) -> 21.3 (8) (19.9), L=16384 69.9 -> 67.1 (63.5),
-                             # L=32768 129.0 -> 127.0 (122.5); B=1 Hkv=32 L=32768 126.8 (16) -> 125.2 (8)
-                             # (121.1); B=1 Hkv=8 L=131072 130.4 (64) -> 129.4 (32) (123.9))
+                             # H200, fp16, Hq=32, D=128, page 64, indices a tile ahead, kernel time, us,
+                             # four programs an SM -> two (contiguous): B=4 Hkv=8 L=4096 23.9 (S=16) ->
+                             # 21.3 (8) (19.9), L=16384 69.9 -> 67.1 (63.5), L=32768 129.0 -> 127.0 (122.5);
+                             # B=1 Hkv=32 L=32768 126.8 (16) -> 125.2 (8) (121.1); B=1 Hkv=8 L=131072
+                             # 130.4 (64) -> 129.4 (32) (123.9); probes/decode_paged_ahead.py DIAG=paged_below)
 RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no longer than this (H200,
                              # bf16, Hq=32 Hkv=8, ragged, kernel time: B=64 Lmax=32768 S=1 3.52 TB/s,
                              # S=4 4.26, S=8 4.31; B=32 S=2 3.88, S=8 4.15; B=16 S=4 3.56, S=8 3.88;
@@ -476,7 +477,7 @@ def _decode_kernel(
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
     HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
     BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr,
-    batch, part_splits, SPREAD: tl.constexpr, BLOCK_B: tl.constexpr, FILLED: tl.constexpr,
+    batch, part_splits, SPREAD: tl.constexpr, BLOCK_B: tl.constexpr,
 ):
     # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, P, D) fp32, Lse (B, Hq, P) fp32 and
     # Count (B * Hkv,) int32 zeros, all contiguous. Contiguous caches (PAGE_SIZE 0): K and V
@@ -488,9 +489,7 @@ def _decode_kernel(
     # including) floor((s + 1) * n_blocks / S), n_blocks = cdiv(cache_len, BLOCK_N), 1 <= S <= n_blocks.
     # SPREAD (lengths passed, B >= 2, S >= 2): where the lengths' tile counts differ, the same B * S
     # programs of a KV head are dealt out by length instead (_ragged_chunk). Part and Lse hold
-    # P = part_splits slots a row (S, or more under SPREAD). FILLED (SPREAD on a grid whose B * Hkv
-    # programs fill the SMs): where the tile counts are all equal, the first B * Hkv programs each read
-    # one (batch, kv head) whole and merge alone, and the others exit, as an unsplit launch would.
+    # P = part_splits slots a row (S, or more under SPREAD).
     split = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // heads_kv
@@ -537,23 +536,6 @@ def _decode_kernel(
                           GROUP, HEAD_DIM, BLOCK_G, BLOCK_N, BLOCK_D, BLOCK_S, SPLIT, UPCAST_DOT, BLOCK_MG, PAGE_SIZE,
                           TABLE_AHEAD)
             return
-        if FILLED:   # equal tile counts on a filled grid: one program a (batch, kv head) reads it whole
-            # The first B * Hkv programs in launch order (split fastest) do the work, so that they
-            # spread over the SMs: the split-0 programs alone would share a quarter of them at S = 4.
-            lin = split + bh * num_splits
-            if lin >= batch * heads_kv:
-                return
-            b = lin // heads_kv
-            h = lin % heads_kv
-            split = lin * 0
-            start = lin * 0
-            heads = h * GROUP + offs_g
-            table_row, page_next, q = _chunk_operands(Q, Table, b, heads, start, cache_len, offs_n, offs_d,
-                                                      out_mask, stride_qb, stride_qh, stride_qd, stride_tb,
-                                                      stride_tp, PAGE_SIZE, TABLE_AHEAD)
-            seqlen = tl.sum(tl.where(offs_b == b, lens, 0), 0)
-            end = seqlen
-            n_valid = tl.minimum(seqlen, 1)
     if SPLIT:
         if start >= end:   # this chunk lies past the sequence: nothing to read or merge
             _write_zeros(Out, b, h, seqlen, split, heads_kv, GROUP, HEAD_DIM, BLOCK_G, BLOCK_D)
@@ -651,12 +633,12 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     page indices loaded a tile ahead its ring hides the lookups: it takes the one-wave count, raised
     only as far as chunks of PAGED_CHUNK_TOKENS need.
 
-    Filled grids, calls with lengths: a paged call takes at least 2 splits, so that lengths that
-    differ are dealt out (ragged B=64 Hkv=8 Lmax=4096, fp16: S=1 150.7 us, S=2 131.4, contiguous
-    120.3), and where the lengths' tile counts are all equal the kernel runs
-    the split launch as an unsplit one (FILLED in _decode_kernel: the first B * Hkv programs each
-    read one sequence's KV head whole, the others exit), since the plan cannot tell equal lengths
-    from ragged ones.
+    Measured and not kept (probes/decode_paged_ahead.py DIAG=filled_equal, fp16, us): on a filled
+    grid, a paged call with lengths whose tile counts were all equal ran its split launch unsplit on
+    the device (the first B * Hkv programs each reading one (batch, kv head) whole, the others
+    exiting). The workers then shared SMs with each other under the split launch's 2-stage ring:
+    B=16 Hkv=8 L=1024 38.9 (S=4 split 23.1; unsplit launch 19.3), L=4096 134.0 (69.7; 64.5). With a
+    4-stage ring, 31.0 and 105.6; a contiguous cache at S=2 lost 10% (21.2 against 19.2).
     """
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
@@ -668,8 +650,8 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
             return 1
         cap = wanted if paged else min(wanted, RAGGED_FILLED_SPLITS)
         splits = max(1, min(cap, n_blocks // MIN_CHUNK_BLOCKS))
-        if lengths:   # a paged call at least 2: the kernel runs equal tile counts unsplit (FILLED)
-            splits = max(splits, cdiv(cache_len, RAGGED_CHUNK_TOKENS), 2 if paged else 1)
+        if lengths:
+            splits = max(splits, cdiv(cache_len, RAGGED_CHUNK_TOKENS))
         return _whole_chunks(n_blocks, splits)
     wave = max(1, num_sms // programs)   # one wave of programs (module docstring), at most one per tile
     if not paged:
@@ -910,7 +892,6 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     if spread is None:   # the rule's choice; True / False (probes) force it, still only where it applies
         spread = num_splits is None
     spread = bool(spread) and spread_by_length(batch, splits, seqlens is not None, False)
-    filled = spread and batch * heads_kv >= NO_SPLIT_FILL * sm_count(q.device)
     part_splits = min(n_blocks, RAGGED_SPLIT_LIMIT * splits) if spread else splits
     rest = (heads_kv, cache_len, num_pages, n_blocks, splits, scale,
             group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),
@@ -918,7 +899,7 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
             seqlens is not None, splits > 1,
             # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
             q.dtype == torch.bfloat16 and interpreting(), merge_rows(group), page_size,
-            ahead, batch, part_splits, spread, max(16, pow2(batch)) if spread else 16, filled)
+            ahead, batch, part_splits, spread, max(16, pow2(batch)) if spread else 16)
     return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
                        (batch, heads_q, part_splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,

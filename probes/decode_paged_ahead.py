@@ -24,8 +24,9 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
                launches of 4 or more programs an SM, configs without the register cap; DIAG=paged_below:
                the grid's launches below the fill at half the rule's S; DIAG=below2: the rule's
                two programs an SM below the fill against twice its S)
-  st4_free     the plan's S with 4 stages, registers not capped (DIAG=filled_equal: filled grids, where
-               equal tile counts run the split launch unsplit, FILLED)
+  st4_free     the plan's S with 4 stages, registers not capped (DIAG=filled_equal: filled grids; run at
+               bb6bc98, whose kernel ran equal tile counts unsplit on the device, measured and not kept:
+               kernels.flash_decoding.choose_splits' docstring)
   static       the plan with every sequence split alike, chunks from Lmax (DIAG=spread and spread2:
                against the shipped plan, which deals chunks out by length where the lengths differ;
                *_static and *_spread: the same choice forced on a variant)

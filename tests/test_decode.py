@@ -165,7 +165,7 @@ def test_choose_splits_one_wave_where_measured(batch, heads_kv, cache_len, expec
 
 @pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 8192, 4), (32, 8, 8192, 2), (64, 8, 4096, 1),
                                                            (4, 32, 16384, 4), (1, 8, 131072, 33), (1, 8, 4096, 16),
-                                                           (1, 8, 1024, 16), (1, 32, 1024, 4), (4, 8, 1024, 4),
+                                                           (1, 8, 1024, 16), (1, 32, 1024, 4), (4, 8, 1024, 8),
                                                            (1, 32, 131072, 8), (4, 8, 32768, 8), (1, 32, 4096, 4),
                                                            (1, 8, 16384, 16), (1, 8, 32768, 16), (1, 32, 16384, 8)])
 def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
@@ -392,7 +392,7 @@ def test_chunks_dealt_by_length_match_reference(poison, batch, heads_q, heads_kv
     if page_size:
         k, v, table = decode.paged_cache(k, v, page_size, seed=3)
     plan = decode._plan(q, k, v, lens, None, None, table, None, None, None)
-    assert plan.rest[-3] is True and plan.rest[4] >= 2                    # spread, S >= 2
+    assert plan.rest[-2] is True and plan.rest[4] >= 2                    # spread, S >= 2
     spread = decode._decode(q, k, v, lens, None, None, table)
     alike = decode._decode(q, k, v, lens, None, None, table, spread=False)
     assert int(decode._COUNTERS[(q.device, 0)].abs().sum()) == 0
@@ -402,43 +402,6 @@ def test_chunks_dealt_by_length_match_reference(poison, batch, heads_q, heads_kv
                 assert torch.equal(out[b], torch.zeros_like(out[b]))
             else:
                 _assert_close(out[b], ref[b], dtype)
-
-
-FILLED_CASES = [  # lengths, page_size, dtype: B = 4, Hq = 8, Hkv = 2, Lmax = 1100, D = 64 (128-token tiles)
-    ([1100, 1100, 1100, 1100], None, torch.float16),    # equal: one program reads each sequence whole
-    ([1100, 1090, 1025, 1100], 16, torch.bfloat16),     # paged, lengths differ within one tile count
-    ([0, 0, 0, 0], 32, torch.float16),                  # all empty: zeros
-    ([1100, 1, 0, 200], 16, torch.float16),             # tile counts differ: dealt out by length
-]
-
-
-@pytest.mark.parametrize("lengths,page_size,dtype", FILLED_CASES)
-def test_filled_grid_with_equal_lengths_reads_each_sequence_whole(poison, monkeypatch, lengths, page_size, dtype):
-    """On a grid whose B * Hkv programs fill the SMs (4 SMs here), a split call with lengths whose tile
-    counts are all equal runs as an unsplit one: the first B * Hkv programs each read one (batch, kv head)
-    whole and merge alone, the others exit. The output matches the float64 reference, the cache past each length (NaN and
-    infinities) is never read, and the merge counters are left zero."""
-    monkeypatch.setattr(decode, "sm_count", lambda device: 4)
-    q, k, v = _inputs(4, 8, 2, 1100, 64, dtype)
-    lens = torch.tensor(lengths, dtype=torch.int32)
-    for b, n in enumerate(lengths):
-        k[b, :, n:] = float("nan")
-        v[b, :, n:] = float("inf")
-    ref = reference(q, k, v, lens)
-    table = None
-    if page_size:
-        k, v, table = decode.paged_cache(k, v, page_size, seed=5)
-    plan = decode._plan(q, k, v, lens, None, None, table, None, None, None)
-    assert plan.rest[-1] is True and plan.rest[-3] is True and plan.rest[4] >= 2       # filled, spread, S >= 2
-    out = decode._decode(q, k, v, lens, None, None, table)
-    assert int(decode._COUNTERS[(q.device, 0)].abs().sum()) == 0
-    for b, n in enumerate(lengths):
-        if n == 0:
-            assert torch.equal(out[b], torch.zeros_like(out[b]))
-        else:
-            _assert_close(out[b], ref[b], dtype)
-    monkeypatch.setattr(decode, "sm_count", lambda device: 132)                      # below the fill
-    assert decode._plan(q, k, v, lens, None, None, table, None, None, None).rest[-1] is False
 
 
 def test_spread_plan():
@@ -453,9 +416,9 @@ def test_spread_plan():
     plan = decode._plan(q, k, v, torch.full((4,), 4096), None, None, None, None, None, None)
     splits = plan.rest[4]
     slots = min(decode.RAGGED_SPLIT_LIMIT * splits, cdiv(4096, plan.rest[9]))        # rest[9]: BLOCK_N
-    assert plan.rest[-3] is True and plan.part_shape == (4, 8, slots) == (4, 8, plan.rest[-4]) and slots > splits
+    assert plan.rest[-2] is True and plan.part_shape == (4, 8, slots) == (4, 8, plan.rest[-3]) and slots > splits
     plain = decode._plan(q, k, v, None, None, None, None, None, None, None)
-    assert plain.rest[-3] is False and plain.part_shape == (4, 8, splits) == (4, 8, plain.rest[-4])
+    assert plain.rest[-2] is False and plain.part_shape == (4, 8, splits) == (4, 8, plain.rest[-3])
 
 
 @pytest.mark.parametrize("num_splits,paged", [(None, False), (1, False), (3, False), (None, True)])
@@ -576,7 +539,7 @@ def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, gpu_replays, num
     assert args[:4] == (q, k, v, lens) and args[5] is second
     assert args[4] is (q if table is None else table)                  # no block table: q stands in
     if paged:
-        assert args[20:22] == (1, 3) and args[-7] == 32                 # table strides, PAGE_SIZE
+        assert args[20:22] == (1, 3) and args[-6] == 32                 # table strides, PAGE_SIZE
     if num_splits > 1:
         assert args[6].shape == (3, 8, 2, 64) and int(args[8].abs().sum()) == 0   # 2 splits of 128 tokens
     torch.testing.assert_close(second, first, rtol=0, atol=0)
@@ -649,11 +612,11 @@ def test_paged_plans_cap_registers_only_with_indices_ahead(fresh_plans, monkeypa
         monkeypatch.setattr(decode, "PAGED_TABLE_AHEAD", ahead)
         plan = decode._plan(q, k_pages, v_pages, lens, None, None, table, None, None, None)
         assert plan.options.get("maxnreg") == cap
-    q, k, v = _inputs(16, 32, 32, 256, 64, torch.float16)         # 512 (batch, kv head) pairs: four an SM
+    q, k, v = _inputs(16, 32, 32, 256, 64, torch.float16)         # 512 programs: four an SM
     k_pages, v_pages, table = decode.paged_cache(k, v, 64, seed=2)
     lens = torch.full((16,), 256, dtype=torch.int32)
     plan = decode._plan(q, k_pages, v_pages, lens, None, None, table, None, None, None, True)
-    assert plan.grid == (2, 512) and plan.options["maxnreg"] == 128     # paged with lengths on a filled grid: S >= 2
+    assert plan.grid == (1, 512) and plan.options["maxnreg"] == 128
     forced = decode._plan(q, k_pages, v_pages, lens, None, None, table, 64, 4, 2, True)
     assert "maxnreg" not in forced.options                   # forced launch settings stay as given
     contiguous = decode._plan(q, k, v, lens, None, None, None, None, None, None, True)
@@ -668,8 +631,8 @@ def test_paged_launch_takes_the_ring_only_when_indices_come_a_tile_ahead():
     assert decode.launch_shape(1, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (16, 64, 4, 4)
     # B=1 Hkv=8 L=131072: S=33 (two programs an SM below the fill), 264 programs: 4 stages
     assert decode.launch_shape(1, 8, 4, 131072, 128, 2, 132, True, True, table_ahead=True) == (33, 64, 4, 4)
-    # B=16 Hkv=32 L=1024 (filled, with lengths: S=2, 1024 programs): 2 stages
-    assert decode.launch_shape(16, 32, 1, 1024, 128, 2, 132, True, True, table_ahead=True) == (2, 64, 4, 2)
+    # B=16 Hkv=32 L=1024 (unsplit, 4 programs an SM): 2 stages
+    assert decode.launch_shape(16, 32, 1, 1024, 128, 2, 132, True, True, table_ahead=True) == (1, 64, 4, 2)
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=False)[3] == 4
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, num_stages=3, table_ahead=True)[3] == 3
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, False, True, table_ahead=True)[3] == 4   # contiguous
@@ -837,7 +800,7 @@ def test_plan_rule_and_merge(fresh_plans, monkeypatch):
     decode_attention(q, k, v)
     (plan,) = decode._PLANS.values()
     assert plan.grid == (4, 24) and plan.rest[3:5] == (16, 4)              # 16 tiles over 4 splits
-    assert plan.rest[11] == decode.merge_step(4, 128) == 4 and plan.rest[-6] == 0   # not paged
+    assert plan.rest[11] == decode.merge_step(4, 128) == 4 and plan.rest[-5] == 0   # not paged
     assert decode.planned_splits(25, 8, 4096, 128, 2, 132, 4) == 1           # 200 programs: no split
     assert decode.planned_splits(3, 8, 16384, 128, 2, 132, 4) == 5           # 132 // 24
     assert decode.planned_splits(3, 8, 1024, 128, 2, 132, 4) == 4            # 16 tiles: 4 chunks of 4
@@ -849,7 +812,7 @@ def test_plan_rule_and_merge(fresh_plans, monkeypatch):
     for batch, cache_len, splits in ((1, 16384, 16), (4, 16384, 8), (16, 1024, 4)):
         assert decode.planned_splits(batch, 8, cache_len, 128, 2, 132, 4, True, True) == splits
         assert choose_splits(batch, 8, cache_len, 64, 132, paged=True, lengths=True) == splits
-    assert decode.planned_splits(1, 8, 1024, 128, 2, 132, 4, True, True) == 16    # paged rule: one wave
+    assert decode.planned_splits(1, 8, 1024, 128, 2, 132, 4, True, True) == 16    # paged rule: 2 tiles each
     assert decode.planned_splits(1, 8, 1024, 128, 2, 132, 4) == 16                # one wave: 132 // 8
 
 

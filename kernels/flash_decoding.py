@@ -636,9 +636,10 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     Measured and not kept (probes/decode_paged_ahead.py DIAG=filled_equal, fp16, us): on a filled
     grid, a paged call with lengths whose tile counts were all equal ran its split launch unsplit on
     the device (the first B * Hkv programs each reading one (batch, kv head) whole, the others
-    exiting). The workers then shared SMs with each other under the split launch's 2-stage ring:
-    B=16 Hkv=8 L=1024 38.9 (S=4 split 23.1; unsplit launch 19.3), L=4096 134.0 (69.7; 64.5). With a
-    4-stage ring, 31.0 and 105.6; a contiguous cache at S=2 lost 10% (21.2 against 19.2).
+    exiting), under the split launch's 2-stage ring: B=16 Hkv=8 L=1024 38.9 (S=4 split 23.1; unsplit
+    launch 19.3), L=4096 134.0 (69.7; 64.5); with a 4-stage ring 31.0 and 105.6, so the ring is not
+    the whole cost (the block scheduler may put several workers on one SM); a contiguous cache at
+    S=2 lost 10% (21.2 against 19.2).
     """
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv

@@ -1,0 +1,110 @@
+"""Probe: where a repeat call of kernels.softmax spends its host time, against torch.softmax.
+
+The committed run at d789a27 has plain calls below 8 MB at a median 1.25x torch.softmax's host time
+(ours 21.8 us, torch 17.6, the empty Triton launch 19.3 us from Python on that host). The repeat
+path (kernels.fused_softmax.softmax) builds the plan key, looks the plan up, asks for the current
+stream, allocates the output, checks its alignment and launches through Triton's C launcher
+(kernels._plans.Launch). This probe times each of those steps alone, the whole call, torch.softmax
+and the empty kernel through the same launcher, per shape: the median over ROUNDS rounds of the mean
+host time (time.perf_counter_ns) of CALLS calls each, synchronised between rounds so that the
+launch queue never fills.
+
+Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/softmax_host.py
+Writes $OUT/softmax_host.csv (OUT defaults to ./probe_out) and prints us per step and shape last.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from kernels import fused_softmax as fs  # noqa: E402
+from kernels._plans import ALIGN, Launch, new_output  # noqa: E402
+from rooflab.ceilings import _empty_kernel  # noqa: E402
+
+OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
+ROUNDS, CALLS = 15, 200
+SHAPES = [(256, 256, torch.float32), (1024, 1024, torch.float16), (4096, 1, torch.float16),
+          (8, 2048, torch.bfloat16), (1024, 128, torch.bfloat16)]
+
+
+def per_call_us(fn) -> float:
+    """Median over ROUNDS of the mean host time (us) of CALLS back-to-back calls of fn."""
+    means = []
+    for _ in range(ROUNDS):
+        torch.cuda.synchronize()
+        start = time.perf_counter_ns()
+        for _ in range(CALLS):
+            fn()
+        means.append((time.perf_counter_ns() - start) / CALLS / 1e3)
+    torch.cuda.synchronize()
+    return statistics.median(means)
+
+
+def steps(x: torch.Tensor) -> dict:
+    """{step: zero-argument callable} of one repeat call of fs.softmax(x), and the references."""
+    dim = -1
+    fs.softmax(x, dim)                                 # plan, compile
+    fs.softmax(x, dim)                                 # the plan's direct launch
+    key = (x.shape, x.stride(), x.dtype, x.device, dim, type(dim), x.data_ptr() % ALIGN)
+    plan = fs._PLANS[key]
+    if plan.fast is None:
+        raise RuntimeError(f"no direct launch for {tuple(x.shape)} {x.dtype}")
+    launch, rest = plan.fast
+    stream = plan.fast_stream()
+    out = new_output(x, plan.like)
+    empty = Launch(_empty_kernel[(1,)](x), (1,))
+    return {
+        "key": lambda: (x.shape, x.stride(), x.dtype, x.device, dim, type(dim), x.data_ptr() % ALIGN),
+        "lookup": lambda: fs._PLANS.get(key),
+        "stream": plan.fast_stream,
+        "output": lambda: new_output(x, plan.like),
+        "align": lambda: out.data_ptr() % ALIGN == 0,
+        "launch": lambda: launch(stream, out, x, *rest),
+        "softmax": lambda: fs.softmax(x, dim),
+        "torch": lambda: torch.softmax(x, dim),
+        "empty_launch": lambda: empty(stream, x),
+        "empty_triton": lambda: _empty_kernel[(1,)](x),
+    }
+
+
+def main():
+    print(f"device {torch.cuda.get_device_name()}", flush=True)
+    os.makedirs(OUT, exist_ok=True)
+    rows = []
+    for n_rows, cols, dtype in SHAPES:
+        x = torch.randn(n_rows, cols, device="cuda").to(dtype)
+        want = torch.softmax(x.float(), dim=-1)
+        ok = torch.allclose(fs.softmax(x).float(), want, rtol=2e-2, atol=1e-3)
+        shape = f"{n_rows}x{cols} {str(dtype).removeprefix('torch.')}"
+        try:
+            calls = steps(x)
+        except RuntimeError as exc:                  # no direct launch: a line, and the next shape
+            print(f"  {shape}: {exc}", flush=True)
+            continue
+        for name, fn in calls.items():
+            rows.append({"shape": shape, "step": name, "us": round(per_call_us(fn), 3), "ok": ok})
+        print(f"  done {shape}", flush=True)
+    path = os.path.join(OUT, "softmax_host.csv")
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    names = list(dict.fromkeys(r["step"] for r in rows))
+    print(f"\nhost us per call (mean of {CALLS}, median of {ROUNDS} rounds) -> {path}")
+    print(f"{'shape':>20} " + " ".join(f"{n:>12}" for n in names) + "  ok")
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        mine = {r["step"]: r for r in rows if r["shape"] == shape}
+        print(f"{shape:>20} " + " ".join(f"{mine[n]['us']:>12.2f}" for n in names) + f"  {mine[names[0]]['ok']}")
+
+
+if __name__ == "__main__":
+    if not torch.cuda.is_available():
+        sys.exit("softmax_host needs a CUDA GPU")
+    main()

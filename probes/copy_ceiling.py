@@ -25,7 +25,6 @@ last. PROBE_DRYRUN=1: Triton's CPU interpreter on tiny shapes, correctness only,
 """
 from __future__ import annotations
 
-import csv
 import os
 import random
 import statistics
@@ -44,6 +43,7 @@ import triton.language as tl  # noqa: E402
 
 from rooflab.ceilings import copy_candidates  # noqa: E402
 from rooflab.studies import softmax as study  # noqa: E402
+from probe_csv import write_csv  # noqa: E402  (probes/, the script's directory)
 
 OUT = os.environ.get("OUT", "./probe_out")
 DEVICE = "cpu" if DRY else "cuda"
@@ -75,8 +75,8 @@ def _grid_copy(dst_ptr, src_ptr, n, step, ITERS: tl.constexpr, BLOCK: tl.constex
         offs += step
 
 
-def candidates(x: torch.Tensor) -> tuple[dict, dict]:
-    """({name: call}, {name: check}) for the (rows, cols) tensor x: copies into dst, softmaxes."""
+def candidates(x: torch.Tensor) -> tuple[dict, dict, torch.Tensor]:
+    """({name: call}, {name: check}, dst) for the (rows, cols) tensor x: copies into dst, softmaxes."""
     rows, cols = x.shape
     dst = torch.empty_like(x)
     flat_src, flat_dst = x.view(-1), dst.view(-1)
@@ -138,10 +138,7 @@ def main():
             table.setdefault(shape, {})[name] = tbps if ok[name] else None
         print(f"  done {shape}", flush=True)
     path = os.path.join(OUT, "copy_ceiling.csv")
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows_out[0]))
-        writer.writeheader()
-        writer.writerows(rows_out)
+    write_csv(path, rows_out)
     bad = [r for r in rows_out if not r["ok"]]
     print(f"\nTB/s (read + written over CUPTI kernel time, L2 flushed by a read); {len(bad)} failed checks -> {path}")
     for shape, by_impl in table.items():

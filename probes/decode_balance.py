@@ -29,7 +29,6 @@ the study's `cupti` rows), all of a shape's implementations in one profiler sess
 """
 from __future__ import annotations
 
-import csv
 import math
 import os
 import random
@@ -50,6 +49,7 @@ if DRY:
 import torch  # noqa: E402
 
 from kernels import flash_decoding as fd  # noqa: E402
+from probe_csv import write_csv  # noqa: E402
 from kernels._device import cdiv, sm_count  # noqa: E402
 from rooflab.ceilings import _read_kernel  # noqa: E402
 from rooflab.studies import decode as study  # noqa: E402
@@ -313,14 +313,6 @@ def kernel_rows(path):
     if rows:
         write_csv(path, rows)
     return rows
-
-
-def write_csv(path: str, rows: list[dict]) -> None:
-    """rows (dicts with the same keys) as a CSV at path; a lone `status` header when there are none."""
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["status"])
-        writer.writeheader()
-        writer.writerows(rows)
 
 
 def print_bad(path: str) -> None:

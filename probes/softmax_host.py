@@ -14,7 +14,6 @@ Writes $OUT/softmax_host.csv (OUT defaults to ./probe_out) and prints us per ste
 """
 from __future__ import annotations
 
-import csv
 import os
 import statistics
 import sys
@@ -27,6 +26,7 @@ sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
 from kernels._plans import ALIGN, Launch, new_output  # noqa: E402
 from rooflab.ceilings import _empty_kernel  # noqa: E402
+from probe_csv import write_csv  # noqa: E402  (probes/, the script's directory)
 
 OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 ROUNDS, CALLS = 15, 200
@@ -92,10 +92,7 @@ def main():
             rows.append({"shape": shape, "step": name, "us": round(per_call_us(fn), 3), "ok": ok})
         print(f"  done {shape}", flush=True)
     path = os.path.join(OUT, "softmax_host.csv")
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(path, rows)
     names = list(dict.fromkeys(r["step"] for r in rows))
     print(f"\nhost us per call (mean of {CALLS}, median of {ROUNDS} rounds) -> {path}")
     print(f"{'shape':>20} " + " ".join(f"{n:>12}" for n in names) + "  ok")

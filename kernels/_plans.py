@@ -25,7 +25,12 @@ from __future__ import annotations
 
 import torch
 from triton import knobs
-from triton.runtime import driver
+
+# torch's C getters of the current CUDA device and its current stream (the stream getter is the one
+# Triton's driver uses; the device getter skips torch.cuda.current_device's lazy-initialisation
+# check, and a plan exists only after a launch). None in a CPU build of torch, which launches nothing.
+_get_device = getattr(torch._C, "_cuda_getDevice", None)
+_get_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 PLAN_CACHE_SIZE = 512        # plans kept per wrapper; the oldest is dropped beyond this
 ALIGN = 16                   # bytes: Triton specialises pointer arguments on this alignment
@@ -71,7 +76,7 @@ class Launch:
     def __init__(self, compiled, grid: tuple[int, ...]):
         self.compiled = compiled
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
-        self.device = driver.active.get_current_device()
+        self.device = _get_device()
         run = compiled.run
         # (C launcher, cooperative, PDL, function, packed metadata), for kernels without scratch
         self.direct = None
@@ -81,9 +86,8 @@ class Launch:
                            compiled.packed_metadata)
 
     def stream(self) -> int | None:
-        active = driver.active
-        device = active.get_current_device()
-        return active.get_current_stream(device) if device == self.device else None
+        device = _get_device()
+        return _get_stream(device) if device == self.device else None
 
     def __call__(self, stream: int, *args) -> None:
         grid, runtime, direct, k = self.grid, knobs.runtime, self.direct, self.compiled
@@ -101,5 +105,4 @@ class Launch:
 
 def current_stream() -> int:
     """Handle of the stream Triton launches on now (the current device's current stream)."""
-    active = driver.active
-    return active.get_current_stream(active.get_current_device())
+    return _get_stream(_get_device())

@@ -1029,7 +1029,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     try:
         if x.requires_grad and torch.is_grad_enabled():
             return _Softmax.apply(x, dim)
-        key = (x.shape, x.stride(), x.dtype, x.device, dim, type(dim), x.data_ptr() % ALIGN)
+        x_ptr = x.data_ptr()
+        key = (x.shape, x.stride(), x.dtype, x.device, dim, type(dim), x_ptr % ALIGN)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):   # not a tensor, unhashable dim, no storage
         key, plan = None, None
@@ -1038,8 +1039,9 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
         if stream is not None:
             launch, rest = plan.fast
             out = new_output(x, plan.like)
-            if out.data_ptr() % ALIGN == 0:
-                launch(stream, out, x, *rest)
+            out_ptr = out.data_ptr()
+            if out_ptr % ALIGN == 0:
+                launch(stream, out_ptr, x_ptr, *rest)    # addresses: no pointer lookup at launch
                 return out
     if plan is None:
         plan = _plan(x, dim)

@@ -7,7 +7,13 @@ stream, allocates the output, checks its alignment and launches through Triton's
 (kernels._plans.Launch). This probe times each of those steps alone, the whole call, torch.softmax
 and the empty kernel through the same launcher, per shape: the median over ROUNDS rounds of the mean
 host time (time.perf_counter_ns) of CALLS calls each, synchronised between rounds so that the
-launch queue never fills.
+launch queue never fills. Steps: the stream from Triton's driver (torch.cuda.current_device, whose
+lazy-initialisation check runs each call) and from torch's C getters (the plan's `fast_stream`);
+the launch with the tensors (Triton's launcher calls data_ptr() and cuPointerGetAttribute for each)
+and with their addresses as ints; `softmax_prev` is the repeat path with the driver's stream and
+tensor arguments, `softmax` the wrapper as it stands. STUDY steps are also timed the way the study
+times host rows (rooflab.timing.CudaTimer.host: one call right after the L2 flush is queued, the
+median of STUDY_CALLS), rows `study_<step>`.
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/softmax_host.py
 Writes $OUT/softmax_host.csv (OUT defaults to ./probe_out) and prints us per step and shape last.
@@ -25,11 +31,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
 from kernels._plans import ALIGN, Launch, new_output  # noqa: E402
+from rooflab.timing import CudaTimer  # noqa: E402
+from triton.runtime import driver  # noqa: E402
 from rooflab.ceilings import _empty_kernel  # noqa: E402
 from probe_csv import write_csv  # noqa: E402  (probes/, the script's directory)
 
 OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 ROUNDS, CALLS = 15, 200
+STUDY_CALLS = 400
 SHAPES = [(256, 256, torch.float32), (1024, 1024, torch.float16), (4096, 1, torch.float16),
           (8, 2048, torch.bfloat16), (1024, 128, torch.bfloat16)]
 
@@ -60,13 +69,29 @@ def steps(x: torch.Tensor) -> dict:
     stream = plan.fast_stream()
     out = new_output(x, plan.like)
     empty = Launch(_empty_kernel[(1,)](x), (1,))
+
+    def stream_driver():                               # the stream as Triton's driver gives it
+        active = driver.active
+        return active.get_current_stream(active.get_current_device())
+
+    def softmax_prev():                                # the repeat path before int addresses
+        key = (x.shape, x.stride(), x.dtype, x.device, dim, type(dim), x.data_ptr() % ALIGN)
+        plan = fs._PLANS.get(key)
+        s = stream_driver()
+        out = new_output(x, plan.like)
+        if out.data_ptr() % ALIGN == 0:
+            launch(s, out, x, *rest)
+        return out
+
     return {
         "key": lambda: (x.shape, x.stride(), x.dtype, x.device, dim, type(dim), x.data_ptr() % ALIGN),
         "lookup": lambda: fs._PLANS.get(key),
+        "stream_driver": stream_driver,
         "stream": plan.fast_stream,
         "output": lambda: new_output(x, plan.like),
-        "align": lambda: out.data_ptr() % ALIGN == 0,
-        "launch": lambda: launch(stream, out, x, *rest),
+        "launch_tensors": lambda: launch(stream, out, x, *rest),
+        "launch_ints": lambda: launch(stream, out.data_ptr(), x.data_ptr(), *rest),
+        "softmax_prev": softmax_prev,
         "softmax": lambda: fs.softmax(x, dim),
         "torch": lambda: torch.softmax(x, dim),
         "empty_launch": lambda: empty(stream, x),
@@ -74,10 +99,19 @@ def steps(x: torch.Tensor) -> dict:
     }
 
 
+STUDY = ("softmax_prev", "softmax", "torch", "empty_triton")   # also timed as the study times host
+
+
+def study_us(timer: CudaTimer, fn) -> float:
+    """Median host time (us) of STUDY_CALLS single calls, each right after the study's L2 flush."""
+    return statistics.median(timer.host(fn, STUDY_CALLS)) * 1e3
+
+
 def main():
     print(f"device {torch.cuda.get_device_name()}", flush=True)
     os.makedirs(OUT, exist_ok=True)
     rows = []
+    timer = CudaTimer()
     for n_rows, cols, dtype in SHAPES:
         x = torch.randn(n_rows, cols, device="cuda").to(dtype)
         want = torch.softmax(x.float(), dim=-1)
@@ -90,6 +124,9 @@ def main():
             continue
         for name, fn in calls.items():
             rows.append({"shape": shape, "step": name, "us": round(per_call_us(fn), 3), "ok": ok})
+        for name in STUDY:
+            rows.append({"shape": shape, "step": f"study_{name}", "us": round(study_us(timer, calls[name]), 3),
+                         "ok": ok})
         print(f"  done {shape}", flush=True)
     path = os.path.join(OUT, "softmax_host.csv")
     write_csv(path, rows)

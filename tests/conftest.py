@@ -25,14 +25,33 @@ def poison(monkeypatch):
 
 
 @pytest.fixture
-def replay():
+def replay(monkeypatch):
     """A stand-in for kernels._plans.Launch, which needs a GPU.
 
     `replay.launcher(run)` is a Launch-like class: each replay's arguments are appended to
-    `replay.calls` and run in the interpreter as run(grid, args).
+    `replay.calls` and run in the interpreter as run(grid, args). A wrapper may pass a tensor
+    as its address (data_ptr(), an int), as Triton's launcher takes it; the stand-in maps the
+    addresses of tensors it knows back to them before recording: those given to `track` and the
+    outputs of `track_outputs(module)`'s module (its new_output, wrapped).
     """
     class Recorder:
         calls: list = []
+        tensors: dict = {}
+
+        @staticmethod
+        def track(*tensors):
+            for t in tensors:
+                Recorder.tensors[t.data_ptr()] = t
+
+        @staticmethod
+        def track_outputs(module):
+            new_output = module.new_output
+
+            def tracked(*args, **kwargs):
+                out = new_output(*args, **kwargs)
+                Recorder.track(out)
+                return out
+            monkeypatch.setattr(module, "new_output", tracked)
 
         @staticmethod
         def launcher(run):
@@ -44,9 +63,10 @@ def replay():
                     return 0
 
                 def __call__(self, stream, *args):
+                    args = tuple(Recorder.tensors.get(a, a) if type(a) is int else a for a in args)
                     Recorder.calls.append(args)
                     run(self.grid, args)
             return Replay
 
-    Recorder.calls = []
+    Recorder.calls, Recorder.tensors = [], {}
     return Recorder

@@ -1,7 +1,5 @@
 """kernels._plans.Launch: which launcher a replay goes through (a stand-in compiled kernel records
 the calls; no GPU needed)."""
-from types import SimpleNamespace
-
 import pytest
 from triton import knobs
 
@@ -32,9 +30,18 @@ class _Compiled:
 
 @pytest.fixture
 def calls(monkeypatch):
-    active = SimpleNamespace(get_current_device=lambda: 0, get_current_stream=lambda device: 77)
-    monkeypatch.setattr(_plans, "driver", SimpleNamespace(active=active))
+    """torch's device and stream getters stood in for (a CPU build of torch has neither): the
+    current device is 0 and its current stream's handle 77."""
+    monkeypatch.setattr(_plans, "_get_device", lambda: 0)
+    monkeypatch.setattr(_plans, "_get_stream", lambda device: 77 if device == 0 else None)
     return []
+
+
+def test_stream_is_the_current_streams_handle_on_the_kernels_device(calls, monkeypatch):
+    launch = _plans.Launch(_Compiled(calls), (8,))
+    assert launch.device == 0 and launch.stream() == 77 and _plans.current_stream() == 77
+    monkeypatch.setattr(_plans, "_get_device", lambda: 1)   # another device is current: no direct launch
+    assert launch.stream() is None
 
 
 def test_a_kernel_without_scratch_goes_straight_to_the_c_launcher(calls):

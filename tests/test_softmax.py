@@ -562,15 +562,17 @@ def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, monkeypatch, rep
         monkeypatch.setitem(STRATEGIES, name, sm.Strategy(name, STRATEGIES[name].max_cols,
                                                           sm._one_launch(recording)))
     monkeypatch.setattr(sm, "choose", lambda rows, cols, dtype, sms: {40: "rows", 700: "row"}.get(cols, "looped"))
+    replay.track_outputs(sm)
     for shape in [(2, 3, 40), (5, 700), (3, 2000)]:
         x = (torch.randn(*shape) * 3).to(torch.float16)
+        replay.track(x)
         first = softmax(x)
         n, m = len(replays), len(launches)
         second = softmax(x)
         assert len(replays) == n + 1 and len(launches) == m     # replayed, not launched anew
         kernel, args = launches[-1]
-        replay = replays[-1]
-        assert replay[1] is x and replay[0] is second and replay[2:] == args[2:]
+        replayed = replays[-1]
+        assert replayed[1] is x and replayed[0] is second and replayed[2:] == args[2:]
         torch.testing.assert_close(second, first, rtol=0, atol=0, equal_nan=True)
         check(second, x)
 
@@ -646,9 +648,17 @@ class FusedStandIn:
 
 class StreamLaunch:
     """A Launch stand-in on a fake device: `StreamLaunch.current` is the current stream's handle
-    (None: another device); replays run through the fused stand-in and are recorded."""
+    (None: another device); replays run through the fused stand-in and are recorded, with the
+    addresses softmax passes for out and x mapped back to the tensors (`known`: the inputs the
+    tests give and every output of sm.new_output, which gpu_split wraps)."""
     current: int | None = 0
     replays: list = []
+    known: dict = {}
+
+    @staticmethod
+    def track(t):
+        StreamLaunch.known[t.data_ptr()] = t
+        return t
 
     def __init__(self, compiled, grid):
         assert compiled is COMPILED
@@ -659,6 +669,7 @@ class StreamLaunch:
 
     def __call__(self, stream, *args):
         assert stream == StreamLaunch.current
+        args = tuple(StreamLaunch.known.get(a, a) if type(a) is int else a for a in args)
         StreamLaunch.replays.append(args)
         sm._split_kernel.emulate(self.grid, args)
 
@@ -685,6 +696,9 @@ def gpu_split(fresh_plans, monkeypatch):
     monkeypatch.setitem(STRATEGIES, "split", sm.Strategy("split", None, counting, stream_bound=True))
     monkeypatch.setattr(StreamLaunch, "current", 7)
     monkeypatch.setattr(StreamLaunch, "replays", [])
+    monkeypatch.setattr(StreamLaunch, "known", {})
+    new_output = sm.new_output
+    monkeypatch.setattr(sm, "new_output", lambda *a, **k: StreamLaunch.track(new_output(*a, **k)))
     return calls
 
 
@@ -726,7 +740,7 @@ def test_split_launcher_falls_back_to_two_launches_when_refused(gpu_split, poiso
 
 def test_split_plan_replays_only_on_its_stream(gpu_split, poison, monkeypatch):
     replays = StreamLaunch.replays
-    x = logits(3, 20000, torch.bfloat16)
+    x = StreamLaunch.track(logits(3, 20000, torch.bfloat16))
     first = softmax(x)                               # stream 7: planned, launched, kept
     (plan,) = sm._PLANS.values()
     assert gpu_split == [(3, 20000)] and plan.stream == 7 and plan.fast is not None
@@ -755,7 +769,7 @@ def test_split_plan_replays_only_on_its_stream(gpu_split, poison, monkeypatch):
 
 
 def test_split_plan_is_not_kept_from_a_graph_capture(gpu_split, poison, monkeypatch):
-    x = logits(2, 20000, torch.float16)
+    x = StreamLaunch.track(logits(2, 20000, torch.float16))
     monkeypatch.setattr(sm, "_capturing", lambda: True)
     check(softmax(x), x)
     (plan,) = sm._PLANS.values()

@@ -32,6 +32,8 @@ from triton import knobs
 _get_device = getattr(torch._C, "_cuda_getDevice", None)
 _get_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
+_RUNTIME = knobs.runtime     # Triton's runtime knobs: the launch hooks a replay honours
+
 PLAN_CACHE_SIZE = 512        # plans kept per wrapper; the oldest is dropped beyond this
 ALIGN = 16                   # bytes: Triton specialises pointer arguments on this alignment
 
@@ -71,34 +73,37 @@ class Launch:
     takes that call's arguments in the kernel's signature order, constexprs included, with
     tensors of the same dtypes and alignment.
     """
-    __slots__ = ("compiled", "grid", "device", "direct")
+    __slots__ = ("compiled", "grid", "device", "direct", "head", "tail")
 
     def __init__(self, compiled, grid: tuple[int, ...]):
         self.compiled = compiled
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.device = _get_device()
         run = compiled.run
-        # (C launcher, cooperative, PDL, function, packed metadata), for kernels without scratch
+        # kernels without scratch: the C launcher and its arguments around the stream, bound once
+        # (grid; function, cooperative, PDL, no scratch, packed metadata, no launch metadata or hooks)
         self.direct = None
         if (hasattr(run, "launch") and not getattr(run, "global_scratch_size", 1)
                 and not getattr(run, "profile_scratch_size", 1)):
-            self.direct = (run.launch, run.launch_cooperative_grid, run.launch_pdl, compiled.function,
-                           compiled.packed_metadata)
+            self.direct = run.launch
+            self.head = self.grid
+            self.tail = (compiled.function, run.launch_cooperative_grid, run.launch_pdl, None, None,
+                         compiled.packed_metadata, None, None, None)
 
     def stream(self) -> int | None:
         device = _get_device()
         return _get_stream(device) if device == self.device else None
 
     def __call__(self, stream: int, *args) -> None:
-        grid, runtime, direct, k = self.grid, knobs.runtime, self.direct, self.compiled
+        runtime = _RUNTIME
+        if self.direct is not None and not (runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls):
+            self.direct(*self.head, stream, *self.tail, *args)
+            return
+        grid, k = self.grid, self.compiled
         if runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls:
             k.run(grid[0], grid[1], grid[2], stream, k.function, k.packed_metadata,
                   k.launch_metadata(grid, stream, *args), runtime.launch_enter_hook,
                   runtime.launch_exit_hook, *args)
-        elif direct is not None:
-            launch, cooperative, pdl, function, metadata = direct
-            launch(grid[0], grid[1], grid[2], stream, function, cooperative, pdl, None, None, metadata,
-                   None, None, None, *args)
         else:   # the runner allocates the kernel's scratch; no metadata or hooks to pass
             k.run(grid[0], grid[1], grid[2], stream, k.function, k.packed_metadata, None, None, None, *args)
 

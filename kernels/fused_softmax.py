@@ -257,22 +257,33 @@ def reference(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 def _rows_kernel(out_ptr, x_ptr,
                  x_row_stride, out_row_stride,
                  n_rows, n_cols,
-                 ROWS: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr):
-    """Several short rows per program: tiles of (ROWS, BLOCK), programs stride over the tiles."""
+                 ROWS: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, PERSISTENT: tl.constexpr):
+    """Several short rows per program: tiles of (ROWS, BLOCK); with PERSISTENT programs stride over
+    the tiles, else program p takes tile p (a grid of one program a tile)."""
+    if PERSISTENT:
+        for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+            _rows_tile(out_ptr, x_ptr, tile, x_row_stride, out_row_stride, n_rows, n_cols, ROWS, BLOCK, VEC)
+    else:
+        _rows_tile(out_ptr, x_ptr, tl.program_id(0), x_row_stride, out_row_stride, n_rows, n_cols,
+                   ROWS, BLOCK, VEC)
+
+
+@triton.jit
+def _rows_tile(out_ptr, x_ptr, tile, x_row_stride, out_row_stride, n_rows, n_cols,
+               ROWS: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr):
+    """Softmax of the rows of one (ROWS, BLOCK) tile, held in registers."""
     cols = tl.arange(0, BLOCK)
     col_mask = tl.max_constancy(cols < n_cols, VEC)
-    n_tiles = tl.cdiv(n_rows, ROWS)
-    for tile in range(tl.program_id(0), n_tiles, tl.num_programs(0)):
-        rows = tile * ROWS + tl.arange(0, ROWS)                                    # (ROWS,)
-        x_off = tl.multiple_of(tl.cast(rows, tl.int64) * x_row_stride, VEC)
-        o_off = tl.multiple_of(tl.cast(rows, tl.int64) * out_row_stride, VEC)
-        mask = (rows < n_rows)[:, None] & col_mask[None, :]                         # (ROWS, BLOCK)
-        x = tl.load(x_ptr + x_off[:, None] + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
-        # A row of -inf gives max -inf and NaN throughout, as torch.softmax does.
-        e = tl.exp(x - tl.max(x, axis=1)[:, None])
-        y = e * (1.0 / tl.sum(e, axis=1))[:, None]
-        tl.store(out_ptr + o_off[:, None] + cols[None, :], y.to(out_ptr.dtype.element_ty),
-                 mask=mask, cache_modifier=".cs")
+    rows = tile * ROWS + tl.arange(0, ROWS)                                        # (ROWS,)
+    x_off = tl.multiple_of(tl.cast(rows, tl.int64) * x_row_stride, VEC)
+    o_off = tl.multiple_of(tl.cast(rows, tl.int64) * out_row_stride, VEC)
+    mask = (rows < n_rows)[:, None] & col_mask[None, :]                             # (ROWS, BLOCK)
+    x = tl.load(x_ptr + x_off[:, None] + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
+    # A row of -inf gives max -inf and NaN throughout, as torch.softmax does.
+    e = tl.exp(x - tl.max(x, axis=1)[:, None])
+    y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+    tl.store(out_ptr + o_off[:, None] + cols[None, :], y.to(out_ptr.dtype.element_ty),
+             mask=mask, cache_modifier=".cs")
 
 
 @triton.jit
@@ -308,34 +319,44 @@ def _merge_stats(m1, s1, m2, s2):
 def _row_kernel(out_ptr, x_ptr,
                 x_row_stride, out_row_stride,
                 n_rows, n_cols,
-                BLOCK: tl.constexpr, VEC: tl.constexpr, PEEL: tl.constexpr):
-    """One row per program, held in registers; programs stride over the rows. With PEEL a row off
-    the VEC boundary is its aligned body in the block and its edges in a small tile (`_row_body`);
-    without, every row is on the boundary (`_access`). A row of -inf gives NaN, as torch does."""
+                BLOCK: tl.constexpr, VEC: tl.constexpr, PEEL: tl.constexpr, PERSISTENT: tl.constexpr):
+    """One row per program, held in registers; with PERSISTENT programs stride over the rows,
+    else program p takes row p (a grid of one program a row). With PEEL a row off the VEC boundary
+    is its aligned body in the block and its edges in a small tile (`_row_body`); without, every
+    row is on the boundary (`_access`). A row of -inf gives NaN, as torch does."""
+    if PERSISTENT:
+        for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+            _row_one(out_ptr, x_ptr, row, x_row_stride, out_row_stride, n_cols, BLOCK, VEC, PEEL)
+    else:
+        _row_one(out_ptr, x_ptr, tl.program_id(0), x_row_stride, out_row_stride, n_cols, BLOCK, VEC, PEEL)
+
+
+@triton.jit
+def _row_one(out_ptr, x_ptr, row, x_row_stride, out_row_stride, n_cols,
+             BLOCK: tl.constexpr, VEC: tl.constexpr, PEEL: tl.constexpr):
+    """Softmax of one row, held in registers (see _row_kernel)."""
     cols = tl.arange(0, BLOCK)
     if PEEL:
-        for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
-            x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC)
-            mask = tl.max_constancy(cols < n_body, VEC)
-            e_offs, e_mask = _edges(head, n_body, n_cols, VEC)
-            x = tl.load(x_ptr + x_off + cols, mask=mask, other=-float("inf")).to(tl.float32)   # (BLOCK,)
-            xe = tl.load(x_ptr + x_off + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
-            m = tl.maximum(tl.max(x, axis=0), tl.max(xe, axis=0))
-            e = tl.exp(x - m)
-            ee = tl.exp(xe - m)
-            inv = 1.0 / (tl.sum(e, axis=0) + tl.sum(ee, axis=0))
-            tl.store(out_ptr + o_off + cols, (e * inv).to(out_ptr.dtype.element_ty), mask=mask,
-                     cache_modifier=".cs")
-            tl.store(out_ptr + o_off + e_offs, (ee * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
+        x_off, o_off, head, n_body = _row_body(row, x_row_stride, out_row_stride, n_cols, VEC)
+        mask = tl.max_constancy(cols < n_body, VEC)
+        e_offs, e_mask = _edges(head, n_body, n_cols, VEC)
+        x = tl.load(x_ptr + x_off + cols, mask=mask, other=-float("inf")).to(tl.float32)   # (BLOCK,)
+        xe = tl.load(x_ptr + x_off + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
+        m = tl.maximum(tl.max(x, axis=0), tl.max(xe, axis=0))
+        e = tl.exp(x - m)
+        ee = tl.exp(xe - m)
+        inv = 1.0 / (tl.sum(e, axis=0) + tl.sum(ee, axis=0))
+        tl.store(out_ptr + o_off + cols, (e * inv).to(out_ptr.dtype.element_ty), mask=mask,
+                 cache_modifier=".cs")
+        tl.store(out_ptr + o_off + e_offs, (ee * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
     else:
         mask = tl.max_constancy(cols < n_cols, VEC)
-        for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
-            x_off = tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
-            o_off = tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
-            x = tl.load(x_ptr + x_off + cols, mask=mask, other=-float("inf")).to(tl.float32)   # (BLOCK,)
-            e = tl.exp(x - tl.max(x, axis=0))
-            y = e * (1.0 / tl.sum(e, axis=0))
-            tl.store(out_ptr + o_off + cols, y.to(out_ptr.dtype.element_ty), mask=mask, cache_modifier=".cs")
+        x_off = tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
+        o_off = tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
+        x = tl.load(x_ptr + x_off + cols, mask=mask, other=-float("inf")).to(tl.float32)   # (BLOCK,)
+        e = tl.exp(x - tl.max(x, axis=0))
+        y = e * (1.0 / tl.sum(e, axis=0))
+        tl.store(out_ptr + o_off + cols, y.to(out_ptr.dtype.element_ty), mask=mask, cache_modifier=".cs")
 
 
 @triton.jit
@@ -739,7 +760,7 @@ def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
     grid = (_grid(cdiv(rows, cfg.rows), cfg, x.device),)
     return _rows_kernel, grid, (out, x, x.stride(0), out.stride(0), rows, cols, cfg.rows, cfg.block,
-                                _vec(x, out)), dict(num_warps=cfg.num_warps, num_stages=1)
+                                _vec(x, out), bool(cfg.per_sm)), dict(num_warps=cfg.num_warps, num_stages=1)
 
 
 def _row_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
@@ -749,7 +770,7 @@ def _row_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     if block > cfg.block:     # narrower accesses than the table assumed: a longer body, a bigger block
         cfg = Config(block=block, num_warps=_row_warps(block), per_sm=cfg.per_sm)
     return _row_kernel, (_grid(rows, cfg, x.device),), (out, x, x.stride(0), out.stride(0), rows, cols,
-                                                         cfg.block, vec, peel), \
+                                                         cfg.block, vec, peel, bool(cfg.per_sm)), \
         dict(num_warps=cfg.num_warps, num_stages=1)
 
 

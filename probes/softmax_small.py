@@ -7,6 +7,8 @@ torch.softmax. Every variant is checked against a float64 softmax before it is t
 is a row, not a time). Kernel time: CUPTI device time between L2 flushes (rooflab.timing, as the
 study's `cupti` rows), every variant of a shape in one profiler session, in shuffled rounds.
 Writes $OUT/softmax_small.csv; prints, per shape, ours, the fastest setting and the peers (us).
+DIAG=loop adds each rows/row setting again as `<setting> loop`: the same tiles through the
+kernels' persistent loop (Config.per_sm > 0), where the plain settings take one tile a program.
 
     PYTHONUNBUFFERED=1 python3 probes/softmax_small.py
 """
@@ -41,9 +43,13 @@ if os.environ.get("DIAG") == "grid":   # every shape of the full grid under 8 MB
         + [(1024, 128, d) for d in (torch.float32, torch.float16, torch.bfloat16)] \
         + [(4096, c, d) for c in (1, 7) for d in (torch.float32, torch.float16, torch.bfloat16)] \
         + [(1048576, 1, torch.float16), (1048576, 1, torch.bfloat16)]
+if os.environ.get("DIAG") == "loop":   # the shapes where Liger led every setting, and two near ties
+    SHAPES = [(1024, 1024, torch.float16), (1024, 1000, torch.float32), (1024, 1024, torch.float32),
+              (512, 512, torch.float32), (256, 256, torch.float16), (4096, 4096, torch.float32)]
 ROWS_GRID = [(r, w) for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8)]
 ONE_COL_GRID = [(r, w) for r in (32, 64, 128, 256, 512, 1024) for w in (1, 2, 4)]
 ROW_WARPS = (1, 2, 4, 8, 16)
+LOOP_PER_SM = 64     # DIAG=loop: programs an SM of the persistent variants (the grid stays one a tile here)
 
 
 def variants(x: torch.Tensor, out: torch.Tensor) -> dict:
@@ -64,6 +70,15 @@ def variants(x: torch.Tensor, out: torch.Tensor) -> dict:
             if block >= 32 * w:
                 cfg = fs.Config(block=block, num_warps=w)
                 fns[f"row {w}"] = lambda cfg=cfg: fs.STRATEGIES["row"].run(x, out, cfg)
+    if os.environ.get("DIAG") == "loop":   # the same tiles in the persistent loop (per_sm > 0)
+        for name in [n for n in fns if n.startswith(("row ", "rows "))]:
+            kind, setting = name.split(" ")
+            if kind == "row":
+                cfg = fs.Config(block=block, num_warps=int(setting), per_sm=LOOP_PER_SM)
+            else:
+                r, w = map(int, setting.split("x"))
+                cfg = fs.Config(block=block, num_warps=w, rows=r, per_sm=LOOP_PER_SM)
+            fns[f"{name} loop"] = lambda cfg=cfg, kind=kind: fs.STRATEGIES[kind].run(x, out, cfg)
     return fns
 
 

@@ -17,7 +17,8 @@ above_ceiling     a row faster than its measured ceiling by more than 3% (frac_c
                   faster of the whole-buffer ceiling and a transfer of its own size (rooflab.
                   sized_ceilings: read_tbps_<n>mib, copy_tbps_<n>mib, as a factor over the whole
                   buffer's rate): a kernel's time ends before the L2 has written its last stores
-                  back, so a copy of tens of MB runs faster than the 2 GiB one.
+                  back, so a transfer of a few hundred MB can read as faster than the 2 GiB one
+                  (H200: torch's copy_ moving 128 MiB at 4.40 TB/s, 2 GiB at 4.30).
 few_samples       fewer than 20 repetitions or 3 trials behind a median (e2e: block totals).
 amdahl            e2e: a block with our kernel swapped in sped up more than Amdahl's law allows
                   for the part it replaced (3% slack), even at the intervals' least speedup

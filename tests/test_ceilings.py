@@ -1,4 +1,5 @@
-"""The matmul ceiling takes the best of its candidates (sizes and operand distributions)."""
+"""The ceilings take the best of their candidates: the matmul over sizes and operand distributions
+(do_bench), the bandwidth ceilings on kernel time (CUPTI), each size its own ranking."""
 import pytest
 import torch
 
@@ -24,14 +25,14 @@ def test_matmul_best_takes_the_fastest_candidate(monkeypatch):
 
 @pytest.fixture
 def ranked(monkeypatch):
-    """ceilings._best stubbed: it records the bytes each ranking was for and names "fast" the winner."""
-    works = []
+    """ceilings._fastest stubbed: it records the candidates of each ranking and names "fast" the winner."""
+    rankings = []
 
-    def fake_best(candidates, work):
-        works.append(work)
-        return 1.0, "fast"
-    monkeypatch.setattr(ceilings, "_best", fake_best)
-    return works
+    def fake_fastest(candidates):
+        rankings.append(candidates)
+        return "fast"
+    monkeypatch.setattr(ceilings, "_fastest", fake_fastest)
+    return rankings
 
 
 def test_sized_reads_time_each_smaller_prefix_and_the_whole_buffer_on_kernel_time(monkeypatch, ranked):
@@ -46,7 +47,8 @@ def test_sized_reads_time_each_smaller_prefix_and_the_whole_buffer_on_kernel_tim
     src = torch.empty(8 * 2**20 // 4)                        # an 8 MiB fp32 buffer
     rows = ceilings.sized_reads(src, "slow", ("slow", src.numel()), [2, 4, 8, 16, 2], kernel_ms=kernel_ms)
     assert [r[0] for r in rows] == ["read_tbps_2mib", "read_tbps_4mib", "read_tbps_8mib"]
-    assert ranked == [2 * 2**20, 4 * 2**20]                  # the whole buffer keeps read_tbps's winner
+    # the candidates over each smaller prefix (elements); the whole buffer keeps read_tbps's winner
+    assert [c["fast"][1] for c in ranked] == [2**19, 2**20]
     assert timed == [("fast", 2**19), ("fast", 2**20), ("slow", 2**21)]
     assert all(r[1] == pytest.approx(1.0) and r[2] == "TB/s" for r in rows)
     assert rows[0][3] == "fast, first 2 MiB, kernel time (CUPTI)"
@@ -65,7 +67,34 @@ def test_sized_copies_time_each_size_that_fits_on_kernel_time(monkeypatch, ranke
     src, dst = torch.empty(8 * 2**20 // 4), torch.empty(8 * 2**20 // 4)    # 8 MiB buffers: copies up to 16 MiB
     rows = ceilings.sized_copies(dst, src, [4, 2, 16, 32, 4], kernel_ms=kernel_ms)
     assert [r[0] for r in rows] == ["copy_tbps_2mib", "copy_tbps_4mib", "copy_tbps_16mib"]
-    assert ranked == [2 * 2**20, 4 * 2**20, 16 * 2**20]     # bytes moved, read + written
+    # copies of n / 2 MiB each way: n MiB moved, read + written
+    assert [2 * c["fast"][2] * 4 for c in ranked] == [2 * 2**20, 4 * 2**20, 16 * 2**20]
     assert timed == [("fast", 2**18, 2**18), ("fast", 2**19, 2**19), ("fast", 2**21, 2**21)]
     assert all(r[1] == pytest.approx(1.0) and r[2] == "TB/s" for r in rows)
     assert rows[0][3] == "fast, 1 MiB read and written, kernel time (CUPTI)"
+
+
+def test_fastest_ranks_on_median_kernel_time_in_shuffled_rounds(monkeypatch):
+    """_fastest warms every candidate up once, then times RANK_ROUNDS rounds of RANK_CALLS calls of
+    each, in shuffled order in one session, and names the lowest median, not the lowest sample."""
+    calls = []
+    candidates = {name: (lambda name=name: calls.append(name)) for name in ("a", "b", "c")}
+    times = {"a": [1.0, 9.0, 9.0], "b": [2.0, 2.0, 2.0], "c": [3.0, 3.0, 0.1]}   # per round
+
+    class Timer:
+        def cupti_calls(self, fns):
+            seen = {name: 0 for name in candidates}
+            out = []
+            for fn in fns:
+                fn()
+                name = calls[-1]
+                out.append(times[name][seen[name] // ceilings.RANK_CALLS])
+                seen[name] += 1
+            return out
+    monkeypatch.setattr(ceilings, "_timer", lambda: Timer())
+    assert ceilings._fastest(candidates) == "b"
+    warm, timed = calls[:3], calls[3:]
+    assert sorted(warm) == ["a", "b", "c"]
+    assert all(timed.count(n) == ceilings.RANK_ROUNDS * ceilings.RANK_CALLS for n in candidates)
+    rounds = [timed[i:i + 3 * ceilings.RANK_CALLS] for i in range(0, len(timed), 3 * ceilings.RANK_CALLS)]
+    assert all(sorted(set(r)) == ["a", "b", "c"] for r in rounds)       # every round holds each candidate

@@ -177,6 +177,13 @@ resident at once (one round) takes shorter segments: one tile if they all fit, e
 16x131072 8.5 / 9.8 / 12.5, 16x262144 (two rounds of one-tile) 15.2 / 14.4 / 17.1. The
 thresholds and the table are first settings, to
 be checked against the study's ours_<strategy> rows, which time every strategy at every shape.
+
+Rows and row take one tile a program, with no loop, where the grid holds a program a tile (every
+setting of the table: Config.per_sm 0); a persistent grid (per_sm > 0) strides over the tiles.
+The loop's bounds cost these latency-bound kernels 1-5% (H200, CUPTI medians, us, one tile a
+program / the same tile in the loop, probes/softmax_small.py DIAG=loop): 1024x1024 fp16 row on 4
+warps 2.50 / 2.62 (Liger 2.53), fp32 3.30 / 3.41 (Liger 3.23); 1024x1000 fp32 rows 1x4 3.30 /
+3.33 (Liger 3.20); 512x512 fp32 rows 1x1 1.92 / 1.95, row on one warp 1.86 / 1.95 (Liger 1.92).
 """
 from __future__ import annotations
 
@@ -1041,7 +1048,13 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     With the launch straight into Triton's C launcher (kernels._plans) and empty_like for the
     output, on another H200 host: 256x256 fp32 8.8 us (torch.softmax 6.5), 8x2048 bf16 (split)
     14.9 (9.8), 8x262144 fp16 (split) 10.3 (9.5); the launch alone 6.9 -> 5.1, 11.4 -> 7.6 and
-    8.4 -> 5.7 us.
+    8.4 -> 5.7 us. With the device and stream from torch's C getters and out and x passed as
+    addresses (kernels._plans), on a third H200 host (probes/softmax_host.py, us a call over 200
+    back to back, against the same path through Triton's driver with tensor arguments, and
+    torch.softmax): 256x256 fp32 9.5 against 15.0 (8.1), 1024x1024 fp16 12.6 / 13.4 (9.8), 4096x1
+    fp16 12.8 / 14.4 (10.5), 1024x128 bf16 9.4 / 13.3 (7.4); the empty kernel through the same C
+    launcher took 6.1-6.6 us there, so the launcher and torch.empty_like (1.9-3.9 us) are most of a
+    repeat call.
 
     Autograd: when x requires grad and grad mode is on, the call goes through `_Softmax`, whose
     forward is this same Triton kernel and whose backward, dx = y * (dy - sum(dy * y, dim)), is

@@ -8,7 +8,7 @@ the copies. This probe times, in one process: a set of candidates right away (th
 before and after), then the GPU warm-up, then the same set again. The set: the calibrate job's
 copy candidates moving 128 MiB (rooflab.ceilings.copy_candidates), the 2 GiB copy's winner, and
 ours and Liger at the two flagged shapes; every call's kernel time from CUPTI with the L2 flushed
-by a read (rooflab.timing.CudaTimer), candidates in shuffled rounds.
+by a read (rooflab.timing.CudaTimer), candidates in shuffled rounds (softmax_small.time_all).
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/clock_ceiling.py
 Writes $OUT/clock_ceiling.csv and prints TB/s per candidate, cold and warm, last.
@@ -16,7 +16,6 @@ Writes $OUT/clock_ceiling.csv and prints TB/s per candidate, cold and warm, last
 from __future__ import annotations
 
 import os
-import random
 import statistics
 import sys
 import time
@@ -30,9 +29,9 @@ from rooflab.ceilings import copy_candidates  # noqa: E402
 from rooflab.gpustate import Monitor, warm_up  # noqa: E402
 from rooflab.timing import CudaTimer  # noqa: E402
 from probe_csv import write_csv  # noqa: E402  (probes/, the script's directory)
+from softmax_small import time_all  # noqa: E402
 
 OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
-ROUNDS, CALLS = 3, 7
 SHAPES = [(4096, 4096, torch.float32), (16384, 1024, torch.float32)]
 
 
@@ -63,16 +62,9 @@ def candidates() -> dict:
 
 
 def timed(timer: CudaTimer, cands: dict) -> dict:
-    """{name: median ms}: every candidate's calls in ROUNDS shuffled rounds of CALLS, one session."""
-    order = []
-    for _ in range(ROUNDS):
-        names = list(cands)
-        random.shuffle(names)
-        order += [n for n in names for _ in range(CALLS)]
-    got = {n: [] for n in cands}
-    for name, ms in zip(order, timer.cupti_calls([cands[n][0] for n in order])):
-        got[name].append(ms)
-    return {n: statistics.median(v) for n, v in got.items()}
+    """{name: median ms}: every candidate's calls in shuffled rounds, one session (softmax_small's)."""
+    return {name: statistics.median(us) / 1e3
+            for name, us in time_all({n: fn for n, (fn, _) in cands.items()}, timer).items()}
 
 
 def main():

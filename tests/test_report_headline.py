@@ -366,3 +366,22 @@ def test_ceiling_table_names_sized_reads_and_orders_them_by_size():
     assert environment._label("read_tbps_256mib") == "read only, 256 MiB"
     assert environment._label("copy_tbps_64mib") == "copy, 64 MiB moved"
     assert environment._label("read_tbps") == "read only"
+
+
+def test_host_against_a_reference_shape_by_shape_below_the_threshold():
+    """ours' host time over torch's per shape, only where both have an ok host row under the threshold."""
+    def host(impl, ms, rows, dtype="float16", nbytes=1e6, status="ok", timing="host"):
+        return {"impl": impl, "timing": timing, "median_ms": ms, "status": status, "rows": rows, "cols": 256,
+                "dtype": dtype, "bytes": nbytes}
+    frame = pd.DataFrame([host("ours", 0.012, 1), host("torch", 0.010, 1),             # 1.2x
+                          host("ours", 0.011, 2), host("torch", 0.010, 2),             # 1.1x
+                          host("ours", 0.010, 3, dtype="float32"), host("torch", 0.010, 3, dtype="float32"),
+                          host("ours", 0.050, 4), host("torch", 0.010, 4, nbytes=9e6),  # torch's row too large
+                          host("ours", 0.090, 5, nbytes=9e6), host("torch", 0.010, 5, nbytes=9e6),   # above it
+                          host("ours", 0.030, 6), host("torch", 0.010, 6, status="error"),
+                          host("ours", 0.030, 7, timing="events"), host("torch", 0.010, 7, timing="events"),
+                          host("liger", 0.001, 1)])
+    h = headline.host_against(frame, "softmax", "torch", 8e6)
+    assert h == {"n": 3, "reference": "torch", "median": "1.10x", "highest": "1.20x", "shape": "rows=1 cols=256",
+                 "dtype": "fp16"}
+    assert headline.host_against(frame[frame["impl"] != "torch"], "softmax", "torch", 8e6) is None

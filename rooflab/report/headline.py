@@ -19,7 +19,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rooflab.report.analysis import (E2E_GRAPH_TIMING, KERNEL_TIMING, PLAIN_TIMING, bootstrap_geomean, counts,
-                                     is_peer, is_seed, judged)
+                                     is_peer, is_seed, judged, shape_label)
 from rooflab.report.derive import select
 from rooflab.report.fmt import DASH, DTYPE_SHORT, dt, listing, megabytes, num, pct, ratio, span
 from rooflab.schema import HOST_TIMING, SHAPE_COLUMNS
@@ -107,10 +107,29 @@ def softmax(cmp: pd.DataFrame, frame: pd.DataFrame, threshold: float, ceilings: 
                              kernel_us=num(both["median_ms_kernel"].median() * 1e3),
                              launch_us=num(ceilings.get("launch_us")))
     out["host"] = host_cost(frame)
+    out["host_vs_torch"] = host_against(frame, "softmax", "torch", threshold)
     seeds = select(cmp, "softmax", "seed")
     out["vs_seeds"] = tally(seeds[seeds["bytes"] >= threshold])
     out["vs_seeds_kernel"] = tally(seeds[(seeds["bytes"] < threshold) & (seeds["timing"] == KERNEL_TIMING)])
     return out
+
+
+def host_against(frame: pd.DataFrame, study: str, reference: str, below: float) -> dict | None:
+    """A repeat call's own host time of ours over `reference`'s, shape by shape, at the shapes moving
+    fewer than `below` bytes where both were timed on the host: the shapes, the median ratio and the
+    highest with its shape; None where no shape has both."""
+    rows = frame[(frame["timing"] == HOST_TIMING) & (frame["status"] == "ok") & frame["median_ms"].notna()
+                 & (frame["bytes"] < below) & frame["impl"].isin(["ours", reference])]
+    keys = ["dtype", *SHAPE_COLUMNS[study]]
+    per = rows.pivot_table(index=keys, columns="impl", values="median_ms", aggfunc="median")
+    if "ours" not in per or reference not in per:
+        return None
+    ratios = (per["ours"] / per[reference]).dropna()
+    if ratios.empty:
+        return None
+    worst = dict(zip(keys, ratios.idxmax()))
+    return {"n": len(ratios), "reference": reference, "median": ratio(ratios.median()),
+            "highest": ratio(ratios.max()), "shape": shape_label(worst, study), "dtype": dt(worst["dtype"])}
 
 
 def host_cost(frame: pd.DataFrame) -> dict | None:

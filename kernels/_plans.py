@@ -20,9 +20,10 @@ through the C launcher. The launcher's C arguments around the stream are bound o
 (`Launch.head`, `Launch.tail`), the current device and stream come from torch's C getters
 (torch.cuda.current_device runs a lazy-initialisation check each call), and a wrapper may pass a
 tensor as its address (an int): Triton's launcher then neither calls its data_ptr() nor asks the
-driver about it (cuPointerGetAttribute). softmax() passes out and x so (probes/softmax_host.py,
-another H200 host, us a call over 200 back to back: the stream 0.26-0.49 against 0.46-0.78 from
-Triton's driver, the launch of two addresses 6.4-7.0 against 6.7-7.4 for the tensors).
+driver about it (cuPointerGetAttribute). softmax() passes its out and x so, decode its nine
+tensors (softmax, probes/softmax_host.py, another H200 host, us a call over 200 back to back: the
+stream 0.26-0.49 against 0.46-0.78 from Triton's driver, the launch of two addresses 6.4-7.0
+against 6.7-7.4 for the tensors; decode's addresses are not yet measured apart).
 
 A replay's output comes from `new_output`: torch.empty_like for a contiguous input (3.5 us of
 host time on an H200 host against 7.7 for torch.empty(shape, dtype=, device=)).

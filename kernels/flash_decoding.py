@@ -196,7 +196,7 @@ import triton.language as tl
 
 from kernels._checks import check_no_grad, check_same_device, check_tensor, interpreting
 from kernels._device import INTERPRETER_PER_SM, cdiv, per_sm, pow2, sm_count
-from kernels._plans import Launch, aligned, current_stream, layout, new_output, remember
+from kernels._plans import ALIGN, Launch, aligned, current_stream, layout, new_output, remember
 
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
@@ -916,7 +916,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
     lengths and the block table (shapes, strides, dtypes, devices, data pointer offsets) and
     the same options is validated and planned; a repeat call looks the plan up, allocates the
     output and launches, on a GPU the compiled kernel directly (the split partials are views of
-    the stream's workspace, `_scratch`).
+    the stream's workspace, `_scratch`), every tensor passed as its address (kernels._plans).
     Lengths and tables on the host are still checked and copied on every call (their values
     are not part of the key).
     """
@@ -937,9 +937,13 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
         if stream is not None:
             out = new_output(q, plan.like)                                         # (B, Hq, D)
             part, lse, count = _scratch(plan, out, stream)
-            if aligned(out, part, lse, count):
-                plan.fast(stream, q, k_cache, v_cache, q if seqlens is None else seqlens,
-                          q if block_table is None else block_table, out, part, lse, count,
+            # addresses, not tensors: Triton's launcher then asks the driver about none of the nine
+            o_ptr, p_ptr, l_ptr, c_ptr = out.data_ptr(), part.data_ptr(), lse.data_ptr(), count.data_ptr()
+            if not (o_ptr % ALIGN or p_ptr % ALIGN or l_ptr % ALIGN or c_ptr % ALIGN):
+                q_ptr = q.data_ptr()
+                plan.fast(stream, q_ptr, k_cache.data_ptr(), v_cache.data_ptr(),
+                          q_ptr if seqlens is None else seqlens.data_ptr(),
+                          q_ptr if block_table is None else block_table.data_ptr(), o_ptr, p_ptr, l_ptr, c_ptr,
                           *plan.strides, *(block_table.stride() if block_table is not None else (0, 0)),
                           1 if seqlens is None else seqlens.stride(0), *plan.rest)
                 return out

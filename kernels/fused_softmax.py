@@ -93,7 +93,7 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
                                                                 and bf16 rows of 24576-32768 columns
                                                                 are 17-50% faster looped)
       ... unless fp32, cols <= 4096 and the input       looped  (kernel time, us: fp32 8192x4096 looped
-      holds at least 96 MiB                                     65.1, row 69.6; 32768x4096 250.4 vs
+      holds at least 256 MiB                                    65.1, row 69.6; 32768x4096 250.4 vs
                                                                 274.5, again 250.5 vs 265.7 with the
                                                                 row kernel of `_access`; 32768x1000
                                                                 63.6 vs 66.3. fp16 and bf16 keep row:
@@ -105,7 +105,15 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
                                                                 3.2 vs 3.4; at 64 MiB the two are
                                                                 within 3%: fp32 4096x4096 34.3 vs
                                                                 33.9, 16384x1024 34.0 vs 33.4, fp16
-                                                                8192x4096 34.2 vs 35.2)
+                                                                8192x4096 34.2 vs 35.2. These were
+                                                                the row kernel with its persistent
+                                                                loop; without it, in the fc0c291
+                                                                run, fp32 row / looped: 8192x4096
+                                                                (128 MiB) 61.0 / 62.5 (Liger 61.0),
+                                                                32768x1000 (125 MiB) 59.2 / 61.2
+                                                                (torch.compile 59.7), 32768x4096
+                                                                (512 MiB) 261.1 / 247.9: the
+                                                                threshold moved from 96 to 256 MiB)
       ... unless the aligned body (cols less cols      looped  (3001 columns; before the body rule,
       modulo the 16-byte width) fills under 3/4                 16384x4097 in 1024-column tiles: fp16
       of its power-of-two row block                             1.93 TB/s vs row's 8192 block 1.46-1.60.
@@ -216,7 +224,7 @@ ROW_MIN_FILL = 0.75          # ... and the columns it covers (covered_cols) fill
 LOOPED_SHORT_BLOCK = 1024    # looped tile for rows that would waste a quarter of a row block
 LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows per SM ...
 LOOPED_MAX_ROW_BYTES = 128 << 10  # ... and the aligned body holds at most this many bytes; else split
-LOOPED_MIN_BYTES = 96 << 20  # rows of up to LOOPED_LARGE_MAX_COLS go looped from this input size ...
+LOOPED_MIN_BYTES = 256 << 20  # fp32 rows of up to LOOPED_LARGE_MAX_COLS go looped from this input size ...
 LOOPED_LARGE_MAX_COLS = 4096  # ... (the range measured; row keeps longer ones)
 LOOPED_THREAD_BYTES = 64     # looped: input bytes each thread loads per tile (sets the warps)
 ROWS_MAX_TILE_ROWS = 128     # rows: rows a program takes at most ...

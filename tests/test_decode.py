@@ -513,11 +513,26 @@ def test_decode_plan_cache_is_bounded(fresh_plans, monkeypatch):
 @pytest.fixture
 def gpu_replays(monkeypatch, replay):
     """The GPU path of the plans on the CPU: `Launch` (which needs a GPU) is replaced by one that
-    records its arguments and runs them through the interpreter; the list of replays' arguments."""
+    records its arguments and runs them through the interpreter; the list of replays' arguments.
+    A repeat call passes its tensors as addresses: the stand-in maps back those of every tensor
+    given to `_decode`, every output (`new_output`) and every workspace view (`_scratch`)."""
     monkeypatch.setattr(decode, "interpreting", lambda: False)
     monkeypatch.setattr(decode, "current_stream", lambda: 0)
     monkeypatch.setattr(decode, "Launch", replay.launcher(lambda grid, args: decode._decode_kernel[grid](*args)))
     monkeypatch.setattr(decode, "_WORKSPACE", {})
+    replay.track_outputs(decode)
+    inner, scratch = decode._decode, decode._scratch
+
+    def tracked_decode(*args, **kwargs):
+        replay.track(*(a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)))
+        return inner(*args, **kwargs)
+
+    def tracked_scratch(*args):
+        views = scratch(*args)
+        replay.track(*views)
+        return views
+    monkeypatch.setattr(decode, "_decode", tracked_decode)
+    monkeypatch.setattr(decode, "_scratch", tracked_scratch)
     return replay.calls
 
 

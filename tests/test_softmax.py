@@ -237,13 +237,14 @@ def test_dispatch_rule():
     assert choose(16384, 512, torch.float32, sms) == "rows"
     assert choose(16384, 1024, torch.float16, sms) == "rows"        # 16-bit, >= 64 rows an SM
     assert choose(16384, 1024, torch.float32, sms) == "row"         # 64 MiB: under LOOPED_MIN_BYTES
-    assert choose(32768, 1000, torch.float32, sms) == "looped"      # 125 MiB
+    assert choose(32768, 1000, torch.float32, sms) == "row"         # 125 MiB: under LOOPED_MIN_BYTES
     assert choose(4096, 2048, torch.float32, sms) == "row"
     assert choose(1000, 1024, torch.bfloat16, sms) == "row"         # 16-bit, fewer rows
     assert choose(8192, 4096, torch.float16, sms) == "row"          # 64 MiB
-    assert choose(8192, 4096, torch.float32, sms) == "looped"       # 128 MiB
+    assert choose(8192, 4096, torch.float32, sms) == "row"          # 128 MiB
+    assert choose(16384, 4096, torch.float32, sms) == "looped"      # 256 MiB: LOOPED_MIN_BYTES
     assert choose(32768, 4096, torch.bfloat16, sms) == "row"        # 16-bit keeps row at any size
-    assert choose(32768, 4096, torch.float32, sms) == "looped"
+    assert choose(32768, 4096, torch.float32, sms) == "looped"      # 512 MiB
     assert choose(4096, 8192, torch.float32, sms) == "row"          # longer than LOOPED_LARGE_MAX_COLS
     assert choose(16384, 4097, torch.float16, sms) == "row"         # a 4096 body and edges
     assert choose(16384, 4097, torch.float32, sms) == "row"         # longer than LOOPED_LARGE_MAX_COLS

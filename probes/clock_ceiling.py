@@ -6,8 +6,9 @@ In the fc0c291 run fp32 softmax rows of 134 MB (4096x4096, 16384x1024) ran 1.03-
 calibrate job's copy of their size, while probes without a warm-up timed the same kernels below
 the copies. This probe times, in one process: a set of candidates right away (the SM clock read
 before and after), then the GPU warm-up, then the same set again. The set: the calibrate job's
-copy candidates moving 128 MiB (rooflab.ceilings.copy_candidates), the 2 GiB copy's winner, and
-ours and Liger at the two flagged shapes; every call's kernel time from CUPTI with the L2 flushed
+copy candidates moving 128 MiB (rooflab.ceilings.copy_candidates) and the same copies with
+streaming stores (copy_ceiling.streaming_copies), the 2 GiB copy's winner, and at the two flagged
+shapes ours, Liger and one-program-a-row copies with and without streaming stores; every call's kernel time from CUPTI with the L2 flushed
 by a read (rooflab.timing.CudaTimer), candidates in shuffled rounds (softmax_small.time_all).
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/clock_ceiling.py
@@ -30,6 +31,7 @@ from rooflab.gpustate import Monitor, warm_up  # noqa: E402
 from rooflab.timing import CudaTimer  # noqa: E402
 from probe_csv import write_csv  # noqa: E402  (probes/, the script's directory)
 from softmax_small import time_all  # noqa: E402
+from copy_ceiling import streaming_copies  # noqa: E402
 
 OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 SHAPES = [(4096, 4096, torch.float32), (16384, 1024, torch.float32)]
@@ -40,7 +42,7 @@ def candidates() -> dict:
     out = {}
     src = torch.rand(2**24, device="cuda")            # 64 MiB fp32 each way: 128 MiB moved
     dst = torch.empty_like(src)
-    for name, fn in copy_candidates(dst, src).items():
+    for name, fn in {**copy_candidates(dst, src), **streaming_copies(dst, src)}.items():
         out[f"copy128 {name}"] = (fn, 2 * src.numel() * 4)
     big = torch.rand(2**28, device="cuda")            # 1 GiB each way: 2 GiB moved
     big_dst = torch.empty_like(big)
@@ -56,6 +58,10 @@ def candidates() -> dict:
         moved = 2 * x.numel() * x.element_size()
         torch.testing.assert_close(fs.softmax(x), torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
         out[f"ours {rows}x{cols}"] = (lambda x=x: fs.softmax(x), moved)
+        y = torch.empty_like(x)
+        for name, fn in streaming_copies(y, x).items():
+            if name.startswith("rowcopy"):
+                out[f"{name} {rows}x{cols}"] = (fn, moved)
         if LigerSoftmaxFunction is not None:
             out[f"liger {rows}x{cols}"] = (lambda x=x: LigerSoftmaxFunction.apply(x), moved)
     return out

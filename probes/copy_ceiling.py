@@ -12,7 +12,9 @@ Candidates, each moving a (rows, cols) tensor of the shape's dtype into another 
   calib:<how>    rooflab.ceilings.copy_candidates (torch's copy_ and the one-block-a-program copies),
                  over the tensor flat
   rowcopy_w<w>   one program a row: the row loaded whole (cols padded to a power of two), then
-                 stored, w warps: a row softmax without its arithmetic
+                 stored, w warps: a row softmax without its arithmetic; rowcopy_cs_w<w> with the
+                 store streaming (.cs), as the row softmax kernels store
+  flatcopy_cs_b<b>_w<w>  the calibrate job's one-block-a-program copy with streaming stores
   gridcopy_p<m>  m programs an SM, each copying 4096-element blocks p, p + P, ... (the read
                  ceiling's grid-stride loop), 3 stages
   ours, liger, torch  the softmax kernels of the study (rooflab.studies.softmax)
@@ -57,12 +59,42 @@ if DRY:
 
 
 @triton.jit
-def _row_copy(dst_ptr, src_ptr, cols, BLOCK: tl.constexpr):
+def _row_copy(dst_ptr, src_ptr, cols, BLOCK: tl.constexpr, CS: tl.constexpr = False):
+    # CS: the store streaming (.cs), as the row softmax kernels store
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK)
     mask = offs < cols
     x = tl.load(src_ptr + row * cols + offs, mask=mask)
-    tl.store(dst_ptr + row * cols + offs, x, mask=mask)
+    if CS:
+        tl.store(dst_ptr + row * cols + offs, x, mask=mask, cache_modifier=".cs")
+    else:
+        tl.store(dst_ptr + row * cols + offs, x, mask=mask)
+
+
+@triton.jit
+def _flat_copy_cs(dst_ptr, src_ptr, n, BLOCK: tl.constexpr):
+    # the calibrate job's one-block-a-program copy with the store streaming (.cs)
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=mask), mask=mask, cache_modifier=".cs")
+
+
+def streaming_copies(dst: torch.Tensor, src: torch.Tensor) -> dict:
+    """{name: call}: flat copies of src into dst (same shape) with streaming stores, and for a 2-D
+    src one program a row with and without them."""
+    n = src.numel()
+    calls = {}
+    for block, warps in ((1024, 8), (2048, 8), (4096, 8), (8192, 8)):
+        calls[f"flatcopy_cs_b{block}_w{warps}"] = (lambda b=block, w=warps: _flat_copy_cs[(triton.cdiv(n, b),)](
+            dst, src, n, BLOCK=b, num_warps=w))
+    if src.dim() == 2:
+        rows, cols = src.shape
+        block = triton.next_power_of_2(cols)
+        for warps in (4, 8):
+            for cs in (False, True):
+                calls[f"rowcopy{'_cs' if cs else ''}_w{warps}"] = (
+                    lambda w=warps, c=cs: _row_copy[(rows,)](dst, src, cols, BLOCK=block, CS=c, num_warps=w))
+    return calls
 
 
 @triton.jit
@@ -81,9 +113,7 @@ def candidates(x: torch.Tensor) -> tuple[dict, dict, torch.Tensor]:
     dst = torch.empty_like(x)
     flat_src, flat_dst = x.view(-1), dst.view(-1)
     calls = {f"calib:{how}": fn for how, fn in copy_candidates(flat_dst, flat_src).items()}
-    block = triton.next_power_of_2(cols)
-    for warps in (4, 8):
-        calls[f"rowcopy_w{warps}"] = (lambda w=warps: _row_copy[(rows,)](dst, x, cols, BLOCK=block, num_warps=w))
+    calls.update(streaming_copies(dst, x))
     sms = 4 if DRY else torch.cuda.get_device_properties(x.device).multi_processor_count
     n, grid_block = x.numel(), 4096
     for per_sm in (2, 4, 8):

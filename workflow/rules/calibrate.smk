@@ -1,5 +1,5 @@
 # The GPU's own ceilings: copy, read-only and write-only bandwidth over buffers many times
-# the L2, dense fp16/bf16 matmul, the launch floor; plus the datasheet values.
+# the L2, dense fp16/bf16 matmul, the launch rate of an empty Triton kernel; plus the datasheet values.
 
 rule calibrate:
     input:

@@ -82,7 +82,8 @@ def launch_bound(fig, data: FigureData):
             if not host.empty:
                 ax.scatter(host["bytes_e"], host["median_ms_h"] * 1e3, marker="x", s=20, color=color(impl),
                            label=f"{label(impl)}, host time of the call")
-        for name, style, what in (("launch_us", "-", "launch floor"), ("launch_graph_us", "--", "launch floor in a graph")):
+        for name, style, what in (("launch_us", "-", "empty Triton launch, JIT"),
+                                  ("launch_graph_us", "--", "empty kernel, graph node")):
             if data.ceiling(name):
                 ax.axhline(data.ceiling(name), color="gray", ls=style, lw=0.9, label=f"{what} ({data.ceiling(name):.2g} us)")
         bytes_axis(ax, [b for coll in ax.collections for b in coll.get_offsets()[:, 0]])

@@ -608,8 +608,16 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     then cuts the cache into S balanced chunks (`launch_shape`).
 
     Paged caches: a program's page lookups put a dependent load before each tile's K and V, so
-    one program per SM leaves the memory system idle; a grid that would not be split is split
-    into about PAGED_PROGRAMS_PER_SM programs per SM instead. `lengths` (the call passes
+    one program per SM leaves the memory system idle; with lengths, a grid that would not be split
+    is split into about PAGED_PROGRAMS_PER_SM programs per SM instead. Without lengths every
+    sequence holds the table's pages, all equal, and a filled grid takes one program a sequence,
+    paged or not: with the page indices loaded a tile ahead (PAGED_TABLE_AHEAD) and the deepest
+    ring that fits (paged_stages), such a launch ran within 3% of the contiguous cache where the
+    split did not (probes/decode_paged_ahead.py DIAG=paged_filled, equal lengths passed, fp16, us,
+    contiguous / paged S=1 / the paged split: B=16 Hkv=8 L=1024 19.6 / 19.3 / 23.1 (S=4), L=4096
+    63.9 / 65.5 / 69.7; B=4 Hkv=32 L=1024 19.4 / 19.1 / 23.8, L=4096 63.7 / 65.2 / 70.5). With
+    lengths the plan cannot tell equal ones from ragged ones, which want the split (ragged B=16 Hkv=8
+    L=4096 paged S=1 60.8 against 36.8 split). `lengths` (the call passes
     seqlens, whose values the plan does not read): sequences may differ in length, and one
     program per (batch, kv head) would leave the whole launch waiting on the longest; the same
     split spreads each long sequence over several programs while the chunks past a short one's
@@ -647,7 +655,7 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     # it is a wave of its own (H200, page 64, B=1 Hkv=32 L=131072: S=16 497 us, S=17 699).
     wanted = max(1, PAGED_PROGRAMS_PER_SM * num_sms // programs)
     if programs >= NO_SPLIT_FILL * num_sms:
-        if not (paged or lengths):
+        if not lengths:     # every sequence as long as the cache (or the table's pages): one program each
             return 1
         cap = wanted if paged else min(wanted, RAGGED_FILLED_SPLITS)
         splits = max(1, min(cap, n_blocks // MIN_CHUNK_BLOCKS))

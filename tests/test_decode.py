@@ -169,14 +169,19 @@ def test_choose_splits_one_wave_where_measured(batch, heads_kv, cache_len, expec
                                                            (1, 32, 131072, 8), (4, 8, 32768, 8), (1, 32, 4096, 4),
                                                            (1, 8, 16384, 16), (1, 8, 32768, 16), (1, 32, 16384, 8)])
 def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
-    """Paged caches want about PAGED_PROGRAMS_PER_SM programs per SM on a filled grid and at most
-    PAGED_BELOW_FILL_PER_SM below it (at least one wave), with chunks of at least MIN_CHUNK_BLOCKS tiles
-    unless one wave needs shorter ones; one sequence (B = 1)
-    takes one wave unless chunks would exceed PAGED_CHUNK_TOKENS: the H200 measurements of
-    kernels.flash_decoding's docstring."""
+    """Paged caches with lengths want about PAGED_PROGRAMS_PER_SM programs per SM on a filled grid
+    (without them, every sequence equally long, one program a sequence), and at most
+    PAGED_BELOW_FILL_PER_SM below it (at least one wave), with chunks of at least MIN_CHUNK_BLOCKS
+    tiles unless one wave needs shorter ones; one sequence (B = 1) takes one wave unless chunks would
+    exceed PAGED_CHUNK_TOKENS: the H200 measurements of kernels.flash_decoding's docstring."""
     block_n, sms = 64, 132
+    filled = batch * heads_kv >= decode.NO_SPLIT_FILL * sms
+    with_lengths = choose_splits(batch, heads_kv, cache_len, block_n, sms, paged=True, lengths=True)
     paged = choose_splits(batch, heads_kv, cache_len, block_n, sms, paged=True)
-    assert paged == splits
+    assert paged == (1 if filled else splits)
+    if filled:
+        assert with_lengths == max(splits, cdiv(cache_len, decode.RAGGED_CHUNK_TOKENS))
+        paged = with_lengths
     wave = choose_splits(batch, heads_kv, cache_len, block_n, sms)
     assert paged >= wave
     assert batch * heads_kv * paged <= max(sms, decode.PAGED_PROGRAMS_PER_SM * sms)   # whole waves
@@ -336,6 +341,25 @@ def test_study_roundtrip_on_cpu(ragged):
     if ragged:
         wrong = decode_attention(inputs["q"], inputs["k_cache"], inputs["v_cache"])
         assert study.check(wrong, ref, inputs)[1] > study.tolerance("bfloat16")
+
+
+@pytest.mark.parametrize("cache_len,ragged,passed", [(128, False, False), (128, True, True), (70, False, True)])
+def test_study_paged_call_gets_the_lengths_where_ours_does(monkeypatch, cache_len, ragged, passed):
+    """ours_paged passes lengths where ours does (ragged), and where the last page is part-filled
+    (without lengths a paged sequence holds all its pages); its result matches the reference."""
+    import kernels
+    shape = study.shapes([{"batch": 2, "heads_q": 4, "heads_kv": 2, "cache_len": cache_len, "head_dim": 32,
+                           "ragged": ragged}])[0]
+    inputs = study.make_inputs(shape, torch.float16, "cpu")
+    seen, call = [], kernels.decode_attention
+
+    def recording(q, k, v, seqlens=None, **kwargs):
+        seen.append(seqlens)
+        return call(q, k, v, seqlens, **kwargs)
+    monkeypatch.setattr(kernels, "decode_attention", recording)
+    out = study.impls()["ours_paged"](inputs)()
+    assert seen == [inputs["seqlens"] if passed else None]
+    assert study.check(out, study.reference(inputs), inputs)[1] <= study.tolerance("float16")
 
 
 def _dealt(lengths, block_n, splits, part_splits):

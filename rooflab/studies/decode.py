@@ -9,7 +9,8 @@ for the valid prefix only, so its TB/s is what a user gets, not what its loads m
 `ours_paged` runs decode_attention on a paged copy of the case's cache (kernels.flash_decoding
 .paged_cache: PAGE_SIZE-token pages in a shuffled pool, with a block table), built before
 timing and checked against the same reference as every other row. It reads the same K and V
-bytes, so its traffic is the contiguous case's (the table's int32 entries are not counted).
+bytes, so its traffic is the contiguous case's (the table's int32 entries are not counted), and
+it is given the lengths exactly where `ours` is, so the two calls differ in the cache's layout only.
 """
 from __future__ import annotations
 
@@ -121,11 +122,13 @@ def _ours_nosplit(inputs):
 
 
 def _ours_paged(inputs):
-    """decode_attention over a shuffled paged copy of the cache; lengths always passed (a paged
-    sequence without them is max_pages * PAGE_SIZE tokens long)."""
+    """decode_attention over a shuffled paged copy of the cache, given the lengths where `ours` is
+    (ragged cases), so the two differ in layout alone; also where the last page is part-filled (a
+    paged sequence without lengths is max_pages * PAGE_SIZE tokens long)."""
     import kernels
     from kernels.flash_decoding import paged_cache
-    q, lens = inputs["q"], inputs["seqlens"]
+    full = inputs["k_cache"].shape[2] % PAGE_SIZE == 0                 # (B, Hkv, Lmax, D)
+    q, lens = inputs["q"], inputs["seqlens"] if inputs["ragged"] or not full else None
     k_pages, v_pages, table = paged_cache(inputs["k_cache"], inputs["v_cache"], PAGE_SIZE, seed=PAGE_SEED)
     return lambda: kernels.decode_attention(q, k_pages, v_pages, lens, block_table=table)
 

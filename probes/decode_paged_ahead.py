@@ -27,6 +27,8 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
   st4_free     the plan's S with 4 stages, registers not capped (DIAG=filled_equal: filled grids; run at
                bb6bc98, whose kernel ran equal tile counts unsplit on the device, measured and not kept:
                kernels.flash_decoding.choose_splits' docstring)
+  paged_nolens decode_attention on the paged cache without lengths (DIAG=nolens: filled equal-length
+               grids, where the plan now takes one program a sequence, against `shipped` with lengths)
   static       the plan with every sequence split alike, chunks from Lmax (DIAG=spread and spread2:
                against the shipped plan, which deals chunks out by length where the lengths differ;
                *_static and *_spread: the same choice forced on a variant)
@@ -141,8 +143,14 @@ if os.environ.get("DIAG") == "spread2":   # the same with one body a path, and t
     VARIANTS = {"shipped": (None, None, None, None, None), "static": (None, None, None, None, None, 1.0, False),
                 **{f"plan_{m}xS_spread": (None, None, None, None, None, m, True) for m in (0.25, 0.5)},
                 **{f"contig_{m}xS_static": ("contiguous", None, None, None, None, m, False) for m in (1, 2, 4)}}
+if os.environ.get("DIAG") == "nolens":   # filled equal-length grids: the paged call without lengths (one
+    # program a sequence, as the contiguous cache takes) against it with them (the split), as the study now calls
+    SHAPES = [(16, 8, n, False) for n in (1024, 4096, 32768, 131072)] + [
+        (4, 32, n, False) for n in (1024, 4096, 16384)] + [(64, 8, 1024, False), (16, 32, 1024, False),
+                                                          (64, 8, 32768, False)]
+    VARIANTS = {"shipped": (None, None, None, None, None), "paged_nolens": ("nolens", None, None, None, None)}
 if db.DRY:
-    SHAPES = [(2, 2, 300, True), (1, 2, 200, False)]
+    SHAPES = [(2, 2, 300, True), (1, 2, 200, False), (2, 2, 128, False)]
     if not os.environ.get("DIAG"):   # a DIAG's own variants are run as they are, on the tiny shapes
         VARIANTS = {"tile": (False, None, None, None, None), "ahead_s2": (True, 16, 2, 2, 128),
                     "ahead_halfS": (True, 16, 2, 2, 128, 0.5), "contig_2xS": ("contiguous", None, None, None, None, 2)}
@@ -161,6 +169,12 @@ def candidates(inputs, num_sms):
               "contig_lens": fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, False, True)}
     paged_s = fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, True, True)
     for name, (ahead, bn, w, st, regs, *extra) in VARIANTS.items():
+        if ahead == "nolens":                  # the paged cache without lengths: every sequence holds its pages
+            if ragged or cache_len % study.PAGE_SIZE:
+                continue
+            cands[name] = lambda: (lambda: fd.decode_attention(q, kp, vp, None, block_table=tab))
+            splits[name] = fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, group, True, False)
+            continue
         contiguous = ahead == "contiguous"     # the contiguous cache with lengths, S scaled from its own rule
         base_s = splits["contig_lens"] if contiguous else paged_s
         forced = max(1, int(base_s * extra[0])) if extra else None     # a multiple of the rule's S

@@ -26,10 +26,10 @@ only question is how fast the cache streams from memory. One kernel, one program
 
 Number of splits (`launch_shape`): `choose_splits`, the one-wave rule for contiguous caches and
 its paged rule for paged caches (both below). The one-wave rule: the B * Hkv programs of an
-unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many as SMs (paged
-caches want about PAGED_PROGRAMS_PER_SM programs per SM even then, and calls that pass seqlens,
-whose lengths may differ, up to RAGGED_FILLED_SPLITS splits and chunks of at most
-RAGGED_CHUNK_TOKENS; see choose_splits). Below that, a contiguous cache is cut into S = SMs //
+unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many as SMs (calls that
+pass seqlens, whose lengths may differ, want more even then: paged caches about
+PAGED_PROGRAMS_PER_SM programs per SM, contiguous ones up to RAGGED_FILLED_SPLITS splits, both
+chunks of at most RAGGED_CHUNK_TOKENS; see choose_splits). Below that, a contiguous cache is cut into S = SMs //
 (B * Hkv) chunks of a whole number of BLOCK_N tiles (at most one per tile): one wave of programs,
 each streaming its chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with
 the L2 flushed, BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
@@ -206,9 +206,11 @@ MIN_CHUNK_BLOCKS = 2         # paged: more splits than the one-wave rule's give 
                              # S=64 (one tile each) 21.2)
 NO_SPLIT_FILL = 0.9          # B * Hkv programs on at least this share of the SMs need no split
                              # (H200: B=16, Hkv=8, 128 programs: S=1 4.05 TB/s, S=9 3.59)
-PAGED_PROGRAMS_PER_SM = 4    # paged caches: split a grid that fills the SMs once until each SM has
-                             # about this many programs (H200, page 64, D = 128: B=16, Hkv=8, L=8192:
-                             # S=1 2.12 TB/s, S=4 3.91; B=4, Hkv=32, L=16384: 2.11 vs 4.28)
+PAGED_PROGRAMS_PER_SM = 4    # paged calls with lengths: split a grid that fills the SMs once until each
+                             # SM has about this many programs (H200, page 64, D = 128, per-tile page
+                             # lookups, before the indices came a tile ahead: B=16, Hkv=8, L=8192: S=1
+                             # 2.12 TB/s, S=4 3.91; B=4, Hkv=32, L=16384: 2.11 vs 4.28); without
+                             # lengths a filled grid is not split (choose_splits)
 PAGED_BELOW_FILL_PER_SM = 2  # ... and below the fill at most this many, each with a deeper ring (paged_stages;
                              # H200, fp16, Hq=32, D=128, page 64, indices a tile ahead, kernel time, us,
                              # four programs an SM -> two (contiguous): B=4 Hkv=8 L=4096 23.9 (S=16) ->

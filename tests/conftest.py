@@ -44,6 +44,11 @@ def replay(monkeypatch):
                 Recorder.tensors[t.data_ptr()] = t
 
         @staticmethod
+        def resolve(args) -> tuple:
+            """args with the addresses of tracked tensors replaced by the tensors."""
+            return tuple(Recorder.tensors.get(a, a) if type(a) is int else a for a in args)
+
+        @staticmethod
         def track_outputs(module):
             new_output = module.new_output
 
@@ -63,7 +68,7 @@ def replay(monkeypatch):
                     return 0
 
                 def __call__(self, stream, *args):
-                    args = tuple(Recorder.tensors.get(a, a) if type(a) is int else a for a in args)
+                    args = Recorder.resolve(args)
                     Recorder.calls.append(args)
                     run(self.grid, args)
             return Replay

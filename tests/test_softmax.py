@@ -650,15 +650,15 @@ class FusedStandIn:
 class StreamLaunch:
     """A Launch stand-in on a fake device: `StreamLaunch.current` is the current stream's handle
     (None: another device); replays run through the fused stand-in and are recorded, with the
-    addresses softmax passes for out and x mapped back to the tensors (`known`: the inputs the
-    tests give and every output of sm.new_output, which gpu_split wraps)."""
+    addresses softmax passes for out and x mapped back to the tensors by the `replay` fixture's
+    map (`tracker`: the inputs the tests give to `track` and every output of sm.new_output)."""
     current: int | None = 0
     replays: list = []
-    known: dict = {}
+    tracker = None
 
     @staticmethod
     def track(t):
-        StreamLaunch.known[t.data_ptr()] = t
+        StreamLaunch.tracker.track(t)
         return t
 
     def __init__(self, compiled, grid):
@@ -670,13 +670,13 @@ class StreamLaunch:
 
     def __call__(self, stream, *args):
         assert stream == StreamLaunch.current
-        args = tuple(StreamLaunch.known.get(a, a) if type(a) is int else a for a in args)
+        args = StreamLaunch.tracker.resolve(args)
         StreamLaunch.replays.append(args)
         sm._split_kernel.emulate(self.grid, args)
 
 
 @pytest.fixture
-def gpu_split(fresh_plans, monkeypatch):
+def gpu_split(fresh_plans, monkeypatch, replay):
     """softmax's GPU path for split on CPU tensors: a fused stand-in, fake streams and counters."""
     counters, calls = {}, []
 
@@ -697,9 +697,8 @@ def gpu_split(fresh_plans, monkeypatch):
     monkeypatch.setitem(STRATEGIES, "split", sm.Strategy("split", None, counting, stream_bound=True))
     monkeypatch.setattr(StreamLaunch, "current", 7)
     monkeypatch.setattr(StreamLaunch, "replays", [])
-    monkeypatch.setattr(StreamLaunch, "known", {})
-    new_output = sm.new_output
-    monkeypatch.setattr(sm, "new_output", lambda *a, **k: StreamLaunch.track(new_output(*a, **k)))
+    monkeypatch.setattr(StreamLaunch, "tracker", replay)
+    replay.track_outputs(sm)
     return calls
 
 

@@ -114,12 +114,17 @@ def softmax(cmp: pd.DataFrame, frame: pd.DataFrame, threshold: float, ceilings: 
     return out
 
 
+def _host_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The measured host rows (timing `host`, status ok, a median) of a study's rows."""
+    return frame[(frame["timing"] == HOST_TIMING) & (frame["status"] == "ok") & frame["median_ms"].notna()]
+
+
 def host_against(frame: pd.DataFrame, study: str, reference: str, below: float) -> dict | None:
     """A repeat call's own host time of ours over `reference`'s, shape by shape, at the shapes moving
     fewer than `below` bytes where both were timed on the host: the shapes, the median ratio and the
     highest with its shape; None where no shape has both."""
-    rows = frame[(frame["timing"] == HOST_TIMING) & (frame["status"] == "ok") & frame["median_ms"].notna()
-                 & (frame["bytes"] < below) & frame["impl"].isin(["ours", reference])]
+    rows = _host_rows(frame)
+    rows = rows[(rows["bytes"] < below) & rows["impl"].isin(["ours", reference])]
     keys = ["dtype", *SHAPE_COLUMNS[study]]
     per = rows.pivot_table(index=keys, columns="impl", values="median_ms", aggfunc="median")
     if "ours" not in per or reference not in per:
@@ -135,7 +140,7 @@ def host_against(frame: pd.DataFrame, study: str, reference: str, below: float) 
 def host_cost(frame: pd.DataFrame) -> dict | None:
     """A repeat call's own host time (timing `host`, the wrapper's checks and launch) of ours and each
     peer: the median over the cases where it was measured (those also timed kernel-only)."""
-    rows = frame[(frame["timing"] == HOST_TIMING) & (frame["status"] == "ok") & frame["median_ms"].notna()]
+    rows = _host_rows(frame)
     rows = rows[rows["impl"].map(lambda i: i == "ours" or is_peer(i)).astype(bool)]
     if rows.empty or "ours" not in set(rows["impl"]):
         return None

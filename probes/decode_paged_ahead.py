@@ -27,6 +27,8 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
   st4_free     the plan's S with 4 stages, registers not capped (DIAG=filled_equal: filled grids; run at
                bb6bc98, whose kernel ran equal tile counts unsplit on the device, measured and not kept:
                kernels.flash_decoding.choose_splits' docstring)
+  *_spread     the rule's S times m, chunks dealt out by length (DIAG=big_ragged: ragged grids that fill
+               the SMs, where the rule keeps S = 1 at B=64 Hkv=8 L=4096, 85% of the read ceiling)
   paged_nolens decode_attention on the paged cache without lengths (DIAG=nolens: filled equal-length
                grids, where the plan now takes one program a sequence, against `shipped` with lengths)
   static       the plan with every sequence split alike, chunks from Lmax (DIAG=spread and spread2:
@@ -149,6 +151,11 @@ if os.environ.get("DIAG") == "nolens":   # filled equal-length grids: the paged 
         (4, 32, n, False) for n in (1024, 4096, 16384)] + [(64, 8, 1024, False), (16, 32, 1024, False),
                                                           (64, 8, 32768, False)]
     VARIANTS = {"shipped": (None, None, None, None, None), "paged_nolens": ("nolens", None, None, None, None)}
+if os.environ.get("DIAG") == "big_ragged":   # ragged filled grids: more splits than the rule's, dealt by length
+    SHAPES = [(64, 8, 4096, True), (64, 8, 32768, True), (16, 8, 4096, True), (64, 8, 4096, False)]
+    VARIANTS = {"shipped": (None, None, None, None, None),
+                **{f"plan_{m}xS_spread": (None, None, None, None, None, m, True) for m in (2, 4)},
+                **{f"contig_{m}xS_spread": ("contiguous", None, None, None, None, m, True) for m in (1, 2, 4, 8)}}
 if db.DRY:
     SHAPES = [(2, 2, 300, True), (1, 2, 200, False), (2, 2, 128, False)]
     if not os.environ.get("DIAG"):   # a DIAG's own variants are run as they are, on the tiny shapes

@@ -28,7 +28,8 @@ Number of splits (`launch_shape`): `choose_splits`, the one-wave rule for contig
 its paged rule for paged caches (both below). The one-wave rule: the B * Hkv programs of an
 unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many as SMs (calls that
 pass seqlens, whose lengths may differ, want more even then: paged caches about
-PAGED_PROGRAMS_PER_SM programs per SM, contiguous ones up to RAGGED_FILLED_SPLITS splits, both
+PAGED_PROGRAMS_PER_SM programs per SM and at least PAGED_FILLED_MIN_SPLITS splits, contiguous ones
+up to RAGGED_FILLED_SPLITS splits, both
 chunks of at most RAGGED_CHUNK_TOKENS; see choose_splits). Below that, a contiguous cache is cut into S = SMs //
 (B * Hkv) chunks of a whole number of BLOCK_N tiles (at most one per tile): one wave of programs,
 each streaming its chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with
@@ -217,6 +218,12 @@ PAGED_BELOW_FILL_PER_SM = 2  # ... and below the fill at most this many, each wi
                              # 21.3 (8) (19.9), L=16384 69.9 -> 67.1 (63.5), L=32768 129.0 -> 127.0 (122.5);
                              # B=1 Hkv=32 L=32768 126.8 (16) -> 125.2 (8) (121.1); B=1 Hkv=8 L=131072
                              # 130.4 (64) -> 129.4 (32) (123.9); probes/decode_paged_ahead.py DIAG=paged_below)
+PAGED_FILLED_MIN_SPLITS = 2  # paged calls with lengths on a filled grid: at least this many splits, even
+                             # past PAGED_PROGRAMS_PER_SM programs an SM, where chunks keep PAGED_CHUNK_TOKENS
+                             # or more (shorter ones not measured). H200, fp16, Hq=32, D=128, page 64, kernel
+                             # time, us, S=1 / 2 / 4 (contiguous S=1): ragged B=64 Hkv=8 L=4096 151.0 / 133.3
+                             # / 135.7 (121.0); its lengths all equal 245.2 / 247.9 / 254.6 (238.6);
+                             # probes/decode_paged_ahead.py DIAG=big_ragged
 RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no longer than this (H200,
                              # bf16, Hq=32 Hkv=8, ragged, kernel time: B=64 Lmax=32768 S=1 3.52 TB/s,
                              # S=4 4.26, S=8 4.31; B=32 S=2 3.88, S=8 4.15; B=16 S=4 3.56, S=8 3.88;
@@ -631,7 +638,9 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     rate 3.52 TB/s at S=1, 4.31 at S=8). A contiguous cache takes at most RAGGED_FILLED_SPLITS
     splits besides (the same lengths all equal pay for more: B=16 Hkv=8 L=1024 25.6 us unsplit
     without lengths, 27.3 at S=2, 30.1 at S=4), a paged one up to PAGED_PROGRAMS_PER_SM programs an
-    SM. Below the fill such a call takes the one-wave count, as without lengths. Wherever a split
+    SM and at least PAGED_FILLED_MIN_SPLITS splits of PAGED_CHUNK_TOKENS or more (ragged B=64 Hkv=8
+    L=4096: 151.0 us unsplit, 133.3 at S=2). Below the fill such a call takes the one-wave count, as
+    without lengths. Wherever a split
     call's lengths differ, the kernel deals its programs out by length (_ragged_chunk,
     RAGGED_SPLIT_LIMIT), so the long sequences take the programs the short ones leave (B=4 Hkv=8 Lmax=32768 ragged: 64.8
     us, against 66.1 at four waves of Lmax's chunks, the rule before; the same lengths all equal:
@@ -654,12 +663,15 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
     # Whole waves: B * Hkv * S never exceeds PAGED_PROGRAMS_PER_SM * SMs, since one program past
-    # it is a wave of its own (H200, page 64, B=1 Hkv=32 L=131072: S=16 497 us, S=17 699).
+    # it is a wave of its own (H200, page 64, B=1 Hkv=32 L=131072: S=16 497 us, S=17 699), except
+    # a paged call with lengths, whose short sequences' chunks exit at once (PAGED_FILLED_MIN_SPLITS).
     wanted = max(1, PAGED_PROGRAMS_PER_SM * num_sms // programs)
     if programs >= NO_SPLIT_FILL * num_sms:
         if not lengths:     # every sequence as long as the cache (or the table's pages): one program each
             return 1
-        cap = wanted if paged else min(wanted, RAGGED_FILLED_SPLITS)
+        cap = min(wanted, RAGGED_FILLED_SPLITS)
+        if paged:           # at least PAGED_FILLED_MIN_SPLITS chunks of PAGED_CHUNK_TOKENS or more
+            cap = max(wanted, min(PAGED_FILLED_MIN_SPLITS, cache_len // PAGED_CHUNK_TOKENS))
         splits = max(1, min(cap, n_blocks // MIN_CHUNK_BLOCKS))
         if lengths:
             splits = max(splits, cdiv(cache_len, RAGGED_CHUNK_TOKENS))

@@ -11,6 +11,12 @@ streaming stores (copy_ceiling.streaming_copies), the 2 GiB copy's winner, and a
 shapes ours, Liger and one-program-a-row copies with and without streaming stores; every call's kernel time from CUPTI with the L2 flushed
 by a read (rooflab.timing.CudaTimer), candidates in shuffled rounds (softmax_small.time_all).
 
+Measured on an H200 at da7f2b4, TB/s, cold / warm (SM clock 1980 MHz cold, 1575 steady under the
+warm-up): the calibrate job's 128 MiB copies 4.12-4.43 / 4.21-4.42, with streaming stores 4.15-4.23 /
+4.07-4.34, the 2 GiB copy 4.31 / 4.31; at 4096x4096 fp32 ours 4.21 / 4.28, Liger 4.30 / 4.25,
+one-program-a-row copies 4.20-4.26 / 4.17-4.28; at 16384x1024 ours 4.36 / 4.36, the row copies
+4.29-4.44 / 4.30-4.36. Neither the warm-up nor streaming stores move the copies beyond that spread.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/clock_ceiling.py
 Writes $OUT/clock_ceiling.csv and prints TB/s per candidate, cold and warm, last.
 """

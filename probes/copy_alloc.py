@@ -10,6 +10,12 @@ each, and ours and Liger at 4096x4096 fp32 on PAIRS separately allocated inputs;
 (`pass` 1 and 2). If a buffer pair's rate repeats from pass to pass while pairs differ, the rate
 belongs to the allocation, and a ceiling wants the best of several.
 
+Measured on an H200 after the run at da7f2b4, TB/s, pass 1 / pass 2: the 1024 x 8-warp copy on six
+pairs 4.44 / 4.22, 4.42 / 4.42, 4.42 / 4.40, 4.41 / 4.40, 4.43 / 4.44, 4.30 / 4.43; torch's copy_
+4.16-4.40; ours at 4096x4096 on six inputs 4.20-4.34, Liger 4.20-4.35. A pair's rate does not repeat
+from pass to pass (pair 0: 4.44 then 4.22), so the spread is the timing's from one burst of calls
+to the next, not the allocation's.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/copy_alloc.py
 Writes $OUT/copy_alloc.csv and prints TB/s per candidate and pass last.
 """

@@ -44,6 +44,14 @@ ragged B=16 Hkv=8 L=32768 251.4 (8) / 256.1 (8) / 368.6 (2) / 365.7 (4); B=16 Hk
 contiguous cache) and ragged ones the split (S=1 1.67x): the host cannot tell them apart.
 At ragged B=64 L=4096 (S=1 either way) the paged launch's 128-register cap and 2-stage ring cost
 24%; the default set's ahead_s4 (4 stages, no cap) took 132.9 us there (1.08x).
+After the run at da7f2b4 (same host, us, contig / the call as planned): DIAG=nolens, paged without
+lengths at S=1 against the paged split with them: B=16 Hkv=8 L=1024 19.3 / 19.1 (22.7 split), L=4096
+62.4 / 64.6 (68.9), L=32768 461.6 / 490.4 (483.9), L=131072 1828.1 / 1936.7 (1922.4); B=4 Hkv=32
+L=1024 18.8 / 18.8 (23.5), L=16384 234.9 / 240.7 (244.1); B=64 Hkv=8 L=32768 1850.2 / 1878.7
+(1911.7). DIAG=big_ragged, the paged plan at 1 / 2 / 4 times its S (1) and the contiguous cache at
+2 and 4 times its own: ragged B=64 Hkv=8 L=4096 151.0 / 133.3 / 135.7, contiguous 121.0 (S=1) /
+124.1 / 129.4; its lengths all equal 245.2 / 247.9 / 254.6, contiguous 237.2 / 248.4 / 252.3 (hence
+kernels.flash_decoding.PAGED_FILLED_MIN_SPLITS).
 Every paged launch takes choose_splits' paged S. Each implementation is checked against the float64
 reference before it is timed; CUPTI kernel time with the L2 flushed (decode_balance's helpers).
 """

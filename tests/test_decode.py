@@ -163,14 +163,15 @@ def test_choose_splits_one_wave_where_measured(batch, heads_kv, cache_len, expec
     assert choose_splits(batch, heads_kv, cache_len, 64, 132) == expected
 
 
-@pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 8192, 4), (32, 8, 8192, 2), (64, 8, 4096, 1),
-                                                           (4, 32, 16384, 4), (1, 8, 131072, 33), (1, 8, 4096, 16),
+@pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(16, 8, 8192, 4), (32, 8, 8192, 2), (64, 8, 4096, 2),
+                                                           (16, 32, 1024, 1), (4, 32, 16384, 4), (1, 8, 131072, 33), (1, 8, 4096, 16),
                                                            (1, 8, 1024, 16), (1, 32, 1024, 4), (4, 8, 1024, 8),
                                                            (1, 32, 131072, 8), (4, 8, 32768, 8), (1, 32, 4096, 4),
                                                            (1, 8, 16384, 16), (1, 8, 32768, 16), (1, 32, 16384, 8)])
 def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
-    """Paged caches with lengths want about PAGED_PROGRAMS_PER_SM programs per SM on a filled grid
-    (without them, every sequence equally long, one program a sequence), and at most
+    """Paged caches with lengths want about PAGED_PROGRAMS_PER_SM programs per SM on a filled grid, and
+    at least PAGED_FILLED_MIN_SPLITS splits (without them, every sequence equally long, one program a
+    sequence), and at most
     PAGED_BELOW_FILL_PER_SM below it (at least one wave), with chunks of at least MIN_CHUNK_BLOCKS
     tiles unless one wave needs shorter ones; one sequence (B = 1) takes one wave unless chunks would
     exceed PAGED_CHUNK_TOKENS: the H200 measurements of kernels.flash_decoding's docstring."""
@@ -184,7 +185,10 @@ def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
         paged = with_lengths
     wave = choose_splits(batch, heads_kv, cache_len, block_n, sms)
     assert paged >= wave
-    assert batch * heads_kv * paged <= max(sms, decode.PAGED_PROGRAMS_PER_SM * sms)   # whole waves
+    assert batch * heads_kv * paged <= max(sms, decode.PAGED_PROGRAMS_PER_SM * sms,   # whole waves, or
+                                           batch * heads_kv * decode.PAGED_FILLED_MIN_SPLITS)   # the least split
+    if filled and batch * heads_kv * decode.PAGED_FILLED_MIN_SPLITS > decode.PAGED_PROGRAMS_PER_SM * sms:
+        assert cache_len // paged >= decode.PAGED_CHUNK_TOKENS or paged == 1    # ... of long chunks only
     if batch * heads_kv < decode.NO_SPLIT_FILL * sms:
         assert batch * heads_kv * paged <= max(batch * heads_kv * wave, decode.PAGED_BELOW_FILL_PER_SM * sms)
     if paged > wave:              # the shortest of the balanced chunks holds MIN_CHUNK_BLOCKS tiles

@@ -98,3 +98,18 @@ def test_fastest_ranks_on_median_kernel_time_in_shuffled_rounds(monkeypatch):
     assert all(timed.count(n) == ceilings.RANK_ROUNDS * ceilings.RANK_CALLS for n in candidates)
     rounds = [timed[i:i + 3 * ceilings.RANK_CALLS] for i in range(0, len(timed), 3 * ceilings.RANK_CALLS)]
     assert all(sorted(set(r)) == ["a", "b", "c"] for r in rounds)       # every round holds each candidate
+
+
+def test_kernel_ms_takes_the_fastest_bursts_median(monkeypatch):
+    """A winner is warmed up once, then timed in RETIME_BURSTS bursts of RETIME_CALLS calls; its
+    value is the lowest burst median (not the lowest sample, nor the pooled median)."""
+    bursts = iter([[2.0, 2.0, 0.1], [1.5, 1.5, 9.0], [3.0, 3.0, 3.0]])
+    asked, calls = [], []
+
+    class Timer:
+        def cupti(self, fn, n):
+            asked.append(n)
+            return next(bursts)
+    monkeypatch.setattr(ceilings, "_timer", lambda: Timer())
+    assert ceilings._kernel_ms(samples=3, bursts=3)(lambda: calls.append(1)) == 1.5
+    assert asked == [3, 3, 3] and calls == [1]

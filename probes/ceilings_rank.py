@@ -2,6 +2,12 @@
 few sizes, beside the winner of each ranking, on a 512 MiB buffer pair. A check that the ranking
 runs on the GPU and what it picks; prints a row per size.
 
+With the winner's value the fastest of three bursts' medians (rooflab.ceilings._kernel_ms), three
+processes one after another on one H200 (53ec087), TB/s at 64 / 128 / 256 / 512 / 1024 MiB moved:
+4.434 / 4.486 / 4.406 / 4.370 / 4.339; 4.415 / 4.486 / 4.358 / 4.369 / 4.329; 4.424 / 4.491 / 4.346 /
+4.363 / 4.344. With one burst's median the full runs at fc0c291 and da7f2b4 had 4.46 and 4.21 at
+128 MiB.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/ceilings_rank.py
 """
 import os

@@ -245,7 +245,8 @@ def _kernel_ms(samples: int = RETIME_CALLS, bursts: int = RETIME_BURSTS):
     job's copy of 128 MiB moved took 4.41-4.42 TB/s in 7 of 10 bursts of 15 and 4.18-4.25 in the
     rest, and torch's copy_ alike, while softmax at the same bytes (ours, Liger) ran 4.12-4.31 in
     every burst (probes/ceiling_bursts.py); one burst's median put that copy at 4.46 TB/s in one run
-    and 4.21 in the next. A ceiling is what the GPU can do, so it takes the best burst."""
+    and 4.21 in the next. A ceiling is what the GPU can do, so it takes the best burst: three
+    processes in a row then put it at 4.486-4.491 TB/s (probes/ceilings_rank.py)."""
     import statistics
     timer = _timer()
 

@@ -1,0 +1,85 @@
+"""Probe: does a softmax kernel's time at 128 MiB depend on the buffers it reads and writes?
+
+In the da7f2b4 run `ours` at 8192x4096 fp32 took 63.5 us (63.4 in the quick profile's re-run) and
+the same kernel forced (`ours_row`, one config, one launch table) 61.2 (61.2), while at 16384x1024
+fp32 `ours` took 28.8 and `ours_row` 29.9: the gap repeats from process to process, in both
+directions. The two paths differ in the output's allocation (the plan's repeat call takes
+torch.empty_like of the input, the strategy torch.empty) and in how the launch is made (the plan
+replays Triton's compiled launcher with addresses). This probe times, at both shapes, on X inputs
+of separate allocations: the plain call (`ours x<i>`), the forced strategy (`row x<i>`), the row
+kernel into each of X preallocated outputs (`row x<i> out<j>`) and Liger, in one profiler session
+in shuffled rounds (softmax_small.time_all: CUPTI kernel time, the L2 flushed by a read), twice.
+If a given (input, output) pair's time repeats from pass to pass while pairs differ, the time
+belongs to the buffers, not to the kernel or its launch.
+
+Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/softmax_alloc.py
+Writes $OUT/softmax_alloc.csv and prints us per candidate, pass 1 / pass 2, last.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from kernels import fused_softmax as fs  # noqa: E402
+from rooflab.timing import CudaTimer  # noqa: E402
+from probe_csv import write_csv  # noqa: E402  (probes/, the script's directory)
+from softmax_small import time_all  # noqa: E402
+
+OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
+SHAPES = [(8192, 4096), (16384, 1024)]
+X = 3
+
+
+def candidates(rows: int, cols: int, keep: list) -> dict:
+    """{name: callable} at one fp32 shape, every one checked against torch.softmax first."""
+    row = fs.STRATEGIES["row"]
+    xs = [torch.randn(rows, cols, device="cuda").mul_(3.0) for _ in range(X)]
+    outs = [torch.empty(rows, cols, device="cuda") for _ in range(X)]
+    keep += xs + outs
+    out = {}
+    for i, x in enumerate(xs):
+        out[f"ours x{i}"] = lambda x=x: fs.softmax(x)
+        out[f"row x{i}"] = lambda x=x: row.run(x)
+        for j, o in enumerate(outs):
+            out[f"row x{i} out{j}"] = lambda x=x, o=o: row.run(x, o)
+    try:
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+        for i, x in enumerate(xs):
+            out[f"liger x{i}"] = lambda x=x: LigerSoftmaxFunction.apply(x)
+    except ImportError:
+        pass
+    for name, fn in out.items():
+        i = int(name.split(" x")[1][0])
+        torch.testing.assert_close(fn(), torch.softmax(xs[i], -1), rtol=1e-5, atol=1e-6)
+    return out
+
+
+def main():
+    timer = CudaTimer()
+    keep, rows_out = [], []
+    for rows, cols in SHAPES:
+        cands = candidates(rows, cols, keep)
+        print(f"{rows}x{cols} fp32 ({fs.choose(rows, cols, torch.float32, fs.num_sms(torch.device('cuda')))})"
+              f", us, pass 1 / pass 2")
+        got = {}
+        for rep in (1, 2):
+            for name, us in time_all(cands, timer).items():
+                got.setdefault(name, []).append(statistics.median(us))
+        for name, (a, b) in got.items():
+            rows_out.append({"shape": f"{rows}x{cols}", "candidate": name, "us_pass1": round(a, 3),
+                             "us_pass2": round(b, 3)})
+            print(f"  {name:22} {a:7.2f} {b:7.2f}")
+        keep.clear()
+    os.makedirs(OUT, exist_ok=True)
+    write_csv(os.path.join(OUT, "softmax_alloc.csv"), rows_out)
+
+
+if __name__ == "__main__":
+    if not torch.cuda.is_available():
+        sys.exit("softmax_alloc needs a CUDA GPU")
+    main()

@@ -12,6 +12,13 @@ in shuffled rounds (softmax_small.time_all: CUPTI kernel time, the L2 flushed by
 If a given (input, output) pair's time repeats from pass to pass while pairs differ, the time
 belongs to the buffers, not to the kernel or its launch.
 
+Measured on an H200 at c5a658a, us, pass 1 / pass 2: at 8192x4096 every candidate took 64.0-65.0
+(ours 64.0-64.7, row 64.4-64.7, row into each output 64.1-65.0, Liger 64.2-64.6); at 16384x1024
+30.6-32.2 (ours 30.8-31.6, Liger 30.7-31.4). No input or output buffer moves the time beyond the
+pass-to-pass spread, and the plain call runs the forced kernel's time. The sweeps' gap between the
+two (63.5 against 61.2 us) and their faster times (61.1-63.5 at 8192x4096, 28.8-29.9 at 16384x1024)
+belong to the sweep process, not to the buffers or the launch path; what in it is not yet found.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/softmax_alloc.py
 Writes $OUT/softmax_alloc.csv and prints us per candidate, pass 1 / pass 2, last.
 """

@@ -1,0 +1,80 @@
+"""Probe: the sweep's own timing of a softmax case against the probes' timing, in one process.
+
+In the da7f2b4 run the softmax sweep timed 8192x4096 fp32 at 61.1-63.5 us (ours 63.5, the forced
+row kernel 61.2, Liger 61.1) and 16384x1024 fp32 at 28.8-29.9, each again in the quick profile's
+re-run, while probes/softmax_alloc.py, in a process of its own, timed all of them at 64.0-65.0 and
+30.6-32.2, alike; the sweep's rows of 134 MB then read up to 1.09x the copy ceiling (the
+above_ceiling flags). This probe does what the sweep job does (rooflab.gpustate.start_job's
+warm-up, then rooflab.bench.measure_case with the config's full-profile bench settings, cupti rows
+forced by kernel_below_ms) at those shapes, then in the same process times the same callables the
+probes' way (softmax_small.time_all: shuffled rounds of 10 calls in one profiler session) and each
+alone (CudaTimer.cupti, 30 calls). The same kernel timed three ways, side by side: if the sweep's
+column is faster, the difference is in how measure_case times (an implementation's cupti calls come
+right after its own `events` calls), not in the process.
+
+Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/sweep_vs_probe.py
+Writes $OUT/sweep_vs_probe.csv and prints us per implementation and timing last.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+
+import torch
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from rooflab.bench import BenchConfig, Sweep, measure_case  # noqa: E402
+from rooflab.gpustate import start_job  # noqa: E402
+from rooflab.studies import softmax as study  # noqa: E402
+from probe_csv import write_csv  # noqa: E402  (probes/, the script's directory)
+from softmax_small import time_all  # noqa: E402
+
+OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
+SHAPES = [{"rows": 8192, "cols": 4096}, {"rows": 16384, "cols": 1024}, {"rows": 4096, "cols": 4096}]
+IMPLS = ["ours", "ours_row", "ours_rows", "liger", "torch_compile", "seed_rowwise"]
+
+
+def bench_config() -> BenchConfig:
+    """The config's full-profile bench settings (config/config.yaml `bench`)."""
+    with open(os.path.join(ROOT, "config", "config.yaml")) as handle:
+        bench = yaml.safe_load(handle)["bench"]
+    keys = {k: v for k, v in bench.items() if k not in ("quick", "full")}
+    return BenchConfig(**bench["full"], **keys)
+
+
+def main():
+    monitor, record = start_job()
+    print(f"warm-up {record['warm_up']['seconds']} s, steady SM clock {record['warm_up']['steady_sm_mhz']} MHz")
+    sweep = Sweep(study=study, gpu="probe", shapes=SHAPES, dtypes=["float32"], impls=IMPLS, ceilings={},
+                  bench=bench_config(), monitor=monitor, steady_mhz=record["warm_up"]["steady_sm_mhz"])
+    out = []
+    for shape in SHAPES:
+        label = f"{shape['rows']}x{shape['cols']}"
+        got = {}
+        for row in measure_case(sweep, shape, "float32"):
+            if row.get("timing") == "cupti" and row.get("status") == "ok":
+                got.setdefault(row["impl"], {})["sweep"] = row["median_ms"] * 1e3
+        inputs = study.make_inputs(shape, torch.float32, "cuda")
+        factories = study.impls()
+        fns = {impl: factories[impl](inputs) for impl in IMPLS if impl in got}
+        for impl, us in time_all(fns, sweep.timer).items():
+            got[impl]["time_all"] = statistics.median(us)
+        for impl, fn in fns.items():
+            fn()
+            got[impl]["alone"] = statistics.median(sweep.timer.cupti(fn, 30)) * 1e3
+        for impl, cols in got.items():
+            out.append({"shape": label, "impl": impl, **{k: round(v, 3) for k, v in cols.items()}})
+        print(f"{label} fp32, us: sweep (measure_case) / time_all / alone")
+        for impl, cols in got.items():
+            print(f"  {impl:15} " + " / ".join(f"{cols.get(k, float('nan')):7.2f}" for k in ("sweep", "time_all", "alone")))
+    os.makedirs(OUT, exist_ok=True)
+    write_csv(os.path.join(OUT, "sweep_vs_probe.csv"), out)
+
+
+if __name__ == "__main__":
+    if not torch.cuda.is_available():
+        sys.exit("sweep_vs_probe needs a CUDA GPU")
+    main()

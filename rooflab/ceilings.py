@@ -85,6 +85,8 @@ def _median_ms(fn, warmup_ms: float = 25, rep_ms: float = 100) -> float:
 
 
 RANK_ROUNDS, RANK_CALLS = 3, 5   # bandwidth candidates: shuffled rounds of this many calls each
+RETIME_BURSTS, RETIME_CALLS = 3, 15   # a winner's value: the fastest of this many bursts' medians (_kernel_ms)
+TIMED = f"kernel time (CUPTI), best of {RETIME_BURSTS} bursts of {RETIME_CALLS}"   # how the value was timed
 
 
 def _fastest(candidates: dict) -> str:
@@ -209,7 +211,7 @@ def sized_reads(src: torch.Tensor, full_how: str, full_read, sizes_mib,
         how = _fastest(candidates)
         chosen.append((mib, mib * 2**20, f"{how}, first {mib} MiB", candidates[how]))
     chosen.append((nbytes // 2**20, nbytes, f"{full_how}, whole buffer", full_read))
-    return [(f"read_tbps_{mib}mib", moved / kernel_ms(read) / 1e9, "TB/s", f"{how}, kernel time (CUPTI)")
+    return [(f"read_tbps_{mib}mib", moved / kernel_ms(read) / 1e9, "TB/s", f"{how}, {TIMED}")
             for mib, moved, how, read in chosen]
 
 
@@ -225,7 +227,7 @@ def sized_copies(dst: torch.Tensor, src: torch.Tensor, sizes_mib, kernel_ms=None
         candidates = copy_candidates(dst[:n], src[:n])
         how = _fastest(candidates)
         rows.append((f"copy_tbps_{mib}mib", mib * 2**20 / kernel_ms(candidates[how]) / 1e9, "TB/s",
-                     f"{how}, {mib // 2} MiB read and written, kernel time (CUPTI)"))
+                     f"{how}, {mib // 2} MiB read and written, {TIMED}"))
     return rows
 
 
@@ -234,9 +236,6 @@ def _timer():
     """The process's rooflab.timing.CudaTimer (its 256 MiB flush buffer made once)."""
     from rooflab.timing import CudaTimer
     return CudaTimer()
-
-
-RETIME_BURSTS, RETIME_CALLS = 3, 15   # a winner's value: the fastest of this many bursts' medians
 
 
 def _kernel_ms(samples: int = RETIME_CALLS, bursts: int = RETIME_BURSTS):
@@ -271,7 +270,7 @@ def measure(buffer_gib: float = 2.0, matmul_n: int = 8192,
                                     ("write_tbps", fill_candidates(dst), nbytes)):
         winners[name] = how = _fastest(candidates)
         value = moved / kernel_ms(candidates[how]) / 1e9
-        rows.append((name, value, "TB/s", f"{how}, kernel time (CUPTI)"))
+        rows.append((name, value, "TB/s", f"{how}, {TIMED}"))
         print(f"{name}: {value:.3f} TB/s ({how})", flush=True)
     rows += sized_reads(src, winners["read_tbps"], reads[winners["read_tbps"]], read_sizes_mib, kernel_ms)
     rows += sized_copies(dst, src, copy_sizes_mib, kernel_ms)

@@ -51,8 +51,8 @@ def test_sized_reads_time_each_smaller_prefix_and_the_whole_buffer_on_kernel_tim
     assert [c["fast"][1] for c in ranked] == [2**19, 2**20]
     assert timed == [("fast", 2**19), ("fast", 2**20), ("slow", 2**21)]
     assert all(r[1] == pytest.approx(1.0) and r[2] == "TB/s" for r in rows)
-    assert rows[0][3] == "fast, first 2 MiB, kernel time (CUPTI)"
-    assert rows[-1][3] == "slow, whole buffer, kernel time (CUPTI)"
+    assert rows[0][3] == "fast, first 2 MiB, kernel time (CUPTI), best of 3 bursts of 15"
+    assert rows[-1][3] == "slow, whole buffer, kernel time (CUPTI), best of 3 bursts of 15"
 
 
 def test_sized_copies_time_each_size_that_fits_on_kernel_time(monkeypatch, ranked):
@@ -71,7 +71,7 @@ def test_sized_copies_time_each_size_that_fits_on_kernel_time(monkeypatch, ranke
     assert [2 * c["fast"][2] * 4 for c in ranked] == [2 * 2**20, 4 * 2**20, 16 * 2**20]
     assert timed == [("fast", 2**18, 2**18), ("fast", 2**19, 2**19), ("fast", 2**21, 2**21)]
     assert all(r[1] == pytest.approx(1.0) and r[2] == "TB/s" for r in rows)
-    assert rows[0][3] == "fast, 1 MiB read and written, kernel time (CUPTI)"
+    assert rows[0][3] == "fast, 1 MiB read and written, kernel time (CUPTI), best of 3 bursts of 15"
 
 
 def test_fastest_ranks_on_median_kernel_time_in_shuffled_rounds(monkeypatch):

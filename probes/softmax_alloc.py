@@ -42,12 +42,11 @@ SHAPES = [(8192, 4096), (16384, 1024)]
 X = 3
 
 
-def candidates(rows: int, cols: int, keep: list) -> dict:
+def candidates(rows: int, cols: int) -> dict:
     """{name: callable} at one fp32 shape, every one checked against torch.softmax first."""
     row = fs.STRATEGIES["row"]
     xs = [torch.randn(rows, cols, device="cuda").mul_(3.0) for _ in range(X)]
     outs = [torch.empty(rows, cols, device="cuda") for _ in range(X)]
-    keep += xs + outs
     out = {}
     for i, x in enumerate(xs):
         out[f"ours x{i}"] = lambda x=x: fs.softmax(x)
@@ -68,9 +67,9 @@ def candidates(rows: int, cols: int, keep: list) -> dict:
 
 def main():
     timer = CudaTimer()
-    keep, rows_out = [], []
+    rows_out = []
     for rows, cols in SHAPES:
-        cands = candidates(rows, cols, keep)
+        cands = candidates(rows, cols)
         print(f"{rows}x{cols} fp32 ({fs.choose(rows, cols, torch.float32, fs.num_sms(torch.device('cuda')))})"
               f", us, pass 1 / pass 2")
         got = {}
@@ -81,7 +80,6 @@ def main():
             rows_out.append({"shape": f"{rows}x{cols}", "candidate": name, "us_pass1": round(a, 3),
                              "us_pass2": round(b, 3)})
             print(f"  {name:22} {a:7.2f} {b:7.2f}")
-        keep.clear()
     os.makedirs(OUT, exist_ok=True)
     write_csv(os.path.join(OUT, "softmax_alloc.csv"), rows_out)
 

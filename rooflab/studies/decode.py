@@ -10,7 +10,8 @@ for the valid prefix only, so its TB/s is what a user gets, not what its loads m
 .paged_cache: PAGE_SIZE-token pages in a shuffled pool, with a block table), built before
 timing and checked against the same reference as every other row. It reads the same K and V
 bytes, so its traffic is the contiguous case's (the table's int32 entries are not counted), and
-it is given the lengths exactly where `ours` is, so the two calls differ in the cache's layout only.
+it is given the lengths where `ours` is (ragged cases), so the two calls differ in the cache's
+layout only, and where the last page is part-filled, which a paged call needs them for.
 """
 from __future__ import annotations
 

@@ -1,0 +1,95 @@
+"""Probe: unsplit decode on a filled grid, the ring depth and tile that keep every program resident.
+
+In the da7f2b4 run the unsplit 268 MB shapes (B=64 Hkv=8 and B=16 Hkv=32 at L=1024, 512 programs,
+3.9 an SM on 132 SMs) read at 87-88% of the read ceiling under FULL_GRID_CONFIG (128-token tiles,
+4 warps, 2 stages: 64 KB of K and V in shared memory a program, three programs an SM, so 396 of the
+512 run in a first wave and 116 in a second), while the paged call at the same shapes (64-token
+tiles, 2 stages, 32 KB a program, maxnreg for four programs an SM: all 512 resident) read at 90%.
+This probe times, at those shapes and at their neighbours on a filled grid, the shipped call
+against forced (BLOCK_N, warps, stages[, maxnreg]) on the contiguous cache, the study's paged call,
+cuDNN, and rooflab.ceilings' read kernel over the same bytes; ragged B=64 Hkv=8 Lmax=4096 (85% in
+the run, unsplit with lengths under 64/4/4: two programs an SM) with its lengths passed.
+
+Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_fullgrid_ring.py
+Writes $OUT/decode_fullgrid_ring.csv and prints us (S) and the ratio over `ours` last
+(decode_balance's helpers: every variant checked against the float64 reference, CUPTI kernel time,
+L2 flushed). PROBE_DRYRUN=1 runs it in Triton's CPU interpreter on tiny shapes.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_balance as db  # noqa: E402  (sets up the interpreter for PROBE_DRYRUN=1)
+
+import torch  # noqa: E402
+
+fd, study = db.fd, db.study
+SHAPES = [(64, 8, 1024, False), (16, 32, 1024, False), (64, 8, 4096, True), (64, 8, 4096, False),
+          (64, 32, 1024, False), (32, 8, 1024, False), (16, 8, 4096, False)]
+CONFIGS = [(64, 4, 2, None), (64, 4, 2, 128), (64, 4, 3, None), (32, 4, 3, None), (64, 8, 2, None),
+           (128, 4, 2, None), (64, 4, 4, None)]    # (BLOCK_N, warps, stages, maxnreg)
+if db.DRY:
+    SHAPES, CONFIGS = [(2, 2, 200, False), (2, 2, 200, True)], [(16, 2, 2, None)]
+
+
+def name_of(cfg) -> str:
+    bn, w, st, regs = cfg
+    return f"c{bn}x{w}x{st}" + (f"r{regs}" if regs else "")
+
+
+def candidates(inputs, num_sms):
+    q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
+    ragged = inputs["ragged"]
+    passed = lens if ragged else None                 # the study passes lengths only where they differ
+    impls = study.impls()
+    cands = {"ours": lambda: impls["ours"](inputs), "paged": lambda: impls["ours_paged"](inputs),
+             "cudnn": lambda: impls["sdpa_cudnn"](inputs)}
+    splits = {"ours": fd.planned_splits(k.shape[0], k.shape[1], k.shape[2], db.D, 2, num_sms,
+                                        db.HQ // k.shape[1], False, ragged)}
+    for cfg in CONFIGS:
+        bn, w, st, regs = cfg
+        cands[name_of(cfg)] = (lambda bn=bn, w=w, st=st, regs=regs:
+                               (lambda: fd._decode(q, k, v, passed, None, None, None, bn, w, st, None, regs)))
+        splits[name_of(cfg)] = splits["ours"]
+    splits.update({name: "" for name in ("paged", "cudnn", "read2048", "read4096")})
+    return cands, splits
+
+
+def main():
+    os.makedirs(db.OUT, exist_ok=True)
+    db.timer = None if db.DRY else db.CudaTimer()
+    num_sms = db.sm_count(torch.device(db.DEVICE))
+    print(f"device {'CPU interpreter' if db.DRY else torch.cuda.get_device_name()}, {num_sms} SMs", flush=True)
+    table = []
+    for batch, heads_kv, cache_len, ragged in SHAPES:
+        if db.left() < 0:
+            break
+        shape = dict(db.shape_dict(batch, heads_kv, cache_len), ragged=ragged)
+        inputs = study.make_inputs(shape, db.DTYPE, db.DEVICE)
+        cands, splits = candidates(inputs, num_sms)
+        first = len(db.ROWS)
+        # the read kernel over the cache's whole K and V (Lmax tokens a sequence), as decode_balance
+        res = db.run_group(shape, "fullgrid_ring", cands, splits, study.reference(inputs), with_read=True)
+        db.finish(first, res)
+        for r in db.ROWS[first:]:
+            r["ragged"] = ragged
+        table.append(((batch, heads_kv, cache_len, ragged), res, splits))
+        del inputs, cands
+        if not db.DRY:
+            torch.cuda.empty_cache()
+        print(f"  done B={batch} Hkv={heads_kv} L={cache_len} ragged={ragged} at {db.time.perf_counter() - db.T0:.0f} s",
+              flush=True)
+    path = os.path.join(db.OUT, "decode_fullgrid_ring.csv")
+    db.write_csv(path, db.ROWS)
+    db.kernel_rows(os.path.join(db.OUT, "decode_fullgrid_ring_kernels.csv"))
+    print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}; (S): splits; x: over ours")
+    db.print_ratios(table, ["ours", "paged", "cudnn", *map(name_of, CONFIGS), "read2048", "read4096"], "ours", 16)
+    db.print_bad(path)
+
+
+if __name__ == "__main__":
+    if not (db.DRY or torch.cuda.is_available()):
+        sys.exit("decode_fullgrid_ring needs a CUDA GPU")
+    main()

@@ -82,7 +82,7 @@ tile loop, the next tile's indices with the current tile's K and V. The K and V 
 longer wait on a load of the same iteration, and Triton 3.6 pipelines them num_stages - 1 tiles
 deep on sm_90 (the per-tile lookup: one tile, 39 KB of shared memory; ahead: 38.9 KB at 2 stages,
 71.7 KB at 3, 104.4 KB at 4). A deep ring caps the programs an SM holds, so the stage count
-follows the launch (`paged_stages`): the deepest ring at which all programs are resident. The q
+follows the launch (`resident_stages`): the deepest ring at which all programs are resident. The q
 tile is loaded before the length too, on every path. probes/decode_paged_ahead.py (fp16, Hq=32,
 D=128, 64-token pages, lengths passed, paged S, CUPTI kernel time, L2 flushed), us (x contiguous
 without lengths unless ragged), per-tile lookup -> ahead at 4 / 3 / 2 stages: B=1 Hkv=8 L=1024
@@ -98,7 +98,7 @@ G = 1 the loop with the indices ahead compiles to 156 registers a thread, so an 
 programs and the paged rule's four an SM take two waves; the committed run at 0a530a6 (no cap)
 had those rows 1.22-1.37x slower than contiguous (B=1 Hkv=32 L=131072 650 us, against 476), the
 run at 5e7e8d8 (capped) 1.02-1.09x (486.1 against 473.6 us). Paged launches with the indices ahead
-are capped at `paged_registers`, so that all their programs (up to four an SM) are resident: 128 at
+are capped at `resident_registers`, so that all their programs (up to four an SM) are resident: 128 at
 four 4-warp programs an SM, which spills 2-4 registers: same probe, DIAG=g1, us, per-tile lookup /
 ahead / ahead capped (contiguous): B=1 Hkv=32 L=16384 76.8 / 95.0 / 76.2 (73.5); L=131072 488.2 /
 647.8 / 485.6 (472.6); B=4 Hkv=32 L=1024 28.0 / 31.7 / 27.2 (25.2); L=16384 251.7 / 328.9 / 250.9
@@ -212,7 +212,7 @@ PAGED_PROGRAMS_PER_SM = 4    # paged calls with lengths: split a grid that fills
                              # lookups, before the indices came a tile ahead: B=16, Hkv=8, L=8192: S=1
                              # 2.12 TB/s, S=4 3.91; B=4, Hkv=32, L=16384: 2.11 vs 4.28); without
                              # lengths a filled grid is not split (choose_splits)
-PAGED_BELOW_FILL_PER_SM = 2  # ... and below the fill at most this many, each with a deeper ring (paged_stages;
+PAGED_BELOW_FILL_PER_SM = 2  # ... and below the fill at most this many, each with a deeper ring (resident_stages;
                              # H200, fp16, Hq=32, D=128, page 64, indices a tile ahead, kernel time, us,
                              # four programs an SM -> two (contiguous): B=4 Hkv=8 L=4096 23.9 (S=16) ->
                              # 21.3 (8) (19.9), L=16384 69.9 -> 67.1 (63.5), L=32768 129.0 -> 127.0 (122.5);
@@ -233,15 +233,21 @@ RAGGED_FILLED_SPLITS = 2     # contiguous calls with lengths on a filled grid: a
                              # us: B=16 L=4096 ragged 43.3 -> 44.4, the same lengths all equal 78.6 -> 75.7,
                              # B=16 L=1024 equal 30.1 -> 27.3; probes/decode_paged_ahead.py DIAG=spread2)
 FULL_GRID_CONFIG = (128, 4, 2)   # (BLOCK_N, num_warps, num_stages) of unsplit launches without lengths of
-                             # at least FULL_GRID_PROGRAMS_PER_SM programs an SM, at the 64-token tiles of
+                             # more than FULL_GRID_PROGRAMS_PER_SM programs an SM, at the 64-token tiles of
                              # D = 65..128 (H200, fp16, Hq=32, D=128, kernel time, 64/4/4 -> 128/4/2
                              # (cuDNN), us: B=64 Hkv=32 L=16384 3926.1 -> 3764.8 (3862.6), L=4096 976.7
-                             # -> 951.0 (958.5), L=1024 253.3 -> 249.9 (250.3); B=64 Hkv=8 L=1024 75.3 ->
-                             # 74.1 (74.4), L=32768 1911.2 -> 1891.1 (1901.5); B=16 Hkv=32 L=1024 74.9 ->
-                             # 73.8 (74.0), L=32768 1911.2 -> 1898.9 (1909.7); probes/decode_balance.py
-                             # DIAG=losses and fullgrid)
-FULL_GRID_PROGRAMS_PER_SM = 3    # ... but one program an SM (B=16 Hkv=8) keeps 64/4/4: 128/4/2 there
-                             # took 1.09-1.20x as long (L=1024 25.6 -> 28.0 us, L=32768 482.0 -> 575.8)
+                             # -> 951.0 (958.5), L=1024 253.3 -> 249.9 (250.3); B=64 Hkv=32 L=1024 at
+                             # 64/4/2 235.7 against 237.6; probes/decode_balance.py DIAG=losses and
+                             # fullgrid, probes/decode_fullgrid_ring.py)
+FULL_GRID_PROGRAMS_PER_SM = 4    # ... up to this many an SM, 64-token tiles at the deepest ring at which all
+                             # are resident (resident_stages, resident_registers): 128/4/2 compiles to
+                             # 177 registers, two programs an SM, so of 512 programs (B=64 Hkv=8 or
+                             # B=16 Hkv=32) 264 ran in a first wave; 64/4/2 at 128 registers holds four
+                             # (fp16, us, 128/4/2 -> 64/4/2, cuDNN: B=64 Hkv=8 L=1024 65.3 -> 62.8 (64.3),
+                             # B=16 Hkv=32 L=1024 64.7 -> 62.7 (64.2), B=64 Hkv=8 L=4096 237.5 -> 235.8
+                             # (236.2); at two an SM (B=32 Hkv=8 L=1024) 4 stages 34.0, 2 stages 38.5;
+                             # one an SM (B=16 Hkv=8 L=4096) 62.6 against 128/4/2 at 105.7;
+                             # probes/decode_fullgrid_ring.py)
 PAGED_CHUNK_TOKENS = 2048    # paged, one sequence (B = 1): one wave of programs, more only to keep chunks
                              # this short (H200, fp16, Hq=32, D=128, page 64, indices a tile ahead,
                              # kernel time, us, four programs an SM -> this rule (contiguous): Hkv=8
@@ -256,7 +262,7 @@ MERGE_TILE = 2048            # grouped merge: partial values (G rows x splits x 
                              # registers, B=1 Hkv=32 L=131072 687 us; 2048 126 registers, 490 us; G=4 and
                              # contiguous caches within 4% either way; probes/decode_paged_merge.py)
 PAGED_TABLE_AHEAD = True     # paged: each tile's page indices loaded a tile ahead, the first tile's before
-                             # the length (paged_stages; measured in the module docstring)
+                             # the length (resident_stages; measured in the module docstring)
 RAGGED_SPLIT_LIMIT = 4       # calls with lengths, B >= 2, S >= 2, whose lengths differ: chunks dealt out by
                              # length on the device (_ragged_chunk), a sequence taking at most this many
                              # times S splits (the partials' slots a row). H200, fp16, Hq=32 Hkv=8, D=128,
@@ -621,7 +627,7 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     is split into about PAGED_PROGRAMS_PER_SM programs per SM instead. Without lengths every
     sequence holds the table's pages, all equal, and a filled grid takes one program a sequence,
     paged or not: with the page indices loaded a tile ahead (PAGED_TABLE_AHEAD) and the deepest
-    ring that fits (paged_stages), such a launch ran within 3% of the contiguous cache where the
+    ring that fits (resident_stages), such a launch ran within 3% of the contiguous cache where the
     split did not (probes/decode_paged_ahead.py DIAG=paged_filled, equal lengths passed, fp16, us,
     contiguous / paged S=1 / the paged split: B=16 Hkv=8 L=1024 19.6 / 19.3 / 23.1 (S=4), L=4096
     63.9 / 65.5 / 69.7; B=4 Hkv=32 L=1024 19.4 / 19.1 / 23.8, L=4096 63.7 / 65.2 / 70.5). With
@@ -647,7 +653,7 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     133.8 against 137.2).
 
     Below the fill a paged cache takes at most PAGED_BELOW_FILL_PER_SM programs an SM: fewer
-    programs, each with a deeper ring (paged_stages), keep more tiles in flight than four an SM
+    programs, each with a deeper ring (resident_stages), keep more tiles in flight than four an SM
     with two stages. A paged cache of one sequence (B = 1) has no lengths to balance, and with the
     page indices loaded a tile ahead its ring hides the lookups: it takes the one-wave count, raised
     only as far as chunks of PAGED_CHUNK_TOKENS need.
@@ -834,9 +840,10 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     S: choose_splits (the one-wave rule for contiguous caches, its paged rule for paged caches); a
     forced num_splits is kept exactly, up to one tile per split. Unless tiles, warps or stages are
     forced: contiguous long grouped chunks take LONG_CHUNK_CONFIG; unsplit contiguous launches
-    without lengths, FULL_GRID_PROGRAMS_PER_SM or more programs an SM, take FULL_GRID_CONFIG; paged
-    launches with the page indices a tile ahead (table_ahead, None meaning PAGED_TABLE_AHEAD) take
-    paged_stages' ring for `smem` bytes of shared memory per SM.
+    without lengths on a filled grid take, up to FULL_GRID_PROGRAMS_PER_SM programs an SM, the
+    launch_config tiles at resident_stages' ring for `smem` bytes of shared memory per SM (all
+    programs resident), and FULL_GRID_CONFIG beyond; paged launches with the page indices a tile
+    ahead (table_ahead, None meaning PAGED_TABLE_AHEAD) take resident_stages' ring too.
     """
     chosen = block_n is None and num_warps is None and num_stages is None
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, element_size)
@@ -850,27 +857,44 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     if chosen and not paged and long_grouped_chunks(group, splits, (n_blocks // splits) * block_n, block_n):
         block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
         splits = min(splits, cdiv(cache_len, block_n))
-    if (chosen and not (paged or lengths) and splits == 1 and block_n == 64
-            and batch * heads_kv >= FULL_GRID_PROGRAMS_PER_SM * num_sms):
+    if chosen and full_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n):
         block_n, num_warps, num_stages = FULL_GRID_CONFIG
-    if chosen and paged and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead):
-        num_stages = paged_stages(batch * heads_kv * splits, num_sms, smem, block_n, head_dim, element_size)
+    if chosen and (resident_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n)
+                   or paged and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead)):
+        num_stages = resident_stages(batch * heads_kv * splits, num_sms, smem, block_n, head_dim, element_size)
     return splits, block_n, num_warps, num_stages
 
 
-def paged_stages(programs: int, num_sms: int, smem: int, block_n: int, head_dim: int, element_size: int) -> int:
-    """num_stages of a paged launch whose page indices are loaded a tile ahead: the deepest ring of
-    K and V tiles, 2 to 4 (num_stages - 1 tiles in shared memory), at which all the launch's programs
-    are resident at once, `smem` bytes of shared memory per SM shared by cdiv(programs, SMs) of them.
-    H200 (228 KB an SM, 32 KB of K and V a tile at D = 128): 4 stages up to 2 programs per SM, 3 at
-    3, 2 from 4 on; measured in the module docstring."""
+def full_grid(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool, block_n: int) -> bool:
+    """True for an unsplit contiguous launch without lengths, at 64-token tiles, of more than
+    FULL_GRID_PROGRAMS_PER_SM programs an SM: it takes FULL_GRID_CONFIG."""
+    return not (paged or lengths) and splits == 1 and block_n == 64 and programs > FULL_GRID_PROGRAMS_PER_SM * num_sms
+
+
+def resident_grid(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool, block_n: int) -> bool:
+    """True for an unsplit contiguous launch without lengths, at 64-token tiles, of NO_SPLIT_FILL x SMs
+    to FULL_GRID_PROGRAMS_PER_SM x SMs programs: the deepest ring at which all are resident
+    (resident_stages), registers capped so that they are (resident_registers)."""
+    return (not (paged or lengths) and splits == 1 and block_n == 64
+            and NO_SPLIT_FILL * num_sms <= programs <= FULL_GRID_PROGRAMS_PER_SM * num_sms)
+
+
+def resident_stages(programs: int, num_sms: int, smem: int, block_n: int, head_dim: int, element_size: int) -> int:
+    """num_stages of a paged launch whose page indices are loaded a tile ahead, or of an unsplit
+    contiguous one on a grid of up to FULL_GRID_PROGRAMS_PER_SM programs an SM (resident_grid): the
+    deepest ring of K and V tiles, 2 to 4 (num_stages - 1 tiles in shared memory), at which all the
+    launch's programs are resident at once, `smem` bytes of shared memory per SM shared by
+    cdiv(programs, SMs) of them. H200 (228 KB an SM, 32 KB of K and V a tile at D = 128): 4 stages
+    up to 2 programs per SM, 3 at 3, 2 from 4 on; measured in the module docstring and at
+    FULL_GRID_PROGRAMS_PER_SM."""
     tile = 2 * block_n * max(16, pow2(head_dim)) * element_size
     resident = cdiv(programs, num_sms)
     return max(2, min(4, 1 + (smem // resident - PAGED_RING_RESERVE) // tile))
 
 
-def paged_registers(programs: int, num_sms: int, num_warps: int, regs: int) -> int:
-    """maxnreg of a paged launch whose page indices are loaded a tile ahead: the registers a thread
+def resident_registers(programs: int, num_sms: int, num_warps: int, regs: int) -> int:
+    """maxnreg of a paged launch whose page indices are loaded a tile ahead, or of a resident_grid
+    launch (contiguous: 128 registers at 64/4/2 either way, so the cap only guards other builds): the registers a thread
     may use with all the launch's programs of num_warps warps resident, cdiv(programs, SMs) of them
     an SM (at most PAGED_PROGRAMS_PER_SM), on an SM of `regs` registers; a multiple of 8, at most 255.
     At G = 1 the loop otherwise compiles to 156 registers, three programs an SM, and the paged rule's
@@ -908,8 +932,9 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
         batch, heads_kv, group, cache_len, head_dim, q.element_size(), sm_count(q.device),
         block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages,
         per_sm(q.device, "smem"), ahead)
-    if maxnreg is None and chosen and ahead:
-        maxnreg = paged_registers(splits * batch * heads_kv, sm_count(q.device), num_warps, per_sm(q.device, "regs"))
+    if maxnreg is None and chosen and (ahead or resident_grid(batch * heads_kv, splits, sm_count(q.device),
+                                                              False, seqlens is not None, block_n)):
+        maxnreg = resident_registers(splits * batch * heads_kv, sm_count(q.device), num_warps, per_sm(q.device, "regs"))
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
     n_blocks = cdiv(cache_len, block_n)
     if spread is None:   # the rule's choice; True / False (probes) force it, still only where it applies

@@ -7,6 +7,8 @@ torch.softmax. Every variant is checked against a float64 softmax before it is t
 is a row, not a time). Kernel time: CUPTI device time between L2 flushes (rooflab.timing, as the
 study's `cupti` rows), every variant of a shape in one profiler session, in shuffled rounds.
 Writes $OUT/softmax_small.csv; prints, per shape, ours, the fastest setting and the peers (us).
+DIAG=mid: the short-row shapes of at least 8 MB (65536x128, 16384x1024), rows settings of 4-64 rows on
+2-8 warps, each also in the persistent loop, and torch.compile's kernel beside Liger and torch.
 DIAG=loop adds each rows/row setting again as `<setting> loop`: the same tiles through the
 kernels' persistent loop (Config.per_sm > 0), where the plain settings take one tile a program.
 
@@ -46,7 +48,12 @@ if os.environ.get("DIAG") == "grid":   # every shape of the full grid under 8 MB
 if os.environ.get("DIAG") == "loop":   # the shapes where Liger led every setting, and two near ties
     SHAPES = [(1024, 1024, torch.float16), (1024, 1000, torch.float32), (1024, 1024, torch.float32),
               (512, 512, torch.float32), (256, 256, torch.float16), (4096, 4096, torch.float32)]
+if os.environ.get("DIAG") == "mid":    # short rows of at least 8 MB where torch.compile led (da7f2b4 run)
+    SHAPES = [(65536, 128, torch.float32), (65536, 128, torch.float16), (65536, 128, torch.bfloat16),
+              (16384, 1024, torch.float32)]
 ROWS_GRID = [(r, w) for r in (1, 2, 4, 8, 16) for w in (1, 2, 4, 8)]
+if os.environ.get("DIAG") == "mid":
+    ROWS_GRID = [(r, w) for r in (4, 8, 16, 32, 64) for w in (2, 4, 8)]
 ONE_COL_GRID = [(r, w) for r in (32, 64, 128, 256, 512, 1024) for w in (1, 2, 4)]
 ROW_WARPS = (1, 2, 4, 8, 16)
 LOOP_PER_SM = 64     # DIAG=loop: programs an SM of the persistent variants (the grid stays one a tile here)
@@ -60,6 +67,9 @@ def variants(x: torch.Tensor, out: torch.Tensor) -> dict:
         fns["liger"] = lambda: LigerSoftmaxFunction.apply(x)
     except ImportError as exc:
         print("no liger:", exc)
+    if os.environ.get("DIAG") in ("mid", "loop"):   # inductor's kernel for this shape, compiled once
+        compiled = torch.compile(lambda t: torch.softmax(t, -1), dynamic=False)
+        fns["torch_compile"] = lambda: compiled(x)
     block = pow2(cols)
     for r, w in ONE_COL_GRID if cols == 1 else ROWS_GRID:
         if cols <= 4096 and r * block <= 16384 and r * block >= 32 * w:
@@ -70,7 +80,7 @@ def variants(x: torch.Tensor, out: torch.Tensor) -> dict:
             if block >= 32 * w:
                 cfg = fs.Config(block=block, num_warps=w)
                 fns[f"row {w}"] = lambda cfg=cfg: fs.STRATEGIES["row"].run(x, out, cfg)
-    if os.environ.get("DIAG") == "loop":   # the same tiles in the persistent loop (per_sm > 0)
+    if os.environ.get("DIAG") in ("loop", "mid"):   # the same tiles in the persistent loop (per_sm > 0)
         for name in [n for n in fns if n.startswith(("row ", "rows "))]:
             kind, setting = name.split(" ")
             if kind == "row":
@@ -199,7 +209,8 @@ def main() -> None:
         top3 = sorted(mine, key=mine.get)[:3]
         print(f"{label:>22} ours {ok.get('ours', '-'):>7} best {best:>10} {mine.get(best, '-'):>7} "
               f"liger {ok.get('liger', '-'):>7} torch {ok.get('torch', '-'):>7}  next: "
-              + ", ".join(f"{k} {mine[k]}" for k in top3[1:]))
+              + ", ".join(f"{k} {mine[k]}" for k in top3[1:])
+              + (f"; torch.compile {ok['torch_compile']}" if "torch_compile" in ok else ""))
     print_notes(rows_out, t0)
 
 

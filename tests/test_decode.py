@@ -241,13 +241,14 @@ def test_choose_splits_with_lengths_below_the_fill(batch, heads_kv, cache_len, s
 
 
 def test_full_grid_plan(monkeypatch):
-    """An unsplit contiguous launch without lengths of FULL_GRID_PROGRAMS_PER_SM programs an SM takes
-    FULL_GRID_CONFIG; one program an SM (B=16 Hkv=8), with lengths, split, paged, at other tiles (D = 256)
+    """An unsplit contiguous launch without lengths of more than FULL_GRID_PROGRAMS_PER_SM programs an
+    SM takes FULL_GRID_CONFIG; up to that many an SM, with lengths, split, paged, at other tiles (D = 256)
     or with tiles forced it does not."""
     monkeypatch.setattr(decode, "sm_count", lambda device: 132)
     block_n, warps, stages = decode.FULL_GRID_CONFIG
     assert decode.launch_shape(64, 32, 1, 4096, 128, 2, 132, False, False) == (1, block_n, warps, stages)
-    assert decode.launch_shape(64, 8, 4, 1024, 128, 2, 132, False, False) == (1, block_n, warps, stages)
+    assert decode.launch_shape(67, 8, 4, 1024, 128, 2, 132, False, False) == (1, block_n, warps, stages)
+    assert decode.launch_shape(64, 8, 4, 1024, 128, 2, 132, False, False) == (1, 64, 4, 2)      # 4 an SM
     assert decode.launch_shape(16, 8, 4, 1024, 128, 2, 132, False, False) == (1, 64, 4, 4)      # 1 an SM
     assert decode.launch_shape(64, 32, 1, 4096, 128, 2, 132, False, False, 1) == (1, block_n, warps, stages)
     assert decode.launch_shape(64, 32, 1, 4096, 128, 2, 132, False, True)[1:] == (64, 4, 4)     # lengths
@@ -265,10 +266,45 @@ def test_full_grid_plan(monkeypatch):
 
 @pytest.mark.parametrize("dtype", decode.DTYPES)
 def test_full_grid_config_matches_reference(fresh_plans, poison, monkeypatch, dtype):
-    """FULL_GRID_CONFIG's tiles (3 programs an SM on an SM count of 4), 301 tokens: a partial last tile."""
+    """FULL_GRID_CONFIG's tiles (5 programs an SM on an SM count of 4), 301 tokens: a partial last tile."""
     monkeypatch.setattr(decode, "sm_count", lambda device: 4)
-    assert decode.launch_shape(6, 2, 4, 301, 128, 2, 4, False, False)[1:] == decode.FULL_GRID_CONFIG
-    q, k, v = _inputs(6, 8, 2, 301, 128, dtype)
+    assert decode.launch_shape(10, 2, 4, 301, 128, 2, 4, False, False)[1:] == decode.FULL_GRID_CONFIG
+    q, k, v = _inputs(10, 8, 2, 301, 128, dtype)
+    _assert_close(decode_attention(q, k, v), reference(q, k, v), dtype)
+
+
+def test_resident_grid_plan(monkeypatch):
+    """An unsplit contiguous launch without lengths of 0.9 to FULL_GRID_PROGRAMS_PER_SM programs an SM
+    keeps 64-token tiles at the ring where all its programs are resident, its registers capped to match:
+    2 stages and 128 registers at four an SM, 3 at three, 4 at one or two. Lengths, paged caches,
+    other tiles and forced settings leave it alone."""
+    monkeypatch.setattr(decode, "sm_count", lambda device: 132)
+    monkeypatch.setattr(decode, "per_sm", lambda device, what: {"smem": 233472, "regs": 65536}[what])
+    for programs, stages, regs in ((512, 2, 128), (396, 3, 168), (264, 4, 255), (128, 4, 255)):
+        batch, heads_kv = programs // 8, 8
+        assert decode.launch_shape(batch, heads_kv, 4, 1024, 128, 2, 132, False, False, smem=233472) \
+            == (1, 64, 4, stages)
+        q = torch.zeros(batch, 32, 128, dtype=torch.float16)
+        k = torch.zeros(1, 1, 1, 128, dtype=torch.float16).expand(batch, heads_kv, 1024, 128)
+        plan = decode._plan(q, k, k, None, None, None, None, None, None, None)
+        assert plan.options == dict(num_warps=4, num_stages=stages, maxnreg=regs)
+    lens = torch.full((64,), 1024)
+    assert decode.launch_shape(64, 8, 4, 1024, 128, 2, 132, False, True, smem=233472)[1:] == (64, 4, 4)
+    assert decode.launch_shape(64, 8, 4, 1024, 256, 2, 132, False, False, smem=233472)[1:] == (32, 4, 4)
+    assert decode.launch_shape(64, 8, 4, 1024, 128, 2, 132, False, False, None, None, None, 3,
+                               smem=233472)[1:] == (64, 4, 3)
+    q = torch.zeros(64, 32, 128, dtype=torch.float16)
+    k = torch.zeros(1, 1, 1, 128, dtype=torch.float16).expand(64, 8, 1024, 128)
+    assert "maxnreg" not in decode._plan(q, k, k, lens, None, None, None, None, None, None).options
+    assert "maxnreg" not in decode._plan(q, k, k, None, None, None, None, 64, 4, 2).options
+
+
+@pytest.mark.parametrize("dtype", decode.DTYPES)
+def test_resident_grid_matches_reference(fresh_plans, poison, monkeypatch, dtype):
+    """The resident ring (4 programs an SM on an SM count of 4: 2 stages), 301 tokens: a partial last tile."""
+    monkeypatch.setattr(decode, "sm_count", lambda device: 4)
+    assert decode.launch_shape(8, 2, 4, 301, 128, 2, 4, False, False, smem=233472) == (1, 64, 4, 2)
+    q, k, v = _inputs(8, 8, 2, 301, 128, dtype)
     _assert_close(decode_attention(q, k, v), reference(q, k, v), dtype)
 
 
@@ -634,17 +670,17 @@ def table_ahead(request, monkeypatch):
                                              (10000, 2)])
 def test_paged_ring_as_deep_as_every_program_resident_allows(programs, stages):
     # H200: 228 KB an SM, 32 KB of K and V a 64-token tile at D = 128 fp16 (and 128 tokens at D = 64)
-    assert decode.paged_stages(programs, 132, 233472, 64, 128, 2) == stages
-    assert decode.paged_stages(programs, 132, 233472, 128, 64, 2) == stages
+    assert decode.resident_stages(programs, 132, 233472, 64, 128, 2) == stages
+    assert decode.resident_stages(programs, 132, 233472, 128, 64, 2) == stages
 
 
-def test_paged_registers_leave_room_for_the_paged_rules_programs():
+def test_resident_registers_leave_room_for_the_paged_rules_programs():
     # H200, 4 warps: all programs resident, up to PAGED_PROGRAMS_PER_SM (4) an SM
-    assert decode.paged_registers(512, 132, 4, 65536) == 128
-    assert decode.paged_registers(2048, 132, 4, 65536) == 128
-    assert decode.paged_registers(396, 132, 4, 65536) == 168       # three an SM
-    assert decode.paged_registers(264, 132, 4, 65536) == 255       # two an SM: no cap that binds
-    assert decode.paged_registers(512, 132, 8, 65536) == 64
+    assert decode.resident_registers(512, 132, 4, 65536) == 128
+    assert decode.resident_registers(2048, 132, 4, 65536) == 128
+    assert decode.resident_registers(396, 132, 4, 65536) == 168       # three an SM
+    assert decode.resident_registers(264, 132, 4, 65536) == 255       # two an SM: no cap that binds
+    assert decode.resident_registers(512, 132, 8, 65536) == 64
 
 
 def test_paged_plans_cap_registers_only_with_indices_ahead(fresh_plans, monkeypatch):

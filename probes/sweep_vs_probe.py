@@ -12,6 +12,12 @@ alone (CudaTimer.cupti, 30 calls). The same kernel timed three ways, side by sid
 column is faster, the difference is in how measure_case times (an implementation's cupti calls come
 right after its own `events` calls), not in the process.
 
+In the 190e707 run the gap stayed at 8192x4096 fp32 (ours 63.0 us, the forced row kernel 60.8, Liger
+60.7) while this probe, with six implementations, timed all three at 61.2-61.7 through measure_case.
+DIAG=seeds: the sweep's ten implementations (config/config.yaml) at 8192x4096 fp32 through
+measure_case under bench seeds 0-3 (seed 0 is the sweep's order), so a place in the shuffled order
+that costs a kernel shows as a seed where its time moves.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/sweep_vs_probe.py
 Writes $OUT/sweep_vs_probe.csv and prints us per implementation and timing last.
 """
@@ -35,19 +41,48 @@ from softmax_small import time_all  # noqa: E402
 OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 SHAPES = [{"rows": 8192, "cols": 4096}, {"rows": 16384, "cols": 1024}, {"rows": 4096, "cols": 4096}]
 IMPLS = ["ours", "ours_row", "ours_rows", "liger", "torch_compile", "seed_rowwise"]
+DIAG = os.environ.get("DIAG", "")
+SEEDS = [0, 1, 2, 3]
 
 
-def bench_config() -> BenchConfig:
-    """The config's full-profile bench settings (config/config.yaml `bench`)."""
+def load_config() -> dict:
     with open(os.path.join(ROOT, "config", "config.yaml")) as handle:
-        bench = yaml.safe_load(handle)["bench"]
+        return yaml.safe_load(handle)
+
+
+def bench_config(**override) -> BenchConfig:
+    """The config's full-profile bench settings (config/config.yaml `bench`), `override` on top."""
+    bench = load_config()["bench"]
     keys = {k: v for k, v in bench.items() if k not in ("quick", "full")}
-    return BenchConfig(**bench["full"], **keys)
+    return BenchConfig(**{**bench["full"], **keys, **override})
+
+
+def by_seed(monitor, record):
+    """DIAG=seeds: measure_case's cupti medians of the sweep's implementations under each seed."""
+    impls = load_config()["softmax"]["impls"]
+    shape = {"rows": 8192, "cols": 4096}
+    out = []
+    for seed in SEEDS:
+        sweep = Sweep(study=study, gpu="probe", shapes=[shape], dtypes=["float32"], impls=impls, ceilings={},
+                      bench=bench_config(seed=seed), monitor=monitor, steady_mhz=record["warm_up"]["steady_sm_mhz"])
+        for row in measure_case(sweep, shape, "float32"):
+            if row.get("timing") == "cupti" and row.get("status") == "ok":
+                out.append({"seed": seed, "impl": row["impl"], "us": round(row["median_ms"] * 1e3, 3),
+                            "p20_us": round(row["p20_ms"] * 1e3, 3), "p80_us": round(row["p80_ms"] * 1e3, 3)})
+        print(f"seed {seed} done", flush=True)
+    os.makedirs(OUT, exist_ok=True)
+    write_csv(os.path.join(OUT, "sweep_vs_probe_seeds.csv"), out)
+    print("8192x4096 fp32, us (cupti median through measure_case), one column a seed")
+    for impl in impls:
+        cells = [next((r["us"] for r in out if r["seed"] == s and r["impl"] == impl), float("nan")) for s in SEEDS]
+        print(f"  {impl:15} " + " / ".join(f"{c:7.2f}" for c in cells))
 
 
 def main():
     monitor, record = start_job()
     print(f"warm-up {record['warm_up']['seconds']} s, steady SM clock {record['warm_up']['steady_sm_mhz']} MHz")
+    if DIAG == "seeds":
+        return by_seed(monitor, record)
     sweep = Sweep(study=study, gpu="probe", shapes=SHAPES, dtypes=["float32"], impls=IMPLS, ceilings={},
                   bench=bench_config(), monitor=monitor, steady_mhz=record["warm_up"]["steady_sm_mhz"])
     out = []

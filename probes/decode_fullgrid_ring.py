@@ -10,6 +10,11 @@ against forced (BLOCK_N, warps, stages[, maxnreg]) on the contiguous cache, the 
 cuDNN, and rooflab.ceilings' read kernel over the same bytes; ragged B=64 Hkv=8 Lmax=4096 (85% in
 the run, unsplit with lengths under 64/4/4: two programs an SM) with its lengths passed.
 
+In the 190e707 run the 268 MB launches of one program an SM (B=16 Hkv=8 and B=4 Hkv=32 at L=4096
+unsplit, B=1 Hkv=32 and B=4 Hkv=8 at L=16384 in S=4 splits: 128 programs on 132 SMs, 64/4/4) read
+at 90-92% of the read ceiling; one program an SM holds three 32 KB tiles in flight. DIAG=deep times
+them at rings of 4-7 stages and wider tiles (the split shapes at the rule's S).
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_fullgrid_ring.py
 Writes $OUT/decode_fullgrid_ring.csv and prints us (S) and the ratio over `ours` last
 (decode_balance's helpers: every variant checked against the float64 reference, CUPTI kernel time,
@@ -30,6 +35,11 @@ SHAPES = [(64, 8, 1024, False), (16, 32, 1024, False), (64, 8, 4096, True), (64,
           (64, 32, 1024, False), (32, 8, 1024, False), (16, 8, 4096, False)]
 CONFIGS = [(64, 4, 2, None), (64, 4, 2, 128), (64, 4, 3, None), (32, 4, 3, None), (64, 8, 2, None),
            (128, 4, 2, None), (64, 4, 4, None)]    # (BLOCK_N, warps, stages, maxnreg)
+if db.DIAG == "deep":   # one program an SM (128 of them, unsplit or one-wave split): rings deeper than 4
+    SHAPES = [(16, 8, 4096, False), (4, 32, 4096, False), (16, 8, 16384, False), (1, 32, 16384, False),
+              (4, 8, 16384, False), (16, 8, 1024, False)]
+    CONFIGS = [(64, 4, 4, None), (64, 4, 5, None), (64, 4, 6, None), (64, 4, 7, None), (64, 8, 6, None),
+               (128, 4, 3, None), (128, 8, 3, None), (128, 8, 4, None), (32, 4, 8, None)]
 if db.DRY:
     SHAPES, CONFIGS = [(2, 2, 200, False), (2, 2, 200, True)], [(16, 2, 2, None)]
 
@@ -48,10 +58,11 @@ def candidates(inputs, num_sms):
              "cudnn": lambda: impls["sdpa_cudnn"](inputs)}
     splits = {"ours": fd.planned_splits(k.shape[0], k.shape[1], k.shape[2], db.D, 2, num_sms,
                                         db.HQ // k.shape[1], False, ragged)}
+    forced = splits["ours"] if splits["ours"] > 1 else None     # the rule's S, kept at every tiling
     for cfg in CONFIGS:
         bn, w, st, regs = cfg
         cands[name_of(cfg)] = (lambda bn=bn, w=w, st=st, regs=regs:
-                               (lambda: fd._decode(q, k, v, passed, None, None, None, bn, w, st, None, regs)))
+                               (lambda: fd._decode(q, k, v, passed, None, forced, None, bn, w, st, None, regs)))
         splits[name_of(cfg)] = splits["ours"]
     splits.update({name: "" for name in ("paged", "cudnn", "read2048", "read4096")})
     return cands, splits

@@ -106,7 +106,7 @@ def _apart(a: dict, b: dict, limit: float):
     return ratio, ratio > limit and not _overlap(a, b)
 
 
-def _forced_twin(study: str, strategy: str) -> str | None:
+def forced_twin(study: str, strategy: str) -> str | None:
     """The impl that forces the code `ours` ran with this strategy, if the study has one."""
     if study == "softmax":
         return f"ours_{strategy}"
@@ -127,7 +127,7 @@ def _ours_vs_strategy(rows: pd.DataFrame, study: str, limit: float) -> list[dict
                          if isinstance(r.get("strategy"), str) and r["strategy"].strip()), None)
         if strategy is None:
             continue
-        forced = _forced_twin(study, strategy)
+        forced = forced_twin(study, strategy)
         if forced is None or (forced, dtype, shape) not in index:
             continue
         pair = _pair(timings, index[(forced, dtype, shape)])

@@ -13,7 +13,8 @@ from rooflab.report.views.claims import claims_view
 from rooflab.report.views.e2e import e2e_view
 from rooflab.report.views.environment import _ceiling_table, gpu_views
 from rooflab.report.views.method import REPRODUCE_COMMANDS, harness, tolerances
-from rooflab.report.views.quality import REPRODUCTION_TOLERANCE, qa_view, reproduction_view, verify_view
+from rooflab.report.views.quality import (REPRODUCTION_TOLERANCE, qa_view, reproduction_view, same_code_view,
+                                          verify_view)
 from rooflab.report.views.studies import cross_gpu_view, study_view
 
 __all__ = ["build", "harness", "verify_view"]
@@ -41,6 +42,7 @@ def build(agg: Aggregate, tables: dict, figures: list[dict], verify: pd.DataFram
         "studies": studies,
         "claims": claims_view(tables),
         "qa": qa_view(agg, gpu),
+        "same_code": same_code_view(agg, tables, gpu),
         "reproduction": reproduction_view(agg, gpu),
         "cross": cross_gpu_view(agg, tables),
         "verify": verify_view(verify),

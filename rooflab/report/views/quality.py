@@ -2,13 +2,20 @@
 from __future__ import annotations
 
 import math
+import statistics
 
 import pandas as pd
 
+from rooflab.qa import forced_twin
+from rooflab.report.analysis import shape_label
 from rooflab.report.fmt import DASH, dt, num, pct, ratio, sci
 from rooflab.report.fmt import missing as _missing
 from rooflab.report.load import Aggregate, _as_bool
 from rooflab.report.markup import Table
+
+# Studies whose forced twin of `ours` runs the kernel ours dispatched to with the same launch settings
+# (attention's ours_triton autotunes its own configs, so its pairs are not the same code).
+SAME_CODE_STUDIES = ("softmax", "decode")
 
 
 def verify_view(frame: pd.DataFrame | None) -> dict:
@@ -52,6 +59,36 @@ def _flag(value) -> bool:
         return not _missing(value) and _as_bool(value)
     except ValueError:
         return False
+
+
+def same_code_view(agg: Aggregate, tables: dict, gpu: str | None) -> dict | None:
+    """The harness's own floor: `ours` against the strategy it dispatched to, forced (the same kernel and
+    launch, timed in the same case), over the comparisons of SAME_CODE_STUDIES on the paper's GPU: how far
+    apart the two medians lie and how many pairs the tie rule still tells apart. None without pairs."""
+    cmp = tables.get("comparisons")
+    if gpu is None or cmp is None or cmp.empty:
+        return None
+    cmp = cmp[cmp["gpu"] == gpu]
+    pairs = []
+    for study in SAME_CODE_STUDIES:
+        frame = agg.study(study)
+        ours = frame[(frame["gpu"] == gpu) & (frame["impl"] == "ours") & (frame["status"] == "ok")]
+        twins = {}
+        for _, r in ours.iterrows():
+            strategy = r["strategy"]
+            if isinstance(strategy, str) and strategy.strip() and forced_twin(study, strategy):
+                twins[(r["dtype"], shape_label(r, study))] = forced_twin(study, strategy)
+        for _, c in cmp[cmp["study"] == study].iterrows():
+            twin = twins.get((c["dtype"], c["shape"]))
+            if twin is not None and c["against"] == twin and c["other_impl"] == twin and not _missing(c["speedup"]):
+                pairs.append((abs(math.log(float(c["speedup"]))), c["outcome"] != "tie",
+                              f"{study} {c['shape']} {dt(c['dtype'])}, {ratio(float(c['speedup']))}"))
+    if not pairs:
+        return None
+    worst = max(pairs, key=lambda p: p[0])
+    return {"pairs": len(pairs), "studies": " and ".join(SAME_CODE_STUDIES),
+            "median": pct(math.expm1(statistics.median(p[0] for p in pairs))), "max": pct(math.expm1(worst[0])),
+            "apart": sum(p[1] for p in pairs), "worst": worst[2]}
 
 
 def qa_view(agg: Aggregate, gpu: str | None) -> dict:

@@ -269,6 +269,7 @@ RAGGED_SPLIT_LIMIT = 4       # calls with lengths, B >= 2, S >= 2, whose lengths
                              # kernel time, us, Lmax's chunks -> dealt by length (DIAG=spread2): paged
                              # ragged B=4 Lmax=32768 88.2 -> 66.6, B=16 Lmax=4096 53.3 -> 43.6; contiguous
                              # ragged B=4 Lmax=32768 at one wave 100.4 -> 64.8 (four waves without: 66.1)
+MAX_REGISTERS = 255          # registers a thread may hold on sm_80-sm_90 (resident_registers' ceiling)
 PAGED_RING_RESERVE = 8 << 10  # paged: shared memory a program holds besides its ring of K and V tiles
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
 LOG2E = math.log2(math.e)
@@ -894,13 +895,14 @@ def resident_stages(programs: int, num_sms: int, smem: int, block_n: int, head_d
 
 def resident_registers(programs: int, num_sms: int, num_warps: int, regs: int) -> int:
     """maxnreg of a paged launch whose page indices are loaded a tile ahead, or of a resident_grid
-    launch (contiguous: 128 registers at 64/4/2 either way, so the cap only guards other builds): the registers a thread
+    launch where it binds (contiguous: 128 registers at 64/4/2 with or without it, so there it only
+    guards other builds): the registers a thread
     may use with all the launch's programs of num_warps warps resident, cdiv(programs, SMs) of them
     an SM (at most PAGED_PROGRAMS_PER_SM), on an SM of `regs` registers; a multiple of 8, at most 255.
     At G = 1 the loop otherwise compiles to 156 registers, three programs an SM, and the paged rule's
     four an SM take two waves; capped at 128 it spills 2-4 (module docstring)."""
     resident = max(1, min(cdiv(programs, num_sms), PAGED_PROGRAMS_PER_SM))
-    return min(255, regs // (resident * num_warps * 32) // 8 * 8)
+    return min(MAX_REGISTERS, regs // (resident * num_warps * 32) // 8 * 8)
 
 
 def spread_by_length(batch: int, splits: int, lengths: bool, forced: bool) -> bool:
@@ -932,9 +934,14 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
         batch, heads_kv, group, cache_len, head_dim, q.element_size(), sm_count(q.device),
         block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages,
         per_sm(q.device, "smem"), ahead)
-    if maxnreg is None and chosen and (ahead or resident_grid(batch * heads_kv, splits, sm_count(q.device),
-                                                              False, seqlens is not None, block_n)):
+    if maxnreg is None and chosen and ahead:
         maxnreg = resident_registers(splits * batch * heads_kv, sm_count(q.device), num_warps, per_sm(q.device, "regs"))
+    elif maxnreg is None and chosen and resident_grid(batch * heads_kv, splits, sm_count(q.device), page_size > 0,
+                                                      seqlens is not None, block_n):
+        # only a cap that binds: an explicit 255 changes ptxas's allocation (sm_90, 64/4/4: 160 registers
+        # against 128 without; probes/decode_resources.py)
+        cap = resident_registers(batch * heads_kv, sm_count(q.device), num_warps, per_sm(q.device, "regs"))
+        maxnreg = cap if cap < MAX_REGISTERS else None
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
     n_blocks = cdiv(cache_len, block_n)
     if spread is None:   # the rule's choice; True / False (probes) force it, still only where it applies

@@ -275,19 +275,20 @@ def test_full_grid_config_matches_reference(fresh_plans, poison, monkeypatch, dt
 
 def test_resident_grid_plan(monkeypatch):
     """An unsplit contiguous launch without lengths of 0.9 to FULL_GRID_PROGRAMS_PER_SM programs an SM
-    keeps 64-token tiles at the ring where all its programs are resident, its registers capped to match:
-    2 stages and 128 registers at four an SM, 3 at three, 4 at one or two. Lengths, paged caches,
+    keeps 64-token tiles at the ring where all its programs are resident, its registers capped to match
+    where the cap binds: 2 stages and 128 registers at four an SM, 3 and 168 at three, 4 and no cap at
+    one or two. Lengths, paged caches,
     other tiles and forced settings leave it alone."""
     monkeypatch.setattr(decode, "sm_count", lambda device: 132)
     monkeypatch.setattr(decode, "per_sm", lambda device, what: {"smem": 233472, "regs": 65536}[what])
-    for programs, stages, regs in ((512, 2, 128), (396, 3, 168), (264, 4, 255), (128, 4, 255)):
+    for programs, stages, regs in ((512, 2, 128), (396, 3, 168), (264, 4, None), (128, 4, None)):
         batch, heads_kv = programs // 8, 8
         assert decode.launch_shape(batch, heads_kv, 4, 1024, 128, 2, 132, False, False, smem=233472) \
             == (1, 64, 4, stages)
         q = torch.zeros(batch, 32, 128, dtype=torch.float16)
         k = torch.zeros(1, 1, 1, 128, dtype=torch.float16).expand(batch, heads_kv, 1024, 128)
         plan = decode._plan(q, k, k, None, None, None, None, None, None, None)
-        assert plan.options == dict(num_warps=4, num_stages=stages, maxnreg=regs)
+        assert plan.options == dict(num_warps=4, num_stages=stages, **({} if regs is None else {"maxnreg": regs}))
     lens = torch.full((64,), 1024)
     assert decode.launch_shape(64, 8, 4, 1024, 128, 2, 132, False, True, smem=233472)[1:] == (64, 4, 4)
     assert decode.launch_shape(64, 8, 4, 1024, 256, 2, 132, False, False, smem=233472)[1:] == (32, 4, 4)

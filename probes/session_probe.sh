@@ -1,8 +1,8 @@
 # One device call of probes, each under its own time limit so that one that hangs or runs long
 # costs only its share; the table each prints last is echoed at the end.
-#   bash probes/session_probe.sh COMMIT [hopper_tests] NAME:LIMIT_S[:BUDGET_S] ...
+#   bash probes/session_probe.sh COMMIT [hopper_tests] NAME:LIMIT_S[:BUDGET_S[:DIAG]] ...
 # hopper_tests: the Gluon attention kernel's GPU tests first. BUDGET_S goes to the probe as
-# PROBE_BUDGET_S (when it stops starting new work).
+# PROBE_BUDGET_S (when it stops starting new work), DIAG as DIAG (else the caller's DIAG).
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
 shift
@@ -13,10 +13,11 @@ for spec in "$@"; do
             | tee "$OUT/hopper_tests.log" | tail -4
         continue
     fi
-    IFS=: read -r name limit budget <<<"$spec"
+    IFS=: read -r name limit budget diag <<<"$spec"
     names+=("$name")
-    echo "== $name (limit $limit s)"; s=$SECONDS
-    PROBE_BUDGET_S=${budget:-$((limit * 3 / 4))} timeout "$limit" python3 "probes/$name.py" > "$OUT/$name.log" 2>&1
+    echo "== $name (limit $limit s${diag:+, DIAG=$diag})"; s=$SECONDS
+    DIAG=${diag:-$DIAG} PROBE_BUDGET_S=${budget:-$((limit * 3 / 4))} timeout "$limit" python3 "probes/$name.py" \
+        > "$OUT/$name.log" 2>&1
     echo "rc=$? in $((SECONDS - s)) s" >> "$OUT/$name.log"
 done
 for name in "${names[@]}"; do echo "== $name"; tail -40 "$OUT/$name.log" | cut -c1-160; done

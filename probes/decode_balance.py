@@ -324,10 +324,12 @@ def print_bad(path: str) -> None:
               f"{r['message'][:100]}")
 
 
-def sweep(shapes, group: str, candidates) -> list:
+def sweep(shapes, group: str, candidates, with_read: bool = False) -> list:
     """For each (B, Hkv, Lmax, ragged) of `shapes` while the budget lasts: the study's inputs and float64
     reference, then `candidates(inputs, num_sms)` -> ({name: factory}, {name: S}) checked and timed by
-    run_group (rows tagged with `ragged`). Returns [((B, Hkv, Lmax, ragged), {name: us}, {name: S})]."""
+    run_group (rows tagged with `ragged`; with_read: beside the read kernel over the cache's whole K and V,
+    Lmax tokens a sequence, and each row's share of it and ratio to cuDNN filled in).
+    Returns [((B, Hkv, Lmax, ragged), {name: us}, {name: S})]."""
     num_sms = sm_count(torch.device(DEVICE))
     table = []
     for batch, heads_kv, cache_len, ragged in shapes:
@@ -338,7 +340,9 @@ def sweep(shapes, group: str, candidates) -> list:
         ref = study.reference(inputs)
         cands, splits = candidates(inputs, num_sms)
         first_row = len(ROWS)
-        res = run_group(shape, group, cands, splits, ref)
+        res = run_group(shape, group, cands, splits, ref, with_read=with_read)
+        if with_read:
+            finish(first_row, res)
         for r in ROWS[first_row:]:
             r["ragged"] = ragged
         table.append(((batch, heads_kv, cache_len, ragged), res, splits))
@@ -350,14 +354,14 @@ def sweep(shapes, group: str, candidates) -> list:
     return table
 
 
-def sweep_to_csv(shapes, group: str, candidates, name: str):
+def sweep_to_csv(shapes, group: str, candidates, name: str, with_read: bool = False):
     """A probe's whole sweep: $OUT, the CUPTI timer and the device line, then `sweep`, its rows written
     to $OUT/<name>.csv. Returns (the sweep's table, the CSV's path)."""
     global timer
     os.makedirs(OUT, exist_ok=True)
     timer = None if DRY else CudaTimer()
     print(f"device {'CPU interpreter' if DRY else torch.cuda.get_device_name()}", flush=True)
-    table = sweep(shapes, group, candidates)
+    table = sweep(shapes, group, candidates, with_read)
     path = os.path.join(OUT, f"{name}.csv")
     write_csv(path, ROWS)
     return table, path

@@ -69,31 +69,7 @@ def candidates(inputs, num_sms):
 
 
 def main():
-    os.makedirs(db.OUT, exist_ok=True)
-    db.timer = None if db.DRY else db.CudaTimer()
-    num_sms = db.sm_count(torch.device(db.DEVICE))
-    print(f"device {'CPU interpreter' if db.DRY else torch.cuda.get_device_name()}, {num_sms} SMs", flush=True)
-    table = []
-    for batch, heads_kv, cache_len, ragged in SHAPES:
-        if db.left() < 0:
-            break
-        shape = dict(db.shape_dict(batch, heads_kv, cache_len), ragged=ragged)
-        inputs = study.make_inputs(shape, db.DTYPE, db.DEVICE)
-        cands, splits = candidates(inputs, num_sms)
-        first = len(db.ROWS)
-        # the read kernel over the cache's whole K and V (Lmax tokens a sequence), as decode_balance
-        res = db.run_group(shape, "fullgrid_ring", cands, splits, study.reference(inputs), with_read=True)
-        db.finish(first, res)
-        for r in db.ROWS[first:]:
-            r["ragged"] = ragged
-        table.append(((batch, heads_kv, cache_len, ragged), res, splits))
-        del inputs, cands
-        if not db.DRY:
-            torch.cuda.empty_cache()
-        print(f"  done B={batch} Hkv={heads_kv} L={cache_len} ragged={ragged} at {db.time.perf_counter() - db.T0:.0f} s",
-              flush=True)
-    path = os.path.join(db.OUT, "decode_fullgrid_ring.csv")
-    db.write_csv(path, db.ROWS)
+    table, path = db.sweep_to_csv(SHAPES, "fullgrid_ring", candidates, "decode_fullgrid_ring", with_read=True)
     db.kernel_rows(os.path.join(db.OUT, "decode_fullgrid_ring_kernels.csv"))
     print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}; (S): splits; x: over ours")
     db.print_ratios(table, ["ours", "paged", "cudnn", *map(name_of, CONFIGS), "read2048", "read4096"], "ours", 16)

@@ -93,30 +93,7 @@ def candidates(inputs, num_sms):
 def main():
     global LPT
     LPT = ranked_module()
-    os.makedirs(db.OUT, exist_ok=True)
-    db.timer = None if db.DRY else db.CudaTimer()
-    num_sms = db.sm_count(torch.device(db.DEVICE))
-    print(f"device {'CPU interpreter' if db.DRY else torch.cuda.get_device_name()}, {num_sms} SMs", flush=True)
-    table = []
-    for batch, heads_kv, cache_len, ragged in SHAPES:
-        if db.left() < 0:
-            break
-        shape = dict(db.shape_dict(batch, heads_kv, cache_len), ragged=ragged)
-        inputs = study.make_inputs(shape, db.DTYPE, db.DEVICE)
-        cands, splits = candidates(inputs, num_sms)
-        first = len(db.ROWS)
-        res = db.run_group(shape, "longest_first", cands, splits, study.reference(inputs), with_read=True)
-        db.finish(first, res)
-        for r in db.ROWS[first:]:
-            r["ragged"] = ragged
-        table.append(((batch, heads_kv, cache_len, ragged), res, splits))
-        del inputs, cands
-        if not db.DRY:
-            torch.cuda.empty_cache()
-        print(f"  done B={batch} Hkv={heads_kv} L={cache_len} ragged={ragged} at {db.time.perf_counter() - db.T0:.0f} s",
-              flush=True)
-    path = os.path.join(db.OUT, "decode_longest_first.csv")
-    db.write_csv(path, db.ROWS)
+    table, path = db.sweep_to_csv(SHAPES, "longest_first", candidates, "decode_longest_first", with_read=True)
     names = [f"{kind}{'' if st is None else f'_s{st}'}" for st in STAGES for kind in ("ours", "lpt")]
     print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}; (S): splits; x: over ours; read: the whole cache")
     db.print_ratios(table, [*names, "cudnn", "read2048", "read4096"], "ours", 15)

@@ -875,7 +875,7 @@ def full_grid(programs: int, splits: int, num_sms: int, paged: bool, lengths: bo
 def resident_grid(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool, block_n: int) -> bool:
     """True for an unsplit contiguous launch without lengths, at 64-token tiles, of NO_SPLIT_FILL x SMs
     to FULL_GRID_PROGRAMS_PER_SM x SMs programs: the deepest ring at which all are resident
-    (resident_stages), registers capped so that they are (resident_registers)."""
+    (resident_stages), registers capped so that they are where a cap binds (resident_registers, _plan)."""
     return (not (paged or lengths) and splits == 1 and block_n == 64
             and NO_SPLIT_FILL * num_sms <= programs <= FULL_GRID_PROGRAMS_PER_SM * num_sms)
 

@@ -930,18 +930,17 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     group = heads_q // heads_kv
     chosen = block_n is None and num_warps is None and num_stages is None
     ahead = page_size > 0 and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead)
+    num_sms = sm_count(q.device)
     splits, block_n, num_warps, num_stages = launch_shape(
-        batch, heads_kv, group, cache_len, head_dim, q.element_size(), sm_count(q.device),
+        batch, heads_kv, group, cache_len, head_dim, q.element_size(), num_sms,
         block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages,
         per_sm(q.device, "smem"), ahead)
-    if maxnreg is None and chosen and ahead:
-        maxnreg = resident_registers(splits * batch * heads_kv, sm_count(q.device), num_warps, per_sm(q.device, "regs"))
-    elif maxnreg is None and chosen and resident_grid(batch * heads_kv, splits, sm_count(q.device), page_size > 0,
-                                                      seqlens is not None, block_n):
-        # only a cap that binds: an explicit 255 changes ptxas's allocation (sm_90, 64/4/4: 160 registers
-        # against 128 without; probes/decode_resources.py)
-        cap = resident_registers(batch * heads_kv, sm_count(q.device), num_warps, per_sm(q.device, "regs"))
-        maxnreg = cap if cap < MAX_REGISTERS else None
+    resident = resident_grid(batch * heads_kv, splits, num_sms, page_size > 0, seqlens is not None, block_n)
+    if maxnreg is None and chosen and (ahead or resident):
+        cap = resident_registers(splits * batch * heads_kv, num_sms, num_warps, per_sm(q.device, "regs"))
+        # a contiguous launch takes only a cap that binds: an explicit 255 changes ptxas's allocation
+        # (sm_90, 64/4/4: 160 registers against 128 without; probes/decode_resources.py)
+        maxnreg = cap if ahead or cap < MAX_REGISTERS else None
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
     n_blocks = cdiv(cache_len, block_n)
     if spread is None:   # the rule's choice; True / False (probes) force it, still only where it applies

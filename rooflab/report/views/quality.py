@@ -73,14 +73,11 @@ def same_code_view(agg: Aggregate, tables: dict, gpu: str | None) -> dict | None
     for study in SAME_CODE_STUDIES:
         frame = agg.study(study)
         ours = frame[(frame["gpu"] == gpu) & (frame["impl"] == "ours") & (frame["status"] == "ok")]
-        twins = {}
-        for _, r in ours.iterrows():
-            strategy = r["strategy"]
-            if isinstance(strategy, str) and strategy.strip() and forced_twin(study, strategy):
-                twins[(r["dtype"], shape_label(r, study))] = forced_twin(study, strategy)
+        twins = {(r["dtype"], shape_label(r, study)): forced_twin(study, r["strategy"])
+                 for _, r in ours.iterrows() if isinstance(r["strategy"], str) and r["strategy"].strip()}
         for _, c in cmp[cmp["study"] == study].iterrows():
             twin = twins.get((c["dtype"], c["shape"]))
-            if twin is not None and c["against"] == twin and c["other_impl"] == twin and not _missing(c["speedup"]):
+            if twin is not None and c["against"] == twin and not _missing(c["speedup"]):
                 pairs.append((abs(math.log(float(c["speedup"]))), c["outcome"] != "tie",
                               f"{study} {c['shape']} {dt(c['dtype'])}, {ratio(float(c['speedup']))}"))
     if not pairs:

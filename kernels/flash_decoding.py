@@ -269,6 +269,13 @@ RAGGED_SPLIT_LIMIT = 4       # calls with lengths, B >= 2, S >= 2, whose lengths
                              # kernel time, us, Lmax's chunks -> dealt by length (DIAG=spread2): paged
                              # ragged B=4 Lmax=32768 88.2 -> 66.6, B=16 Lmax=4096 53.3 -> 43.6; contiguous
                              # ragged B=4 Lmax=32768 at one wave 100.4 -> 64.8 (four waves without: 66.1)
+LONGEST_FIRST_MAX_BATCH = 128  # unsplit launches with lengths, 2 <= B <= this: program b * Hkv + h serves the
+                             # sequence of rank b by decreasing length (longest_first); each program ranks
+                             # all B lengths, B^2 comparisons, so larger batches keep grid order. H200,
+                             # fp16, Hq=32 Hkv=8, D=128, kernel time, us, grid order -> longest first
+                             # (cuDNN): ragged B=64 Lmax=4096 122.7 -> 117.2 (243.5), Lmax=2048 77.0 ->
+                             # 60.0 (125.6), B=48 Lmax=4096 107.1 -> 104.8 (193.7); the same lengths
+                             # all equal 240.7 -> 240.9 (241.9); probes/decode_longest_first.py
 MAX_REGISTERS = 255          # registers a thread may hold on sm_80-sm_90 (resident_registers' ceiling)
 PAGED_RING_RESERVE = 8 << 10  # paged: shared memory a program holds besides its ring of K and V tiles
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
@@ -377,6 +384,21 @@ def _ragged_chunk(lens, tiles, mask_b, batch, j, num_splits, part_splits, BLOCK_
     start = tl.where(idle, 0, ((split * n_tiles) // n_safe) * BLOCK_N)
     end = tl.where(idle, 0, tl.minimum((((split + 1) * n_tiles) // n_safe) * BLOCK_N, seqlen))
     return tl.where(idle, 0, b), tl.where(idle, -1, split), start, end, seqlen, n_split
+
+
+@triton.jit
+def _rank_by_length(Lens, stride_l, batch, cache_len, rank, BLOCK_B: tl.constexpr):
+    """The sequence of rank `rank` among the B clamped lengths, longest first, ties by index: the
+    block scheduler starts programs in grid order, so the longest sequences start first and no long
+    one is left to run alone at the end of the launch."""
+    offs = tl.arange(0, BLOCK_B)
+    valid = offs < batch
+    lens = tl.load(Lens + offs * stride_l, mask=valid, other=0).to(tl.int32)
+    lens = tl.where(valid, tl.minimum(tl.maximum(lens, 0), cache_len), -1)
+    # ahead[i, j]: sequence j comes before sequence i
+    ahead = (lens[None, :] > lens[:, None]) | ((lens[None, :] == lens[:, None]) & (offs[None, :] < offs[:, None]))
+    ranks = tl.sum((ahead & valid[None, :]).to(tl.int32), 1)
+    return tl.sum(tl.where((ranks == rank) & valid, offs, 0), 0)
 
 
 @triton.jit
@@ -493,7 +515,7 @@ def _decode_kernel(
     BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
     HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
     BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr,
-    batch, part_splits, SPREAD: tl.constexpr, BLOCK_B: tl.constexpr,
+    batch, part_splits, SPREAD: tl.constexpr, BLOCK_B: tl.constexpr, LONGEST_FIRST: tl.constexpr,
 ):
     # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, P, D) fp32, Lse (B, Hq, P) fp32 and
     # Count (B * Hkv,) int32 zeros, all contiguous. Contiguous caches (PAGE_SIZE 0): K and V
@@ -505,11 +527,14 @@ def _decode_kernel(
     # including) floor((s + 1) * n_blocks / S), n_blocks = cdiv(cache_len, BLOCK_N), 1 <= S <= n_blocks.
     # SPREAD (lengths passed, B >= 2, S >= 2): where the lengths' tile counts differ, the same B * S
     # programs of a KV head are dealt out by length instead (_ragged_chunk). Part and Lse hold
-    # P = part_splits slots a row (S, or more under SPREAD).
+    # P = part_splits slots a row (S, or more under SPREAD). LONGEST_FIRST (lengths, S = 1): program
+    # b * Hkv + h serves the sequence of rank b by decreasing length instead of sequence b.
     split = tl.program_id(0)
     bh = tl.program_id(1)
     b = bh // heads_kv
     h = bh % heads_kv
+    if LONGEST_FIRST:   # unsplit with lengths: the sequence of rank b, longest first (longest_first)
+        b = _rank_by_length(Lens, stride_l, batch, cache_len, b, BLOCK_B)
     start = ((split * n_blocks) // num_splits) * BLOCK_N
 
     offs_g = tl.arange(0, BLOCK_G)
@@ -887,7 +912,10 @@ def resident_stages(programs: int, num_sms: int, smem: int, block_n: int, head_d
     launch's programs are resident at once, `smem` bytes of shared memory per SM shared by
     cdiv(programs, SMs) of them. H200 (228 KB an SM, 32 KB of K and V a tile at D = 128): 4 stages
     up to 2 programs per SM, 3 at 3, 2 from 4 on; measured in the module docstring and at
-    FULL_GRID_PROGRAMS_PER_SM."""
+    FULL_GRID_PROGRAMS_PER_SM. Deeper rings do not pay at one program an SM (fp16, Hq=32, D=128,
+    six shapes of 128 programs, kernel time over the shipped 64/4/4, median: 64/4/5 1.018, 64/4/6
+    1.032, 64/4/7 1.043, 64/8/6 1.113, 128/4/3 0.998, 128/8/3 1.008; B=16 Hkv=8 L=4096 64.0 us,
+    cuDNN 64.3, the read kernel 60.7; probes/decode_fullgrid_ring.py DIAG=deep)."""
     tile = 2 * block_n * max(16, pow2(head_dim)) * element_size
     resident = cdiv(programs, num_sms)
     return max(2, min(4, 1 + (smem // resident - PAGED_RING_RESERVE) // tile))
@@ -909,6 +937,12 @@ def spread_by_length(batch: int, splits: int, lengths: bool, forced: bool) -> bo
     """True when a launch deals its chunks out by length wherever the lengths differ (_ragged_chunk):
     lengths passed, B >= 2 and S >= 2 chosen by the rule (a forced num_splits is kept exactly)."""
     return lengths and not forced and batch >= 2 and splits >= 2
+
+
+def longest_first(batch: int, splits: int, lengths: bool) -> bool:
+    """True when an unsplit launch with lengths takes its sequences longest first (_rank_by_length):
+    lengths passed, S = 1 and 2 <= B <= LONGEST_FIRST_MAX_BATCH."""
+    return lengths and splits == 1 and 2 <= batch <= LONGEST_FIRST_MAX_BATCH
 
 
 def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages,
@@ -947,13 +981,14 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
         spread = num_splits is None
     spread = bool(spread) and spread_by_length(batch, splits, seqlens is not None, False)
     part_splits = min(n_blocks, RAGGED_SPLIT_LIMIT * splits) if spread else splits
+    ranked = longest_first(batch, splits, seqlens is not None)
     rest = (heads_kv, cache_len, num_pages, n_blocks, splits, scale,
             group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),
             merge_step(group, head_dim) if splits > 1 else 2,   # S = 1 merges nothing: one kernel for all
             seqlens is not None, splits > 1,
             # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
             q.dtype == torch.bfloat16 and interpreting(), merge_rows(group), page_size,
-            ahead, batch, part_splits, spread, max(16, pow2(batch)) if spread else 16)
+            ahead, batch, part_splits, spread, max(16, pow2(batch)) if spread or ranked else 16, ranked)
     return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
                        (batch, heads_q, part_splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,

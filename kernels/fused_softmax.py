@@ -27,6 +27,11 @@ single-block kernel, which does the same: 264.5), 71.7 against 66.4 at 8192x4096
 187.2 against 173.1 at 4096x32768 fp16 (H200, kernel time from CUPTI, L2 flushed). After the
 change, through `softmax`: 8192x4096 fp16 (row) 33.4 us against 34.2 in the committed run,
 16384x1024 fp32 (row) 32.8 against 33.3 (looped then); rows unchanged (65536x128 fp16 8.7).
+Plain stores instead of .cs, through `softmax` (probes/softmax_store_policy.py, us, .cs -> plain):
+16384x1024 fp32 31.7 -> 31.4 (torch.compile 29.4), 8192x4096 fp32 60.5 -> 60.7, 8192x4096 fp16
+29.8 -> 29.1, 32768x1000 fp32 61.5 -> 60.6, 4096x32768 fp32 259.8 -> 257.1, 65536x128 fp32 15.9 ->
+15.9, 4096x4096 fp32 29.0 -> 29.2; over 10 shapes plain / .cs median 0.998, range 0.975-1.006, inside
+the 3.5% a trial's order moves a median by (config/config.yaml's `bench`): .cs is kept.
 
 Strategies (each a separate kernel; `STRATEGIES[name].run(x2d)` runs one on a 2-D tensor whose
 last dimension is contiguous):

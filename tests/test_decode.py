@@ -457,7 +457,7 @@ def test_chunks_dealt_by_length_match_reference(poison, batch, heads_q, heads_kv
     if page_size:
         k, v, table = decode.paged_cache(k, v, page_size, seed=3)
     plan = decode._plan(q, k, v, lens, None, None, table, None, None, None)
-    assert plan.rest[-2] is True and plan.rest[4] >= 2                    # spread, S >= 2
+    assert plan.rest[-3] is True and plan.rest[4] >= 2                    # spread, S >= 2
     spread = decode._decode(q, k, v, lens, None, None, table)
     alike = decode._decode(q, k, v, lens, None, None, table, spread=False)
     assert int(decode._COUNTERS[(q.device, 0)].abs().sum()) == 0
@@ -467,6 +467,51 @@ def test_chunks_dealt_by_length_match_reference(poison, batch, heads_q, heads_kv
                 assert torch.equal(out[b], torch.zeros_like(out[b]))
             else:
                 _assert_close(out[b], ref[b], dtype)
+
+
+@pytest.mark.parametrize("page_size", [0, 64])
+@pytest.mark.parametrize("dtype", decode.DTYPES)
+def test_longest_first_matches_reference(poison, page_size, dtype):
+    """An unsplit call with lengths takes its sequences longest first (ties by index, a length 0 last):
+    every sequence's output is written, matches the float64 reference, and the cache past each length
+    (NaN and infinities) is never read."""
+    lengths = [3, 301, 0, 301, 150, 1, 77]
+    q, k, v = _inputs(len(lengths), 8, 2, 301, 64, dtype)
+    lens = torch.tensor(lengths, dtype=torch.int32)
+    for b, n in enumerate(lengths):
+        k[b, :, n:] = float("nan")
+        v[b, :, n:] = float("inf")
+    ref = reference(q, k, v, lens)
+    table = None
+    if page_size:
+        k, v, table = decode.paged_cache(k, v, page_size, seed=5)
+    plan = decode._plan(q, k, v, lens, None, 1, table, None, None, None)
+    assert plan.grid == (1, 14) and plan.rest[-1] is True and plan.rest[-2] == 16      # BLOCK_B
+    out = decode_attention(q, k, v, lens, num_splits=1, block_table=table)
+    for b, n in enumerate(lengths):
+        if n == 0:
+            assert torch.equal(out[b], torch.zeros_like(out[b]))
+        else:
+            _assert_close(out[b], ref[b], dtype)
+
+
+def test_longest_first_plan(monkeypatch):
+    """Only unsplit calls with lengths of 2..LONGEST_FIRST_MAX_BATCH sequences rank them; past that
+    batch grid order is kept, and the answer is the same."""
+    assert decode.longest_first(2, 1, True) and decode.longest_first(decode.LONGEST_FIRST_MAX_BATCH, 1, True)
+    assert not decode.longest_first(1, 1, True)                                  # one sequence
+    assert not decode.longest_first(decode.LONGEST_FIRST_MAX_BATCH + 1, 1, True)  # B^2 ranking
+    assert not decode.longest_first(8, 2, True)                                  # split: dealt by length
+    assert not decode.longest_first(8, 1, False)                                 # all Lmax long
+    q, k, v = _inputs(5, 4, 2, 90, 64, torch.float16)
+    lens = torch.tensor([10, 90, 45, 90, 2], dtype=torch.int32)
+    ref = reference(q, k, v, lens)
+    assert decode._plan(q, k, v, lens, None, 1, None, None, None, None).rest[-1] is True
+    assert decode._plan(q, k, v, None, None, 1, None, None, None, None).rest[-1] is False
+    monkeypatch.setattr(decode, "LONGEST_FIRST_MAX_BATCH", 4)
+    plan = decode._plan(q, k, v, lens, None, 1, None, None, None, None)
+    assert plan.rest[-1] is False and plan.rest[-2] == 16
+    _assert_close(decode._decode(q, k, v, lens, None, 1), ref, torch.float16)
 
 
 def test_spread_plan():
@@ -481,9 +526,9 @@ def test_spread_plan():
     plan = decode._plan(q, k, v, torch.full((4,), 4096), None, None, None, None, None, None)
     splits = plan.rest[4]
     slots = min(decode.RAGGED_SPLIT_LIMIT * splits, cdiv(4096, plan.rest[9]))        # rest[9]: BLOCK_N
-    assert plan.rest[-2] is True and plan.part_shape == (4, 8, slots) == (4, 8, plan.rest[-3]) and slots > splits
+    assert plan.rest[-3] is True and plan.part_shape == (4, 8, slots) == (4, 8, plan.rest[-4]) and slots > splits
     plain = decode._plan(q, k, v, None, None, None, None, None, None, None)
-    assert plain.rest[-2] is False and plain.part_shape == (4, 8, splits) == (4, 8, plain.rest[-3])
+    assert plain.rest[-3] is False and plain.part_shape == (4, 8, splits) == (4, 8, plain.rest[-4])
 
 
 @pytest.mark.parametrize("num_splits,paged", [(None, False), (1, False), (3, False), (None, True)])
@@ -619,7 +664,7 @@ def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, gpu_replays, num
     assert args[:4] == (q, k, v, lens) and args[5] is second
     assert args[4] is (q if table is None else table)                  # no block table: q stands in
     if paged:
-        assert args[20:22] == (1, 3) and args[-6] == 32                 # table strides, PAGE_SIZE
+        assert args[20:22] == (1, 3) and args[-7] == 32                 # table strides, PAGE_SIZE
     if num_splits > 1:
         assert args[6].shape == (3, 8, 2, 64) and int(args[8].abs().sum()) == 0   # 2 splits of 128 tokens
     torch.testing.assert_close(second, first, rtol=0, atol=0)
@@ -880,7 +925,7 @@ def test_plan_rule_and_merge(fresh_plans, monkeypatch):
     decode_attention(q, k, v)
     (plan,) = decode._PLANS.values()
     assert plan.grid == (4, 24) and plan.rest[3:5] == (16, 4)              # 16 tiles over 4 splits
-    assert plan.rest[11] == decode.merge_step(4, 128) == 4 and plan.rest[-5] == 0   # not paged
+    assert plan.rest[11] == decode.merge_step(4, 128) == 4 and plan.rest[-6] == 0   # not paged
     assert decode.planned_splits(25, 8, 4096, 128, 2, 132, 4) == 1           # 200 programs: no split
     assert decode.planned_splits(3, 8, 16384, 128, 2, 132, 4) == 5           # 132 // 24
     assert decode.planned_splits(3, 8, 1024, 128, 2, 132, 4) == 4            # 16 tiles: 4 chunks of 4

@@ -167,7 +167,7 @@ def test_method_says_what_the_harness_does(rendered):
 def test_method_without_rows_states_the_harness_floor(tmp_path):
     agg = load.collect([], None, None)
     md = _paper([])
-    assert "Each row is the median of at least 20 timed calls from at least 3 trials" in md
+    assert "Each row is the median of at least 20 timed calls from at least 6 trials" in md
 
 
 def test_reproduction_section_counts_per_study(rendered):
@@ -238,6 +238,6 @@ def test_harness_numbers_come_from_the_run_then_the_config():
     rows = pd.DataFrame({"status": ["ok", "ok", "error"], "reps": [40, 25, 0], "trials": [4, 6, 0]})
     assert context.harness({"config": {"bench": {"flush_mib": 128}}}, rows, bench) == {
         "min_reps": "25", "min_trials": "4", "flush_mib": "128", "cupti_mb": "32", "cupti_us": "40", "host_rows": False}
-    assert context.harness({}) == {"min_reps": "20", "min_trials": "3", "flush_mib": "256", "cupti_mb": "64",
-                                   "cupti_us": "50", "host_rows": False}
+    assert context.harness({}) == {"min_reps": "20", "min_trials": "6", "flush_mib": "256", "cupti_mb": "64",
+                                   "cupti_us": "500", "host_rows": False}
     assert context.harness({}, rows.assign(timing=["events", "host", "events"]), bench)["host_rows"]

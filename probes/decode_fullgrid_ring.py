@@ -15,6 +15,15 @@ unsplit, B=1 Hkv=32 and B=4 Hkv=8 at L=16384 in S=4 splits: 128 programs on 132 
 at 90-92% of the read ceiling; one program an SM holds three 32 KB tiles in flight. DIAG=deep times
 them at rings of 4-7 stages and wider tiles (the split shapes at the rule's S).
 
+In the e1fb521 run, on another H200 (read ceiling 4.69 TB/s against 4.60), the 512-program
+launches (B=16 Hkv=32 and B=64 Hkv=8, 64/4/2, four programs an SM) ran 0.972-0.978x cuDNN at
+L >= 4096 (B=64 Hkv=8 L=32768 fp16 1.894 ms against 1.844): ours read 4.52-4.56 TB/s on both GPUs,
+cuDNN 4.62-4.67 on this one. 512 programs fill 528 slots of four an SM: 116 SMs hold four and 16
+three, so if a program's rate is set by its SM, the SMs with three idle at the end and the launch
+reads at most 512 / 528 = 97% of what the SMs could. DIAG=tail times those shapes at forced splits
+of the same 64/4/2 programs (capped at 128 registers, all resident): S=2 and 4 keep the quantisation
+(1024 / 1056, 2048 / 2112), S=33 removes it (16896 programs, 32 rounds of 528).
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_fullgrid_ring.py
 Writes $OUT/decode_fullgrid_ring.csv and prints us (S) and the ratio over `ours` last
 (decode_balance's helpers: every variant checked against the float64 reference, CUPTI kernel time,
@@ -40,8 +49,14 @@ if db.DIAG == "deep":   # one program an SM (128 of them, unsplit or one-wave sp
               (4, 8, 16384, False), (16, 8, 1024, False)]
     CONFIGS = [(64, 4, 4, None), (64, 4, 5, None), (64, 4, 6, None), (64, 4, 7, None), (64, 8, 6, None),
                (128, 4, 3, None), (128, 8, 3, None), (128, 8, 4, None), (32, 4, 8, None)]
+SPLITS = []             # DIAG=tail: forced split counts at the shipped resident tiling
+if db.DIAG == "tail":   # 512 programs at four an SM: quantised over 528 slots
+    SHAPES = [(16, 32, 16384, False), (64, 8, 16384, False), (64, 8, 32768, False), (16, 32, 4096, False),
+              (64, 8, 4096, False)]
+    CONFIGS, SPLITS = [(64, 4, 2, 128)], [2, 4, 33]
 if db.DRY:
     SHAPES, CONFIGS = [(2, 2, 200, False), (2, 2, 200, True)], [(16, 2, 2, None)]
+    SPLITS = [2] if SPLITS else []
 
 
 def name_of(cfg) -> str:
@@ -64,6 +79,10 @@ def candidates(inputs, num_sms):
         cands[name_of(cfg)] = (lambda bn=bn, w=w, st=st, regs=regs:
                                (lambda: fd._decode(q, k, v, passed, None, forced, None, bn, w, st, None, regs)))
         splits[name_of(cfg)] = splits["ours"]
+    for n in SPLITS:      # DIAG=tail: the first config at forced splits
+        bn, w, st, regs = CONFIGS[0]
+        cands[f"s{n}"] = (lambda n=n: (lambda: fd._decode(q, k, v, passed, None, n, None, bn, w, st, None, regs)))
+        splits[f"s{n}"] = n
     splits.update({name: "" for name in ("paged", "cudnn", "read2048", "read4096")})
     return cands, splits
 
@@ -72,7 +91,8 @@ def main():
     table, path = db.sweep_to_csv(SHAPES, "fullgrid_ring", candidates, "decode_fullgrid_ring", with_read=True)
     db.kernel_rows(os.path.join(db.OUT, "decode_fullgrid_ring_kernels.csv"))
     print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}; (S): splits; x: over ours")
-    db.print_ratios(table, ["ours", "paged", "cudnn", *map(name_of, CONFIGS), "read2048", "read4096"], "ours", 16)
+    db.print_ratios(table, ["ours", "paged", "cudnn", *map(name_of, CONFIGS), *(f"s{n}" for n in SPLITS),
+                            "read2048", "read4096"], "ours", 16)
     db.print_bad(path)
 
 

@@ -16,6 +16,11 @@ float64 reference, CUPTI kernel time, L2 flushed). Measured before the rule ship
 ranked and the shipped kernel did not), fp16, us, grid order -> longest first: ragged B=64 Lmax=4096
 122.7 -> 117.2, Lmax=2048 77.0 -> 60.0, B=48 Lmax=4096 107.1 -> 104.8; equal lengths 240.7 -> 240.9.
 
+In the e1fb521 run (longest first shipped) ragged B=64 Hkv=8 Lmax=4096 read at 89% (114.8 us), and its
+paged call (S=2, chunks dealt out by length) took 1.17x that. The probe also times the paged call as
+the study makes it (`paged`) and the same pool unsplit (`paged_s1`, one program a sequence, so
+longest first).
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_longest_first.py
 Writes $OUT/decode_longest_first.csv and prints us and the ratio over the shipped call last.
 PROBE_DRYRUN=1 runs it in Triton's CPU interpreter on tiny ragged shapes.
@@ -77,7 +82,13 @@ def candidates(inputs, num_sms):
                                                                  None if st is None else 4, st)))
         splits[f"ours{tag}"] = splits[f"grid{tag}"] = s
     cands["cudnn"] = lambda: study.impls()["sdpa_cudnn"](inputs)
-    splits.update({name: "" for name in ("cudnn", "read2048", "read4096")})
+    cands["paged"] = lambda: study.impls()["ours_paged"](inputs)
+    if passed is not None:   # the paged pool unsplit: one program a sequence, longest first
+        def paged_unsplit():
+            kp, vp, table = fd.paged_cache(k, v, study.PAGE_SIZE, seed=study.PAGE_SEED)
+            return lambda: fd._decode(q, kp, vp, passed, None, 1, table)
+        cands["paged_s1"] = paged_unsplit
+    splits.update({name: "" for name in ("cudnn", "paged", "paged_s1", "read2048", "read4096")})
     return cands, splits
 
 
@@ -87,7 +98,7 @@ def main():
     table, path = db.sweep_to_csv(SHAPES, "longest_first", candidates, "decode_longest_first", with_read=True)
     names = [f"{kind}{'' if st is None else f'_s{st}'}" for st in STAGES for kind in ("ours", "grid")]
     print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}; (S): splits; x: over ours; read: the whole cache")
-    db.print_ratios(table, [*names, "cudnn", "read2048", "read4096"], "ours", 15)
+    db.print_ratios(table, [*names, "paged", "paged_s1", "cudnn", "read2048", "read4096"], "ours", 15)
     db.print_bad(path)
 
 

@@ -18,6 +18,15 @@ DIAG=seeds: the sweep's ten implementations (config/config.yaml) at 8192x4096 fp
 measure_case under bench seeds 0-3 (seed 0 is the sweep's order), so a place in the shuffled order
 that costs a kernel shows as a seed where its time moves.
 
+In the e1fb521 run (six trials a row) the gap held, and `ours` timed like `ours_rows`, not like the
+row kernel it launches with the same settings: 8192x4096 fp32 ours 63.25, ours_rows 63.14, ours_row
+61.87, Liger 61.57; 1024x1000 3.04 / 3.04 / 2.91 / 2.91; 1024x1024 3.07 / 3.07 / 2.91 / 2.94.
+DIAG=launch: the sweep's ten implementations and two more at those shapes through measure_case under
+seeds 0-3: `ours_via_triton` (kernels.softmax with its plan's direct launch dropped before every
+call, so it launches through Triton as ours_row does) and `ours_row_like` (the forced row kernel
+writing into torch.empty_like(x), as kernels.softmax allocates); every call's output address is
+recorded, so a gap that follows the launch path, the allocation or the address shows which.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/sweep_vs_probe.py
 Writes $OUT/sweep_vs_probe.csv and prints us per implementation and timing last.
 """
@@ -78,11 +87,74 @@ def by_seed(monitor, record):
         print(f"  {impl:15} " + " / ".join(f"{c:7.2f}" for c in cells))
 
 
+def launch_paths(monitor, record):
+    """DIAG=launch: is ours's gap to the forced row kernel its launch path, its allocation or its address?"""
+    from kernels import fused_softmax as fs
+    impls = load_config()["softmax"]["impls"] + ["ours_via_triton", "ours_row_like"]
+    addresses: dict = {}
+
+    def recorded(name, fn):
+        def call():
+            out = fn()
+            addresses.setdefault(name, set()).add(out.data_ptr())
+            return out
+        return call
+
+    def via_triton(inputs):
+        x = inputs["x"]
+        def call():
+            for plan in fs._PLANS.values():
+                plan.fast = None
+            return fs.softmax(x, -1)
+        return call
+
+    def row_like(inputs):
+        x = inputs["x"]
+        row = fs.STRATEGIES["row"]
+        return lambda: row.run(x, torch.empty_like(x))
+
+    base = study.impls
+    def impls_table():
+        table = {**base(), "ours_via_triton": via_triton, "ours_row_like": row_like}
+        return {name: (lambda inputs, name=name, f=f: recorded(name, f(inputs))) for name, f in table.items()}
+
+    study.impls = impls_table
+    out = []
+    try:
+        for shape in ({"rows": 8192, "cols": 4096}, {"rows": 1024, "cols": 1000}, {"rows": 1024, "cols": 1024}):
+            for seed in SEEDS:
+                addresses.clear()
+                sweep = Sweep(study=study, gpu="probe", shapes=[shape], dtypes=["float32"], impls=impls, ceilings={},
+                              bench=bench_config(seed=seed), monitor=monitor,
+                              steady_mhz=record["warm_up"]["steady_sm_mhz"])
+                for row in measure_case(sweep, shape, "float32"):
+                    if row.get("timing") == "cupti" and row.get("status") == "ok":
+                        out.append({"shape": f"{shape['rows']}x{shape['cols']}", "seed": seed, "impl": row["impl"],
+                                    "us": round(row["median_ms"] * 1e3, 3), "p20_us": round(row["p20_ms"] * 1e3, 3),
+                                    "p80_us": round(row["p80_ms"] * 1e3, 3),
+                                    "addresses": " ".join(hex(a) for a in sorted(addresses.get(row["impl"], ())))})
+    finally:
+        study.impls = base
+    os.makedirs(OUT, exist_ok=True)
+    write_csv(os.path.join(OUT, "sweep_vs_probe_launch.csv"), out)
+    for label in dict.fromkeys(r["shape"] for r in out):
+        print(f"{label} fp32, us (cupti median through measure_case), one column a seed; output addresses (MiB from the lowest)")
+        rows = [r for r in out if r["shape"] == label]
+        low = min(int(a, 16) for r in rows for a in r["addresses"].split())
+        for impl in impls:
+            mine = [r for r in rows if r["impl"] == impl]
+            cells = [next((r["us"] for r in mine if r["seed"] == s), float("nan")) for s in SEEDS]
+            where = sorted({(int(a, 16) - low) >> 20 for r in mine for a in r["addresses"].split()})
+            print(f"  {impl:15} " + " / ".join(f"{c:7.2f}" for c in cells) + f"   {where[:8]}")
+
+
 def main():
     monitor, record = start_job()
     print(f"warm-up {record['warm_up']['seconds']} s, steady SM clock {record['warm_up']['steady_sm_mhz']} MHz")
     if DIAG == "seeds":
         return by_seed(monitor, record)
+    if DIAG == "launch":
+        return launch_paths(monitor, record)
     sweep = Sweep(study=study, gpu="probe", shapes=SHAPES, dtypes=["float32"], impls=IMPLS, ceilings={},
                   bench=bench_config(), monitor=monitor, steady_mhz=record["warm_up"]["steady_sm_mhz"])
     out = []

@@ -35,6 +35,29 @@ def _assert_close(out, ref, dtype):
     assert rel < TOLERANCE[str(dtype).removeprefix("torch.")], rel
 
 
+def _case_past_lengths_poisoned(heads_q, heads_kv, cache_len, head_dim, dtype, lens, page_size, seed):
+    """(q, k, v, block table or None, float64 reference): the cache past each length is NaN (K) and
+    inf (V), so a read there shows; with page_size, k and v are a shuffled paged pool of it."""
+    q, k, v = _inputs(len(lens), heads_q, heads_kv, cache_len, head_dim, dtype)
+    for b, n in enumerate(lens.tolist()):
+        k[b, :, n:] = float("nan")
+        v[b, :, n:] = float("inf")
+    ref = reference(q, k, v, lens)
+    table = None
+    if page_size:
+        k, v, table = decode.paged_cache(k, v, page_size, seed=seed)
+    return q, k, v, table, ref
+
+
+def _assert_each_sequence(out, ref, lengths, dtype):
+    """Sequence by sequence: zeros for a length 0, else close to the reference."""
+    for b, n in enumerate(lengths):
+        if n == 0:
+            assert torch.equal(out[b], torch.zeros_like(out[b]))
+        else:
+            _assert_close(out[b], ref[b], dtype)
+
+
 CASES = [  # batch, heads_q, heads_kv, cache_len, head_dim, ragged, num_splits, dtype
     (3, 4, 4, 37, 64, True, None, torch.float16),      # GQA 1, odd length
     (3, 8, 2, 301, 128, True, 3, torch.bfloat16),      # GQA 4, three splits
@@ -101,12 +124,8 @@ def test_cache_past_length_is_never_read(poison, dtype, heads_q, heads_kv, lengt
         v[b, :, n:] = float("-inf") if b % 2 else float("inf")
     ref = reference(q, k, v, lens)
     for splits in split_counts:
-        out = decode._decode(q, k, v, lens, None, splits, None, block_n, None, None)
-        for b, n in enumerate(lengths):
-            if n == 0:
-                assert torch.equal(out[b], torch.zeros_like(out[b]))
-            else:
-                _assert_close(out[b], ref[b], dtype)
+        _assert_each_sequence(decode._decode(q, k, v, lens, None, splits, None, block_n, None, None), ref,
+                              lengths, dtype)
 
 
 def test_length_zero_gives_zeros(poison):
@@ -447,26 +466,15 @@ def test_chunks_dealt_by_length_match_reference(poison, batch, heads_q, heads_kv
     matches the float64 reference, a length-0 sequence gives zeros, the cache past each length (NaN and
     infinities) is never read, and the merge counters are left zero; the same call with every sequence
     split alike gives the same answer."""
-    q, k, v = _inputs(batch, heads_q, heads_kv, cache_len, head_dim, dtype)
     lens = _ragged(batch, cache_len) if lengths is None else torch.tensor(lengths, dtype=torch.int32)
-    for b, n in enumerate(lens.tolist()):
-        k[b, :, n:] = float("nan")
-        v[b, :, n:] = float("inf")
-    ref = reference(q, k, v, lens)
-    table = None
-    if page_size:
-        k, v, table = decode.paged_cache(k, v, page_size, seed=3)
+    q, k, v, table, ref = _case_past_lengths_poisoned(heads_q, heads_kv, cache_len, head_dim, dtype, lens, page_size, 3)
     plan = decode._plan(q, k, v, lens, None, None, table, None, None, None)
     assert plan.rest[-3] is True and plan.rest[4] >= 2                    # spread, S >= 2
     spread = decode._decode(q, k, v, lens, None, None, table)
     alike = decode._decode(q, k, v, lens, None, None, table, spread=False)
     assert int(decode._COUNTERS[(q.device, 0)].abs().sum()) == 0
     for out in (spread, alike):
-        for b, n in enumerate(lens.tolist()):
-            if n == 0:
-                assert torch.equal(out[b], torch.zeros_like(out[b]))
-            else:
-                _assert_close(out[b], ref[b], dtype)
+        _assert_each_sequence(out, ref, lens.tolist(), dtype)
 
 
 @pytest.mark.parametrize("page_size", [0, 64])
@@ -476,23 +484,11 @@ def test_longest_first_matches_reference(poison, page_size, dtype):
     every sequence's output is written, matches the float64 reference, and the cache past each length
     (NaN and infinities) is never read."""
     lengths = [3, 301, 0, 301, 150, 1, 77]
-    q, k, v = _inputs(len(lengths), 8, 2, 301, 64, dtype)
     lens = torch.tensor(lengths, dtype=torch.int32)
-    for b, n in enumerate(lengths):
-        k[b, :, n:] = float("nan")
-        v[b, :, n:] = float("inf")
-    ref = reference(q, k, v, lens)
-    table = None
-    if page_size:
-        k, v, table = decode.paged_cache(k, v, page_size, seed=5)
+    q, k, v, table, ref = _case_past_lengths_poisoned(8, 2, 301, 64, dtype, lens, page_size, 5)
     plan = decode._plan(q, k, v, lens, None, 1, table, None, None, None)
     assert plan.grid == (1, 14) and plan.rest[-1] is True and plan.rest[-2] == 16      # BLOCK_B
-    out = decode_attention(q, k, v, lens, num_splits=1, block_table=table)
-    for b, n in enumerate(lengths):
-        if n == 0:
-            assert torch.equal(out[b], torch.zeros_like(out[b]))
-        else:
-            _assert_close(out[b], ref[b], dtype)
+    _assert_each_sequence(decode_attention(q, k, v, lens, num_splits=1, block_table=table), ref, lengths, dtype)
 
 
 def test_longest_first_plan(monkeypatch):

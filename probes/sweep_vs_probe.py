@@ -21,10 +21,12 @@ that costs a kernel shows as a seed where its time moves.
 In the e1fb521 run (six trials a row) the gap held, and `ours` timed like `ours_rows`, not like the
 row kernel it launches with the same settings: 8192x4096 fp32 ours 63.25, ours_rows 63.14, ours_row
 61.87, Liger 61.57; 1024x1000 3.04 / 3.04 / 2.91 / 2.91; 1024x1024 3.07 / 3.07 / 2.91 / 2.94.
-DIAG=launch: the sweep's ten implementations and two more at those shapes through measure_case under
+DIAG=launch: the sweep's ten implementations and three more at those shapes and 1048576x1 (ours
+3.04 us, the same rows launch forced 2.94) through measure_case under
 seeds 0-3: `ours_via_triton` (kernels.softmax with its plan's direct launch dropped before every
 call, so it launches through Triton as ours_row does) and `ours_row_like` (the forced row kernel
-writing into torch.empty_like(x), as kernels.softmax allocates); every call's output address is
+writing into torch.empty_like(x), as kernels.softmax allocates) and `ours_direct_empty` (the plan's
+direct launch writing into torch.empty, as the forced kernels allocate); every call's output address is
 recorded, so a gap that follows the launch path, the allocation or the address shows which.
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/sweep_vs_probe.py
@@ -90,7 +92,7 @@ def by_seed(monitor, record):
 def launch_paths(monitor, record):
     """DIAG=launch: is ours's gap to the forced row kernel its launch path, its allocation or its address?"""
     from kernels import fused_softmax as fs
-    impls = load_config()["softmax"]["impls"] + ["ours_via_triton", "ours_row_like"]
+    impls = load_config()["softmax"]["impls"] + ["ours_via_triton", "ours_row_like", "ours_direct_empty"]
     addresses: dict = {}
 
     def recorded(name, fn):
@@ -113,15 +115,27 @@ def launch_paths(monitor, record):
         row = fs.STRATEGIES["row"]
         return lambda: row.run(x, torch.empty_like(x))
 
+    def direct_empty(inputs):
+        x = inputs["x"]
+        fs.softmax(x, -1)                                    # plans and keeps the direct launch
+        plan = next(p for p in fs._PLANS.values() if p.fast is not None and (p.rows, p.cols) == tuple(x.shape))
+        launch, rest = plan.fast
+        def call():
+            out = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+            launch(launch.stream(), out.data_ptr(), x.data_ptr(), *rest)
+            return out
+        return call
+
     base = study.impls
     def impls_table():
-        table = {**base(), "ours_via_triton": via_triton, "ours_row_like": row_like}
+        table = {**base(), "ours_via_triton": via_triton, "ours_row_like": row_like, "ours_direct_empty": direct_empty}
         return {name: (lambda inputs, name=name, f=f: recorded(name, f(inputs))) for name, f in table.items()}
 
     study.impls = impls_table
     out = []
     try:
-        for shape in ({"rows": 8192, "cols": 4096}, {"rows": 1024, "cols": 1000}, {"rows": 1024, "cols": 1024}):
+        for shape in ({"rows": 8192, "cols": 4096}, {"rows": 1024, "cols": 1000}, {"rows": 1024, "cols": 1024},
+                      {"rows": 1048576, "cols": 1}):
             for seed in SEEDS:
                 addresses.clear()
                 sweep = Sweep(study=study, gpu="probe", shapes=[shape], dtypes=["float32"], impls=impls, ceilings={},

@@ -163,6 +163,9 @@ Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A seque
 length 0 attends to nothing and its output is defined as zeros. Lengths on the host are
 checked and raise ValueError; lengths already on the GPU are not read back (that would stall
 the host every call): the kernel clamps them to 0..Lmax, so it never reads outside the cache.
+An unsplit launch with lengths serves its sequences longest first, each program ranking the B
+lengths on the device (`longest_first`, measured at LONGEST_FIRST_MAX_BATCH), so the block
+scheduler, which starts programs in grid order, does not leave a long sequence to run last.
 
 Paged caches (`block_table`): serving engines keep the KV cache as a pool of fixed-size pages
 and give each sequence a row of page indices. The pool layout here is (num_pages, page_size,

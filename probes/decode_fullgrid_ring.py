@@ -16,13 +16,16 @@ at 90-92% of the read ceiling; one program an SM holds three 32 KB tiles in flig
 them at rings of 4-7 stages and wider tiles (the split shapes at the rule's S).
 
 In the e1fb521 run, on another H200 (read ceiling 4.69 TB/s against 4.60), the 512-program
-launches (B=16 Hkv=32 and B=64 Hkv=8, 64/4/2, four programs an SM) ran 0.972-0.978x cuDNN at
-L >= 4096 (B=64 Hkv=8 L=32768 fp16 1.894 ms against 1.844): ours read 4.52-4.56 TB/s on both GPUs,
-cuDNN 4.62-4.67 on this one. 512 programs fill 528 slots of four an SM: 116 SMs hold four and 16
-three, so if a program's rate is set by its SM, the SMs with three idle at the end and the launch
-reads at most 512 / 528 = 97% of what the SMs could. DIAG=tail times those shapes at forced splits
-of the same 64/4/2 programs (capped at 128 registers, all resident): S=2 and 4 keep the quantisation
-(1024 / 1056, 2048 / 2112), S=33 removes it (16896 programs, 32 rounds of 528).
+launches (B=16 Hkv=32 and B=64 Hkv=8, 64/4/2, four programs an SM) ran 0.972-0.979x cuDNN at
+L >= 16384 (B=64 Hkv=8 L=32768 fp16 1.894 ms against 1.844): ours read 96.4-97.3% of the ceiling,
+cuDNN 98.5-99.7%. Two readings: (1) 512 programs fill 528 slots of four an SM (116 SMs hold four,
+16 three), and if a program's rate were set by its SM the launch would read at most 97%; but the
+128-program launches (one an SM, 64/4/4, 4 SMs idle) read 99.9% at B=16 Hkv=8 L=131072, so an SM's
+share is not the limit there. (2) The 2-stage ring of four programs an SM keeps less in flight than
+fewer, deeper programs: B=64 Hkv=32 (2048 programs, 128/4/2, two an SM, 8 waves) read 98.0-98.6%
+at L >= 4096. DIAG=tail times those shapes at 128/4/2 (two an SM, two waves) and 64/4/4 (two an
+SM) beside the shipped 64/4/2, and the shipped tiling at forced splits: S=2 and 4 keep the slot
+quantisation (1024 / 1056, 2048 / 2112), S=33 removes it (16896 programs, 32 rounds of 528).
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_fullgrid_ring.py
 Writes $OUT/decode_fullgrid_ring.csv and prints us (S) and the ratio over `ours` last
@@ -53,7 +56,7 @@ SPLITS = []             # DIAG=tail: forced split counts at the shipped resident
 if db.DIAG == "tail":   # 512 programs at four an SM: quantised over 528 slots
     SHAPES = [(16, 32, 16384, False), (64, 8, 16384, False), (64, 8, 32768, False), (16, 32, 4096, False),
               (64, 8, 4096, False)]
-    CONFIGS, SPLITS = [(64, 4, 2, 128)], [2, 4, 33]
+    CONFIGS, SPLITS = [(64, 4, 2, 128), (128, 4, 2, None), (64, 4, 4, None)], [2, 4, 33]
 if db.DRY:
     SHAPES, CONFIGS = [(2, 2, 200, False), (2, 2, 200, True)], [(16, 2, 2, None)]
     SPLITS = [2] if SPLITS else []

@@ -33,6 +33,10 @@ def test_same_code_pairs_are_ours_against_its_dispatched_strategy_forced():
     assert view["apart"] == 1                 # 4% apart with disjoint intervals: outside a tie
     assert view["max"] == "4.2%" and "rows=8192 cols=4096" in view["worst"]
     assert view["median"] == "2.3%"           # the two gaps, 0.5% and 4.2%, in log terms
+    # ours is slower than ours_row (1.00 against 0.96 ms) and faster than ours_looped (2.00 against 2.01)
+    (softmax,) = view["by_study"]
+    assert softmax["study"] == "softmax" and (softmax["pairs"], softmax["slower"], softmax["faster"]) == (2, 1, 1)
+    assert (softmax["mean"], softmax["mean_side"]) == ("1.8%", "slower")   # 1 / sqrt(0.96 * 1.005)
 
 
 def test_no_pairs_no_view():

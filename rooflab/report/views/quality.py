@@ -78,14 +78,22 @@ def same_code_view(agg: Aggregate, tables: dict, gpu: str | None) -> dict | None
         for _, c in cmp[cmp["study"] == study].iterrows():
             twin = twins.get((c["dtype"], c["shape"]))
             if twin is not None and c["against"] == twin and not _missing(c["speedup"]):
-                pairs.append((abs(math.log(float(c["speedup"]))), c["outcome"] != "tie",
-                              f"{study} {c['shape']} {dt(c['dtype'])}, {ratio(float(c['speedup']))}"))
+                pairs.append((math.log(float(c["speedup"])), c["outcome"] != "tie",
+                              f"{study} {c['shape']} {dt(c['dtype'])}, {ratio(float(c['speedup']))}", study))
     if not pairs:
         return None
-    worst = max(pairs, key=lambda p: p[0])
+    worst = max(pairs, key=lambda p: abs(p[0]))
+    by_study = []
+    for study in SAME_CODE_STUDIES:
+        logs = [p[0] for p in pairs if p[3] == study]
+        if logs:
+            mean = statistics.fmean(logs)            # log(twin / ours): below 0 where ours is the slower
+            by_study.append({"study": study, "pairs": len(logs), "slower": sum(v < 0 for v in logs),
+                             "faster": sum(v > 0 for v in logs), "mean": pct(abs(math.expm1(-mean))),
+                             "mean_side": "apart" if abs(math.expm1(-mean)) < 5e-4 else "slower" if mean < 0 else "faster"})
     return {"pairs": len(pairs), "studies": " and ".join(SAME_CODE_STUDIES),
-            "median": pct(math.expm1(statistics.median(p[0] for p in pairs))), "max": pct(math.expm1(worst[0])),
-            "apart": sum(p[1] for p in pairs), "worst": worst[2]}
+            "median": pct(math.expm1(statistics.median(abs(p[0]) for p in pairs))), "max": pct(math.expm1(abs(worst[0]))),
+            "apart": sum(p[1] for p in pairs), "worst": worst[2], "by_study": by_study}
 
 
 def qa_view(agg: Aggregate, gpu: str | None) -> dict:

@@ -8,7 +8,7 @@ come late holds the launch. A model of the launch (each running program streamin
 share of the read rate) put grid order at 116 us and longest first at 111 us for these lengths.
 
 The shipped kernel ranks the lengths (LONGEST_FIRST, kernels/flash_decoding.longest_first); this
-probe builds a copy of kernels/flash_decoding.py (written to $OUT/flash_decoding_grid.py and
+probe builds a copy of kernels/flash_decoding.py (written to a temporary directory, not $OUT, and
 imported from there: Triton compiles from source files) in which every program serves sequence
 bh // Hkv, as before the rule, and times the two, both at the shipped ring and at 3 and 2 stages,
 with cuDNN and the read kernel beside (decode_balance's helpers: every variant checked against the
@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decode_balance as db  # noqa: E402  (sets up the interpreter for PROBE_DRYRUN=1)
@@ -52,8 +53,7 @@ def grid_order_module():
         src = handle.read()
     assert src.count(RANKED) == 1, "the decode kernel moved: update the probe"
     src = src.replace(RANKED, GRID_ORDER)
-    os.makedirs(db.OUT, exist_ok=True)
-    path = os.path.join(db.OUT, "flash_decoding_grid.py")
+    path = os.path.join(tempfile.mkdtemp(prefix="rooflab_probe_"), "flash_decoding_grid.py")
     with open(path, "w") as handle:
         handle.write(src)
     spec = importlib.util.spec_from_file_location("flash_decoding_grid", path)

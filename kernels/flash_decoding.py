@@ -164,7 +164,7 @@ length 0 attends to nothing and its output is defined as zeros. Lengths on the h
 checked and raise ValueError; lengths already on the GPU are not read back (that would stall
 the host every call): the kernel clamps them to 0..Lmax, so it never reads outside the cache.
 An unsplit launch with lengths serves its sequences longest first, each program ranking the B
-lengths on the device (`longest_first`, measured at LONGEST_FIRST_MAX_BATCH), so the block
+lengths on the device (`longest_first`, up to LONGEST_FIRST_MAX_BATCH), so the block
 scheduler, which starts programs in grid order, does not leave a long sequence to run last.
 
 Paged caches (`block_table`): serving engines keep the KV cache as a pool of fixed-size pages
@@ -272,9 +272,10 @@ RAGGED_SPLIT_LIMIT = 4       # calls with lengths, B >= 2, S >= 2, whose lengths
                              # kernel time, us, Lmax's chunks -> dealt by length (DIAG=spread2): paged
                              # ragged B=4 Lmax=32768 88.2 -> 66.6, B=16 Lmax=4096 53.3 -> 43.6; contiguous
                              # ragged B=4 Lmax=32768 at one wave 100.4 -> 64.8 (four waves without: 66.1)
-LONGEST_FIRST_MAX_BATCH = 128  # unsplit launches with lengths, 2 <= B <= this: program b * Hkv + h serves the
+LONGEST_FIRST_MAX_BATCH = 64  # unsplit launches with lengths, 2 <= B <= this: program b * Hkv + h serves the
                              # sequence of rank b by decreasing length (longest_first); each program ranks
-                             # all B lengths, B^2 comparisons, so larger batches keep grid order. H200,
+                             # all B lengths, B^2 comparisons, so larger batches (not measured) keep grid
+                             # order. H200,
                              # fp16, Hq=32 Hkv=8, D=128, kernel time, us, grid order -> longest first
                              # (cuDNN): ragged B=64 Lmax=4096 122.7 -> 117.2 (243.5), Lmax=2048 77.0 ->
                              # 60.0 (125.6), B=48 Lmax=4096 107.1 -> 104.8 (193.7); the same lengths

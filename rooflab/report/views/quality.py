@@ -69,7 +69,7 @@ def same_code_view(agg: Aggregate, tables: dict, gpu: str | None) -> dict | None
     if gpu is None or cmp is None or cmp.empty:
         return None
     cmp = cmp[cmp["gpu"] == gpu]
-    pairs = []
+    pairs, logs = [], {}
     for study in SAME_CODE_STUDIES:
         frame = agg.study(study)
         ours = frame[(frame["gpu"] == gpu) & (frame["impl"] == "ours") & (frame["status"] == "ok")]
@@ -78,19 +78,20 @@ def same_code_view(agg: Aggregate, tables: dict, gpu: str | None) -> dict | None
         for _, c in cmp[cmp["study"] == study].iterrows():
             twin = twins.get((c["dtype"], c["shape"]))
             if twin is not None and c["against"] == twin and not _missing(c["speedup"]):
-                pairs.append((math.log(float(c["speedup"])), c["outcome"] != "tie",
-                              f"{study} {c['shape']} {dt(c['dtype'])}, {ratio(float(c['speedup']))}", study))
+                log = math.log(float(c["speedup"]))          # log(twin / ours): below 0 where ours is the slower
+                logs.setdefault(study, []).append(log)
+                pairs.append((log, c["outcome"] != "tie",
+                              f"{study} {c['shape']} {dt(c['dtype'])}, {ratio(float(c['speedup']))}"))
     if not pairs:
         return None
     worst = max(pairs, key=lambda p: abs(p[0]))
     by_study = []
-    for study in SAME_CODE_STUDIES:
-        logs = [p[0] for p in pairs if p[3] == study]
-        if logs:
-            mean = statistics.fmean(logs)            # log(twin / ours): below 0 where ours is the slower
-            by_study.append({"study": study, "pairs": len(logs), "slower": sum(v < 0 for v in logs),
-                             "faster": sum(v > 0 for v in logs), "mean": pct(abs(math.expm1(-mean))),
-                             "mean_side": "apart" if abs(math.expm1(-mean)) < 5e-4 else "slower" if mean < 0 else "faster"})
+    for study, values in logs.items():
+        mean = statistics.fmean(values)
+        gap = abs(math.expm1(-mean))
+        by_study.append({"study": study, "pairs": len(values), "slower": sum(v < 0 for v in values),
+                         "faster": sum(v > 0 for v in values), "mean": pct(gap),
+                         "mean_side": "apart" if gap < 5e-4 else "slower" if mean < 0 else "faster"})
     return {"pairs": len(pairs), "studies": " and ".join(SAME_CODE_STUDIES),
             "median": pct(math.expm1(statistics.median(abs(p[0]) for p in pairs))), "max": pct(math.expm1(abs(worst[0]))),
             "apart": sum(p[1] for p in pairs), "worst": worst[2], "by_study": by_study}

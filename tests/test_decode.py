@@ -28,6 +28,12 @@ def _ragged(batch, cache_len):
     return lens
 
 
+def _rest(plan, name):
+    """The plan's launch argument `name` (a parameter of _decode_kernel from heads_kv on)."""
+    names = decode._decode_kernel.arg_names
+    return plan.rest[names.index(name) - names.index("heads_kv")]
+
+
 def _assert_close(out, ref, dtype):
     assert out.dtype == dtype
     assert torch.isfinite(out).all(), "unwritten or non-finite outputs"
@@ -244,9 +250,10 @@ def test_long_grouped_chunks_plan(monkeypatch):
     plan = decode._plan(q, k, k, None, None, None, None, None, None, None)
     block_n, warps, stages = decode.LONG_CHUNK_CONFIG
     assert plan.grid == (4, 32) and plan.options == dict(num_warps=warps, num_stages=stages)
-    assert plan.rest[3:5] == (32768 // block_n, 4) and plan.rest[9] == block_n    # 4 chunks of 8192 tokens
+    assert (_rest(plan, "n_blocks"), _rest(plan, "num_splits")) == (32768 // block_n, 4)    # 4 chunks of 8192 tokens
+    assert _rest(plan, "BLOCK_N") == block_n
     forced = decode._plan(q, k, k, None, None, None, None, 64, None, None)
-    assert forced.rest[9] == 64 and forced.options == dict(num_warps=4, num_stages=4)
+    assert _rest(forced, "BLOCK_N") == 64 and forced.options == dict(num_warps=4, num_stages=4)
 
 
 @pytest.mark.parametrize("batch,heads_kv,cache_len,splits", [(4, 8, 32768, 4), (4, 8, 4096, 4), (2, 8, 1024, 8),
@@ -280,7 +287,8 @@ def test_full_grid_plan(monkeypatch):
     k = torch.zeros(1, 1, 1, 128, dtype=torch.float16).expand(64, 32, 4096, 128)
     plan = decode._plan(q, k, k, None, None, None, None, None, None, None)
     assert plan.grid == (1, 2048) and plan.options == dict(num_warps=warps, num_stages=stages)
-    assert plan.rest[9] == block_n and plan.rest[3:5] == (4096 // block_n, 1)
+    assert _rest(plan, "BLOCK_N") == block_n
+    assert (_rest(plan, "n_blocks"), _rest(plan, "num_splits")) == (4096 // block_n, 1)
 
 
 @pytest.mark.parametrize("dtype", decode.DTYPES)
@@ -469,7 +477,7 @@ def test_chunks_dealt_by_length_match_reference(poison, batch, heads_q, heads_kv
     lens = _ragged(batch, cache_len) if lengths is None else torch.tensor(lengths, dtype=torch.int32)
     q, k, v, table, ref = _case_past_lengths_poisoned(heads_q, heads_kv, cache_len, head_dim, dtype, lens, page_size, 3)
     plan = decode._plan(q, k, v, lens, None, None, table, None, None, None)
-    assert plan.rest[-3] is True and plan.rest[4] >= 2                    # spread, S >= 2
+    assert _rest(plan, "SPREAD") is True and _rest(plan, "num_splits") >= 2
     spread = decode._decode(q, k, v, lens, None, None, table)
     alike = decode._decode(q, k, v, lens, None, None, table, spread=False)
     assert int(decode._COUNTERS[(q.device, 0)].abs().sum()) == 0
@@ -487,7 +495,7 @@ def test_longest_first_matches_reference(poison, page_size, dtype):
     lens = torch.tensor(lengths, dtype=torch.int32)
     q, k, v, table, ref = _case_past_lengths_poisoned(8, 2, 301, 64, dtype, lens, page_size, 5)
     plan = decode._plan(q, k, v, lens, None, 1, table, None, None, None)
-    assert plan.grid == (1, 14) and plan.rest[-1] is True and plan.rest[-2] == 16      # BLOCK_B
+    assert plan.grid == (1, 14) and _rest(plan, "LONGEST_FIRST") is True and _rest(plan, "BLOCK_B") == 16
     _assert_each_sequence(decode_attention(q, k, v, lens, num_splits=1, block_table=table), ref, lengths, dtype)
 
 
@@ -502,11 +510,11 @@ def test_longest_first_plan(monkeypatch):
     q, k, v = _inputs(5, 4, 2, 90, 64, torch.float16)
     lens = torch.tensor([10, 90, 45, 90, 2], dtype=torch.int32)
     ref = reference(q, k, v, lens)
-    assert decode._plan(q, k, v, lens, None, 1, None, None, None, None).rest[-1] is True
-    assert decode._plan(q, k, v, None, None, 1, None, None, None, None).rest[-1] is False
+    assert _rest(decode._plan(q, k, v, lens, None, 1, None, None, None, None), "LONGEST_FIRST") is True
+    assert _rest(decode._plan(q, k, v, None, None, 1, None, None, None, None), "LONGEST_FIRST") is False
     monkeypatch.setattr(decode, "LONGEST_FIRST_MAX_BATCH", 4)
     plan = decode._plan(q, k, v, lens, None, 1, None, None, None, None)
-    assert plan.rest[-1] is False and plan.rest[-2] == 16
+    assert _rest(plan, "LONGEST_FIRST") is False and _rest(plan, "BLOCK_B") == 16
     _assert_close(decode._decode(q, k, v, lens, None, 1), ref, torch.float16)
 
 
@@ -520,11 +528,12 @@ def test_spread_plan():
     assert not decode.spread_by_length(4, 4, True, True)         # a forced num_splits is kept exactly
     q, k, v = _inputs(4, 8, 2, 4096, 64, torch.float16)
     plan = decode._plan(q, k, v, torch.full((4,), 4096), None, None, None, None, None, None)
-    splits = plan.rest[4]
-    slots = min(decode.RAGGED_SPLIT_LIMIT * splits, cdiv(4096, plan.rest[9]))        # rest[9]: BLOCK_N
-    assert plan.rest[-3] is True and plan.part_shape == (4, 8, slots) == (4, 8, plan.rest[-4]) and slots > splits
+    splits = _rest(plan, "num_splits")
+    slots = min(decode.RAGGED_SPLIT_LIMIT * splits, cdiv(4096, _rest(plan, "BLOCK_N")))
+    assert _rest(plan, "SPREAD") is True and plan.part_shape == (4, 8, slots) == (4, 8, _rest(plan, "part_splits"))
+    assert slots > splits
     plain = decode._plan(q, k, v, None, None, None, None, None, None, None)
-    assert plain.rest[-3] is False and plain.part_shape == (4, 8, splits) == (4, 8, plain.rest[-4])
+    assert _rest(plain, "SPREAD") is False and plain.part_shape == (4, 8, splits) == (4, 8, _rest(plain, "part_splits"))
 
 
 @pytest.mark.parametrize("num_splits,paged", [(None, False), (1, False), (3, False), (None, True)])
@@ -660,7 +669,8 @@ def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, gpu_replays, num
     assert args[:4] == (q, k, v, lens) and args[5] is second
     assert args[4] is (q if table is None else table)                  # no block table: q stands in
     if paged:
-        assert args[20:22] == (1, 3) and args[-7] == 32                 # table strides, PAGE_SIZE
+        assert args[20:22] == (1, 3)                                      # table strides
+        assert args[decode._decode_kernel.arg_names.index("PAGE_SIZE")] == 32
     if num_splits > 1:
         assert args[6].shape == (3, 8, 2, 64) and int(args[8].abs().sum()) == 0   # 2 splits of 128 tokens
     torch.testing.assert_close(second, first, rtol=0, atol=0)
@@ -920,8 +930,10 @@ def test_plan_rule_and_merge(fresh_plans, monkeypatch):
     q, k, v = _inputs(3, 32, 8, 1024, 128, torch.float16)
     decode_attention(q, k, v)
     (plan,) = decode._PLANS.values()
-    assert plan.grid == (4, 24) and plan.rest[3:5] == (16, 4)              # 16 tiles over 4 splits
-    assert plan.rest[11] == decode.merge_step(4, 128) == 4 and plan.rest[-6] == 0   # not paged
+    assert plan.grid == (4, 24)
+    assert (_rest(plan, "n_blocks"), _rest(plan, "num_splits")) == (16, 4)    # 16 tiles over 4 splits
+    assert _rest(plan, "BLOCK_S") == decode.merge_step(4, 128) == 4
+    assert _rest(plan, "PAGE_SIZE") == 0 and _rest(plan, "TABLE_AHEAD") == 0   # not paged
     assert decode.planned_splits(25, 8, 4096, 128, 2, 132, 4) == 1           # 200 programs: no split
     assert decode.planned_splits(3, 8, 16384, 128, 2, 132, 4) == 5           # 132 // 24
     assert decode.planned_splits(3, 8, 1024, 128, 2, 132, 4) == 4            # 16 tiles: 4 chunks of 4

@@ -72,18 +72,23 @@ def bench_config(**override) -> BenchConfig:
     return BenchConfig(**{**bench["full"], **keys, **override})
 
 
+def seeded_case(monitor, record, shape: dict, impls: list, seed: int) -> list[dict]:
+    """measure_case's cupti medians (us, with p20 and p80) of `impls` at one fp32 shape under a bench seed."""
+    sweep = Sweep(study=study, gpu="probe", shapes=[shape], dtypes=["float32"], impls=impls, ceilings={},
+                  bench=bench_config(seed=seed), monitor=monitor, steady_mhz=record["warm_up"]["steady_sm_mhz"])
+    return [{"seed": seed, "impl": row["impl"], "us": round(row["median_ms"] * 1e3, 3),
+             "p20_us": round(row["p20_ms"] * 1e3, 3), "p80_us": round(row["p80_ms"] * 1e3, 3)}
+            for row in measure_case(sweep, shape, "float32")
+            if row.get("timing") == "cupti" and row.get("status") == "ok"]
+
+
 def by_seed(monitor, record):
     """DIAG=seeds: measure_case's cupti medians of the sweep's implementations under each seed."""
     impls = load_config()["softmax"]["impls"]
     shape = {"rows": 8192, "cols": 4096}
     out = []
     for seed in SEEDS:
-        sweep = Sweep(study=study, gpu="probe", shapes=[shape], dtypes=["float32"], impls=impls, ceilings={},
-                      bench=bench_config(seed=seed), monitor=monitor, steady_mhz=record["warm_up"]["steady_sm_mhz"])
-        for row in measure_case(sweep, shape, "float32"):
-            if row.get("timing") == "cupti" and row.get("status") == "ok":
-                out.append({"seed": seed, "impl": row["impl"], "us": round(row["median_ms"] * 1e3, 3),
-                            "p20_us": round(row["p20_ms"] * 1e3, 3), "p80_us": round(row["p80_ms"] * 1e3, 3)})
+        out += seeded_case(monitor, record, shape, impls, seed)
         print(f"seed {seed} done", flush=True)
     os.makedirs(OUT, exist_ok=True)
     write_csv(os.path.join(OUT, "sweep_vs_probe_seeds.csv"), out)
@@ -142,15 +147,9 @@ def launch_paths(monitor, record):
                       {"rows": 1048576, "cols": 1}):
             for seed in SEEDS:
                 addresses.clear()
-                sweep = Sweep(study=study, gpu="probe", shapes=[shape], dtypes=["float32"], impls=impls, ceilings={},
-                              bench=bench_config(seed=seed), monitor=monitor,
-                              steady_mhz=record["warm_up"]["steady_sm_mhz"])
-                for row in measure_case(sweep, shape, "float32"):
-                    if row.get("timing") == "cupti" and row.get("status") == "ok":
-                        out.append({"shape": f"{shape['rows']}x{shape['cols']}", "seed": seed, "impl": row["impl"],
-                                    "us": round(row["median_ms"] * 1e3, 3), "p20_us": round(row["p20_ms"] * 1e3, 3),
-                                    "p80_us": round(row["p80_ms"] * 1e3, 3),
-                                    "addresses": " ".join(hex(a) for a in sorted(addresses.get(row["impl"], ())))})
+                for r in seeded_case(monitor, record, shape, impls, seed):
+                    out.append({"shape": f"{shape['rows']}x{shape['cols']}", **r,
+                                "addresses": " ".join(hex(a) for a in sorted(addresses.get(r["impl"], ())))})
     finally:
         study.impls = base
     os.makedirs(OUT, exist_ok=True)

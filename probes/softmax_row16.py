@@ -1,0 +1,194 @@
+"""Probe: long 16-bit rows held in registers as 16-bit values, the exponentials computed twice.
+
+The row strategy holds a row in registers as fp32 (kernels/fused_softmax.py `_row_one`): one
+exponential an element, kept for the normalising multiply. A 32768-column fp32 row (128 KB) on 32
+warps is 32 values a thread in 61 registers, one program an SM, and the committed e1fb521 run
+timed it at 0.96 of the copy (4096x32768 fp32). A 16-bit row of the same length is 64 KB: the
+same 61 registers hold half the bytes, and the row kernel read 4096x32768 fp16 at 0.74 of the copy
+(looped, shipped there, 0.85). Rows of 65536 16-bit columns (2048x65537, 128 KB) do not fit as
+fp32 (64 values a thread) and went looped at 0.66.
+
+This kernel keeps the loaded 16-bit values as they are (two a register) and computes each
+exponential twice, once for the row's sum and once for the output, as
+exp2(fma(x, log2 e, -c_hi) - c_lo) with (c_hi, c_lo) the row's max (then max plus log2 of the sum)
+times log2 e split into a rounded part and its rounding error, so that inputs of any magnitude
+(bf16 up to 3e38) keep full precision and no fp32 copy of the row is common to both passes.
+Offline for sm_90 (Triton 3.6's ptxas, probes/softmax_row16.py's `resources`): 32768 columns on 32
+warps 49 registers as against 61 for the fp32-held row; 65536 columns on 32 warps 64 registers.
+So an SM holds 128 KB of a 16-bit input in flight, as it does for the fp32 rows at 0.96.
+
+Variants per shape: `ours` (softmax as shipped), `row16 RxW` (R rows a program on W warps; R > 1
+only where the columns are a multiple of the 16-byte width), `ours_row` (the shipped row kernel
+forced where its block fits), `ours_looped` (forced), Liger, torch, and `copy` (out.copy_(x), the
+same bytes). Every variant but copy is checked against a float64 softmax first, on hostile inputs
+(rows with -inf entries, a row of -inf, an entry of 3e4), the output poisoned with NaN before the
+call. Kernel time: CUPTI device time between L2 flushes, all variants of a shape in shuffled
+rounds (softmax_small.time_all). Writes $OUT/softmax_row16.csv; prints us and the share of the
+copy's time last.
+
+    PYTHONUNBUFFERED=1 python3 probes/softmax_row16.py          (a GPU)
+    python3 probes/softmax_row16.py resources                    (no GPU: registers for sm_90)
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import torch
+import triton
+import triton.language as tl
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from kernels import fused_softmax as fs  # noqa: E402
+from kernels._device import pow2  # noqa: E402
+
+LOG2E = tl.constexpr(1.4426950408889634)
+SHAPES = [(4096, 32768, torch.float16), (4096, 32768, torch.bfloat16), (2048, 65537, torch.float16),
+          (2048, 65537, torch.bfloat16), (2048, 65536, torch.float16), (8192, 16384, torch.float16),
+          (16384, 4097, torch.bfloat16), (8192, 4096, torch.float16)]
+SETTINGS = [(1, 32), (2, 32), (1, 16), (2, 16), (4, 32)]
+
+
+@triton.jit
+def _split_scaled(v):
+    """v * log2(e) as (hi, lo): hi rounded to fp32, lo its rounding error (exact by the fma)."""
+    hi = v * LOG2E
+    return hi, tl.fma(v, LOG2E, -hi)
+
+
+@triton.jit
+def _row16_kernel(out_ptr, x_ptr, x_row_stride, out_row_stride, n_rows, n_cols,
+                  ROWS: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, PEEL: tl.constexpr):
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)                           # (ROWS,)
+    live = rows < n_rows
+    cols = tl.arange(0, BLOCK)
+    x_start = tl.cast(rows, tl.int64) * x_row_stride
+    if PEEL:
+        head = tl.minimum((VEC - x_start % VEC) % VEC, n_cols)
+    else:
+        head = tl.zeros([ROWS], tl.int64)
+    x_off = tl.multiple_of(x_start + head, VEC)
+    o_off = tl.multiple_of(tl.cast(rows, tl.int64) * out_row_stride + head, VEC)
+    n_body = (n_cols - head) // VEC * VEC
+    mask = live[:, None] & tl.max_constancy(cols[None, :] < n_body[:, None], [1, VEC])
+    xh = tl.load(x_ptr + x_off[:, None] + cols[None, :], mask=mask, other=-float("inf"))   # 16-bit
+    m = tl.max(xh, axis=1).to(tl.float32)
+    if PEEL:
+        lane = tl.arange(0, 2 * VEC)[None, :]
+        e_offs = tl.where(lane < VEC, lane - head[:, None], n_body[:, None] + lane - VEC)
+        e_mask = live[:, None] & tl.where(lane < VEC, lane < head[:, None], e_offs < (n_cols - head)[:, None])
+        xe = tl.load(x_ptr + x_off[:, None] + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
+        m = tl.maximum(m, tl.max(xe, axis=1))
+    m_hi, m_lo = _split_scaled(tl.where(m == -float("inf"), 0.0, m))
+    s = tl.sum(tl.exp2(tl.fma(xh.to(tl.float32), LOG2E, -m_hi[:, None]) - m_lo[:, None]), axis=1)
+    if PEEL:
+        s += tl.sum(tl.exp2(tl.fma(xe, LOG2E, -m_hi[:, None]) - m_lo[:, None]), axis=1)
+    ls = tl.log2(s)                                  # all -inf row: -inf, and NaN below
+    c_hi = m_hi + ls                                 # two-sum: c_hi + c_lo = m_hi + ls exactly
+    b = c_hi - m_hi
+    c_lo = m_lo + ((m_hi - (c_hi - b)) + (ls - b))
+    y = tl.exp2(tl.fma(xh.to(tl.float32), LOG2E, -c_hi[:, None]) - c_lo[:, None])
+    tl.store(out_ptr + o_off[:, None] + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask,
+             cache_modifier=".cs")
+    if PEEL:
+        ye = tl.exp2(tl.fma(xe, LOG2E, -c_hi[:, None]) - c_lo[:, None])
+        tl.store(out_ptr + o_off[:, None] + e_offs, ye.to(out_ptr.dtype.element_ty), mask=e_mask)
+
+
+def row16(x: torch.Tensor, out: torch.Tensor, rows_per_prog: int, warps: int):
+    n_rows, n_cols = x.shape
+    vec = 16 // x.element_size()
+    peel = n_cols % vec != 0 or x.stride(0) % vec != 0
+    block = pow2(n_cols - n_cols % vec)
+    _row16_kernel[(triton.cdiv(n_rows, rows_per_prog),)](
+        out, x, x.stride(0), out.stride(0), n_rows, n_cols, ROWS=rows_per_prog, BLOCK=block, VEC=vec,
+        PEEL=peel, num_warps=warps)
+    return out
+
+
+def settings(rows: int, cols: int):
+    """(R, W) settings that fit: R > 1 only without peeling; at most 64 16-bit values a thread."""
+    vec = 8
+    block = pow2(cols - cols % vec)
+    for r, w in SETTINGS:
+        if (r == 1 or cols % vec == 0) and r * block <= 64 * 32 * w and r <= rows:
+            yield r, w
+
+
+def variants(x: torch.Tensor, out: torch.Tensor) -> dict:
+    rows, cols = x.shape
+    fns = {"ours": lambda: fs.softmax(x, -1), "torch": lambda: torch.softmax(x, -1),
+           "copy": lambda: out.copy_(x)}
+    try:
+        from liger_kernel.ops.softmax import LigerSoftmaxFunction
+        fns["liger"] = lambda: LigerSoftmaxFunction.apply(x)
+    except ImportError as exc:
+        print("no liger:", exc)
+    for r, w in settings(rows, cols):
+        fns[f"row16 {r}x{w}"] = lambda r=r, w=w: row16(x, out, r, w)
+    body = fs.wide_body(cols, x.dtype)
+    if pow2(body) <= 32768:
+        cfg = fs.config("row", cols, x.dtype, rows)
+        fns["ours_row"] = lambda: fs.STRATEGIES["row"].run(x, out, cfg)
+    cfg = fs.config("looped", cols, x.dtype, rows)
+    fns["ours_looped"] = lambda: fs.STRATEGIES["looped"].run(x, out, cfg)
+    return fns
+
+
+def resources() -> None:
+    """Registers and stack of the row16 settings for sm_90, compiled offline (no GPU)."""
+    import re
+    import subprocess
+    import tempfile
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    for cols, peel in ((32768, False), (65536, True), (16384, False), (4096, True)):
+        for r, w in settings(4096, cols if not peel else cols + 1):
+            sig = {"out_ptr": "*fp16", "x_ptr": "*fp16", "x_row_stride": "i32", "out_row_stride": "i32",
+                   "n_rows": "i32", "n_cols": "i32", "ROWS": "constexpr", "BLOCK": "constexpr",
+                   "VEC": "constexpr", "PEEL": "constexpr"}
+            div = [["tt.divisibility", 16]]
+            attrs = {(0,): div, (1,): div} if peel else {(i,): div for i in range(6)}
+            src = ASTSource(_row16_kernel, sig, {(6,): r, (7,): cols, (8,): 8, (9,): peel}, attrs)
+            k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=w))
+            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+                f.write(k.asm["cubin"])
+                f.flush()
+                usage = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "-res-usage", f.name],
+                                       capture_output=True, text=True, check=True).stdout
+            regs, stack = re.search(r"REG:(\d+).*?STACK:(\d+)", usage).groups()
+            print(f"cols {cols}{' peeled' if peel else ''} rows {r} warps {w}: {regs} registers, "
+                  f"stack {stack} B, {65536 // (int(regs) * 32 * w)} programs an SM by registers", flush=True)
+
+
+def main() -> None:
+    from softmax_small import case, checked, print_notes, record, times_by_shape, within_budget, write_csv
+    from rooflab.timing import CudaTimer
+    budget = float(os.environ.get("PROBE_BUDGET_S", "120"))
+    timer, rows_out, t0 = CudaTimer(), [], time.perf_counter()
+    for rows, cols, dtype, label in within_budget(SHAPES, rows_out, t0, budget):
+        x, out, ref, tol = case(rows, cols, dtype, hostile=True)
+        tol = 1e-2 if dtype == torch.bfloat16 else tol     # bf16's half step at 1 is 0.0039
+        fns = variants(x, out)
+        copy = fns.pop("copy")
+        good = checked(rows_out, label, fns, out, ref, tol, poison=True)
+        good["copy"] = copy
+        record(rows_out, label, good, timer, t0)
+        del x, out, ref
+        torch.cuda.empty_cache()
+    write_csv("softmax_row16.csv", rows_out)
+    print_notes(rows_out, t0)
+    for label, times in times_by_shape(rows_out).items():
+        copy = times.get("copy")
+        print(label)
+        for name, us in sorted(times.items(), key=lambda kv: kv[1]):
+            share = f"{copy / us:.3f}" if copy else "-"
+            print(f"  {name:14s} {us:9.2f} us  {share} of the copy")
+
+
+if __name__ == "__main__":
+    resources() if sys.argv[1:] == ["resources"] else main()

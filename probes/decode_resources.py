@@ -18,24 +18,18 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
-import tempfile
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
-import triton  # noqa: E402
-from triton.backends.compiler import GPUTarget  # noqa: E402
-from triton.compiler import ASTSource  # noqa: E402
 
+import sm90  # noqa: E402  (probes/, the script's directory)
 from kernels import flash_decoding as fd  # noqa: E402
 from kernels._device import INTERPRETER_PER_SM, INTERPRETER_SMS  # noqa: E402
 
 HQ, D, PAGE = 32, 128, 64
-POINTER = {torch.float16: "*fp16", torch.bfloat16: "*bf16", torch.float32: "*fp32", torch.int32: "*i32"}
-BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 DEFAULT = ["16,8,4096,paged,lengths", "16,8,4096,paged,lengths,plain", "4,32,1024,paged,lengths",
            "4,32,1024,paged,lengths,plain", "4,8,32768,lengths", "4,8,32768,lengths,plain", "4,8,32768"]
 
@@ -66,34 +60,12 @@ def plan(spec: str):
 
 def compile_for_sm90(p, args):
     """The compiled kernel of a plan's launch (Triton for sm_90, the JIT's specialisation)."""
-    fn = fd._decode_kernel
-    signature, constants, attrs = {}, {}, {}
-    for i, (param, value) in enumerate(zip(fn.params, args)):
-        if param.is_constexpr or (type(value) is int and value == 1 and not param.do_not_specialize):
-            signature[param.name], constants[(i,)] = "constexpr", value
-        elif isinstance(value, torch.Tensor):
-            signature[param.name], attrs[(i,)] = POINTER[value.dtype], [["tt.divisibility", 16]]
-        elif isinstance(value, bool):
-            signature[param.name] = "i1"
-        elif isinstance(value, int):
-            signature[param.name] = "i32" if abs(value) < 2 ** 31 else "i64"
-            if value % 16 == 0 and not param.do_not_specialize:
-                attrs[(i,)] = [["tt.divisibility", 16]]
-        else:
-            signature[param.name] = "fp32"
-    return triton.compile(ASTSource(fn, signature, constants, attrs), target=GPUTarget("cuda", 90, 32),
-                          options=dict(p.options))
+    return sm90.compile_for_sm90(fd._decode_kernel, args, dict(p.options))
 
 
 def resources(kernel) -> dict:
     """Registers, stack and shared bytes, and spill loads/stores in the SASS (all, and per loop)."""
-    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
-        cubin.write(kernel.asm["cubin"])
-        cubin.flush()
-        usage = subprocess.run([os.path.join(BIN, "cuobjdump"), "-res-usage", cubin.name],
-                               capture_output=True, text=True, check=True).stdout
-        sass = subprocess.run([os.path.join(BIN, "cuobjdump"), "-sass", cubin.name],
-                              capture_output=True, text=True, check=True).stdout
+    usage, sass = sm90.cuobjdump(kernel, "-res-usage"), sm90.cuobjdump(kernel, "-sass")
     regs, stack = re.search(r"REG:(\d+).*?STACK:(\d+)", usage).groups()
     code = [(int(a, 16), ins) for a, ins in re.findall(r"/\*([0-9a-f]{4,})\*/\s+([^;]*);", sass)]
     spans = []                                                    # a backward branch closes a loop

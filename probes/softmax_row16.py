@@ -16,6 +16,20 @@ times log2 e split into a rounded part and its rounding error, so that inputs of
 Offline for sm_90 (Triton 3.6's ptxas, probes/softmax_row16.py's `resources`): 32768 columns on 32
 warps 49 registers as against 61 for the fp32-held row; 65536 columns on 32 warps 64 registers.
 So an SM holds 128 KB of a 16-bit input in flight, as it does for the fp32 rows at 0.96.
+(`resources`, as committed: 32768 columns 1x32 54 registers, 2x32 64 with a 120-byte stack;
+65536 peeled 1x32 64 with a 96-byte stack.)
+
+Measured and not kept (H200 GPU-2738b269, a188f76, CUPTI kernel time, L2 flushed; share of the
+copy's time): the prediction, 4096x32768 16-bit near the fp32 row's 0.96, failed. 4096x32768 fp16
+row16 1x16 180.6 us (0.69), 1x32 185.6 (0.67), 2x32 192.0 (0.65) against the shipped dispatch
+(looped) 143.8 (0.87), the fp32-held row kernel 168.1 (0.74) and Liger 169.2; bf16 alike (0.68-
+0.69 against 0.85). 2048x65537 fp16 row16 1x32 223.1 (0.57) against looped 187.3 (0.68), bf16
+217.0 (0.59) against 187.5; 2048x65536 fp16 175.1 against 175.2, a tie. Only 8192x16384 fp16
+1x16 (two programs an SM by registers) edged ahead, 138.1 against 140.0 (0.90 against 0.89).
+Holding twice the bytes an SM did not buy bandwidth: with one program an SM the load, the two
+reductions and the writes run one after another, and in 16 bits the per-element work of the
+reductions and the second exponential (twice the elements a byte of fp32) is what the SM waits
+on between loads. Looped, many programs an SM streaming tiles, overlaps them.
 
 Variants per shape: `ours` (softmax as shipped), `row16 RxW` (R rows a program on W warps; R > 1
 only where the columns are a multiple of the 16-byte width), `ours_row` (the shipped row kernel
@@ -141,25 +155,13 @@ def variants(x: torch.Tensor, out: torch.Tensor) -> dict:
 def resources() -> None:
     """Registers and stack of the row16 settings for sm_90, compiled offline (no GPU)."""
     import re
-    import subprocess
-    import tempfile
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    bin_dir = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
+    import sm90
+    x = torch.empty(1, dtype=torch.float16)
     for cols, peel in ((32768, False), (65536, True), (16384, False), (4096, True)):
-        for r, w in settings(4096, cols if not peel else cols + 1):
-            sig = {"out_ptr": "*fp16", "x_ptr": "*fp16", "x_row_stride": "i32", "out_row_stride": "i32",
-                   "n_rows": "i32", "n_cols": "i32", "ROWS": "constexpr", "BLOCK": "constexpr",
-                   "VEC": "constexpr", "PEEL": "constexpr"}
-            div = [["tt.divisibility", 16]]
-            attrs = {(0,): div, (1,): div} if peel else {(i,): div for i in range(6)}
-            src = ASTSource(_row16_kernel, sig, {(6,): r, (7,): cols, (8,): 8, (9,): peel}, attrs)
-            k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options=dict(num_warps=w))
-            with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
-                f.write(k.asm["cubin"])
-                f.flush()
-                usage = subprocess.run([os.path.join(bin_dir, "cuobjdump"), "-res-usage", f.name],
-                                       capture_output=True, text=True, check=True).stdout
+        n_cols = cols + 1 if peel else cols
+        for r, w in settings(4096, n_cols):
+            args = (x, x, n_cols, n_cols, 4096, n_cols, r, cols, 8, peel)
+            usage = sm90.cuobjdump(sm90.compile_for_sm90(_row16_kernel, args, dict(num_warps=w)), "-res-usage")
             regs, stack = re.search(r"REG:(\d+).*?STACK:(\d+)", usage).groups()
             print(f"cols {cols}{' peeled' if peel else ''} rows {r} warps {w}: {regs} registers, "
                   f"stack {stack} B, {65536 // (int(regs) * 32 * w)} programs an SM by registers", flush=True)

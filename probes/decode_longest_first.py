@@ -19,7 +19,11 @@ ranked and the shipped kernel did not), fp16, us, grid order -> longest first: r
 In the e1fb521 run (longest first shipped) ragged B=64 Hkv=8 Lmax=4096 read at 89% (114.8 us), and its
 paged call (S=2, chunks dealt out by length) took 1.17x that. The probe also times the paged call as
 the study makes it (`paged`) and the same pool unsplit (`paged_s1`, one program a sequence, so
-longest first).
+longest first). Measured at dea125f (H200 GPU-3e845773, fp16, us; contiguous as shipped / paged as
+the study makes it / paged unsplit): ragged B=64 Lmax=4096 117.0 / 135.8 / 160.3, B=64 Lmax=2048
+59.8 / 85.1 / 85.3, B=48 Lmax=4096 104.4 / 125.2 / 110.2; so the paged pool unsplit is no answer to
+the paged 0.85x row (B=64 Lmax=4096): it wins only at B=48. The contiguous call's longest first
+held (grid order 122.9, 76.2, 107.7) and equal lengths 241.2 against 241.6.
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_longest_first.py
 Writes $OUT/decode_longest_first.csv and prints us and the ratio over the shipped call last.

@@ -26,6 +26,12 @@ fewer, deeper programs: B=64 Hkv=32 (2048 programs, 128/4/2, two an SM, 8 waves)
 at L >= 4096. DIAG=tail times those shapes at 128/4/2 (two an SM, two waves) and 64/4/4 (two an
 SM) beside the shipped 64/4/2, and the shipped tiling at forced splits: S=2 and 4 keep the slot
 quantisation (1024 / 1056, 2048 / 2112), S=33 removes it (16896 programs, 32 rounds of 528).
+Measured at 7ecbd41 (H200 GPU-5dd7d788, fp16, kernel time over the shipped 64/4/2, which took 236.5 us
+at L=4096 to 1855.0 at B=64 Hkv=8 L=32768): cuDNN 0.994-1.002, 64/4/2 at 128 registers 0.997-1.001,
+128/4/2 0.993-1.002, 64/4/4 0.999-1.012, S=2 1.002-1.014, S=4 0.997-1.025, S=33 1.010-1.110, the paged
+call 1.005-1.020, the read kernel over the same bytes 0.974-0.993. No tiling or split beats the
+shipped one; on this GPU cuDNN ties it at every shape, and in the a188f76 run (GPU-79b30d5e) the
+same launches read 1.009-1.019x cuDNN's speed: the e1fb521 losses were that GPU's cuDNN, not ours.
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_fullgrid_ring.py
 Writes $OUT/decode_fullgrid_ring.csv and prints us (S) and the ratio over `ours` last

@@ -31,7 +31,15 @@ recorded, so a gap that follows the launch path, the allocation or the address s
 process of its own (probes/softmax_alloc.py, c5a658a) neither the buffers nor the launch path moved
 the time (ours, the forced kernel and the forced kernel into each of three outputs all 64.0-65.0 us
 at 8192x4096); this asks the same inside measure_case, beside the sweep's ten implementations,
-where the gap shows.
+where the gap shows. Measured at 7ecbd41 (H200 GPU-5dd7d788, us under seeds 0-3): 8192x4096 ours
+62.99 / 61.39 / 62.80 / 61.89, the forced row kernel 61.70 / 61.36 / 61.66 / 61.65, Liger 62.64 /
+62.03 / 62.00 / 61.97, ours_via_triton 62.75 / 61.81 / 61.65 / 61.73, ours_row_like 61.65 / 61.38 /
+61.90 / 62.78, ours_direct_empty 61.82 / 61.87 / 62.74 / 61.57; at 1024x1000 and 1024x1024 ours, the
+forced row kernel, Liger and the three variants all 2.94-3.07;
+1048576x1 ours 3.01-3.04, the rows launch forced 2.98-3.04. Every variant is 1-2% slow under some
+seeds and not others, whichever call path or allocation it takes: the gap follows the order of a
+trial, not ours's call (its outputs at two addresses, the others' at one of them, under fast and
+slow seeds alike).
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/sweep_vs_probe.py
 Writes $OUT/sweep_vs_probe.csv and prints us per implementation and timing last.

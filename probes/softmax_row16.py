@@ -13,11 +13,9 @@ exponential twice, once for the row's sum and once for the output, as
 exp2(fma(x, log2 e, -c_hi) - c_lo) with (c_hi, c_lo) the row's max (then max plus log2 of the sum)
 times log2 e split into a rounded part and its rounding error, so that inputs of any magnitude
 (bf16 up to 3e38) keep full precision and no fp32 copy of the row is common to both passes.
-Offline for sm_90 (Triton 3.6's ptxas, probes/softmax_row16.py's `resources`): 32768 columns on 32
-warps 49 registers as against 61 for the fp32-held row; 65536 columns on 32 warps 64 registers.
-So an SM holds 128 KB of a 16-bit input in flight, as it does for the fp32 rows at 0.96.
-(`resources`, as committed: 32768 columns 1x32 54 registers, 2x32 64 with a 120-byte stack;
-65536 peeled 1x32 64 with a 96-byte stack.)
+Offline for sm_90 (Triton 3.6's ptxas, `resources`): 32768 columns one row on 32 warps 54
+registers, two rows 64 with a 120-byte stack; 65536 columns (peeled) on 32 warps 64 with a 96-byte
+stack. So an SM holds 128 KB of a 16-bit input in flight, as it does for the fp32 rows at 0.96.
 
 Measured and not kept (H200 GPU-2738b269, a188f76, CUPTI kernel time, L2 flushed; share of the
 copy's time): the prediction, 4096x32768 16-bit near the fp32 row's 0.96, failed. 4096x32768 fp16
@@ -133,14 +131,9 @@ def settings(rows: int, cols: int):
 
 
 def variants(x: torch.Tensor, out: torch.Tensor) -> dict:
+    from softmax_small import ours_and_peers
     rows, cols = x.shape
-    fns = {"ours": lambda: fs.softmax(x, -1), "torch": lambda: torch.softmax(x, -1),
-           "copy": lambda: out.copy_(x)}
-    try:
-        from liger_kernel.ops.softmax import LigerSoftmaxFunction
-        fns["liger"] = lambda: LigerSoftmaxFunction.apply(x)
-    except ImportError as exc:
-        print("no liger:", exc)
+    fns = ours_and_peers(x)
     for r, w in settings(rows, cols):
         fns[f"row16 {r}x{w}"] = lambda r=r, w=w: row16(x, out, r, w)
     body = fs.wide_body(cols, x.dtype)
@@ -168,17 +161,15 @@ def resources() -> None:
 
 
 def main() -> None:
-    from softmax_small import case, checked, print_notes, record, times_by_shape, within_budget, write_csv
+    from softmax_small import (case, checked_and_copy, print_notes, record, times_by_shape, within_budget,
+                               write_csv)
     from rooflab.timing import CudaTimer
     budget = float(os.environ.get("PROBE_BUDGET_S", "120"))
     timer, rows_out, t0 = CudaTimer(), [], time.perf_counter()
     for rows, cols, dtype, label in within_budget(SHAPES, rows_out, t0, budget):
         x, out, ref, tol = case(rows, cols, dtype, hostile=True)
         tol = 1e-2 if dtype == torch.bfloat16 else tol     # bf16's half step at 1 is 0.0039
-        fns = variants(x, out)
-        copy = fns.pop("copy")
-        good = checked(rows_out, label, fns, out, ref, tol, poison=True)
-        good["copy"] = copy
+        good = checked_and_copy(rows_out, label, variants(x, out), x, out, ref, tol)
         record(rows_out, label, good, timer, t0)
         del x, out, ref
         torch.cuda.empty_cache()

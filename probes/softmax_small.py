@@ -59,14 +59,20 @@ ROW_WARPS = (1, 2, 4, 8, 16)
 LOOP_PER_SM = 64     # DIAG=loop: programs an SM of the persistent variants (the grid stays one a tile here)
 
 
-def variants(x: torch.Tensor, out: torch.Tensor) -> dict:
-    rows, cols = x.shape
+def ours_and_peers(x: torch.Tensor) -> dict:
+    """`ours` (softmax as shipped), torch.softmax and, where it is installed, Liger's softmax of x."""
     fns = {"ours": lambda: fs.softmax(x, -1), "torch": lambda: torch.softmax(x, -1)}
     try:
         from liger_kernel.ops.softmax import LigerSoftmaxFunction
         fns["liger"] = lambda: LigerSoftmaxFunction.apply(x)
     except ImportError as exc:
         print("no liger:", exc)
+    return fns
+
+
+def variants(x: torch.Tensor, out: torch.Tensor) -> dict:
+    rows, cols = x.shape
+    fns = ours_and_peers(x)
     if os.environ.get("DIAG") in ("mid", "loop"):   # inductor's kernel for this shape, compiled once
         compiled = torch.compile(lambda t: torch.softmax(t, -1), dynamic=False)
         fns["torch_compile"] = lambda: compiled(x)
@@ -155,6 +161,25 @@ def checked(rows_out: list, label: str, fns: dict, out: torch.Tensor, ref: torch
         except Exception as exc:   # a refused setting is a row; the probe goes on
             rows_out.append(dict(shape=label, variant=name, status=f"{type(exc).__name__}: {exc}"[:200]))
     return good
+
+
+def checked_and_copy(rows_out: list, label: str, fns: dict, x: torch.Tensor, out: torch.Tensor,
+                     ref: torch.Tensor, tol: float) -> dict:
+    """checked(..., poison=True), then `copy` (out.copy_(x): the same bytes read and written, the
+    yardstick of the long-row probes) beside the variants that passed, timed but not checked."""
+    good = checked(rows_out, label, fns, out, ref, tol, poison=True)
+    good["copy"] = lambda: out.copy_(x)
+    return good
+
+
+def print_copy_shares(rows_out: list) -> None:
+    """Per shape, each variant's median us and copy time / its time, fastest first."""
+    print("kernel time, us (CUPTI median), and copy time / variant time, fastest first")
+    for label, ok in times_by_shape(rows_out).items():
+        copy = ok.get("copy")
+        cells = [f"{k} {v} ({copy / v:.2f})" if copy else f"{k} {v}"
+                 for k, v in sorted(ok.items(), key=lambda kv: kv[1])]
+        print(f"{label:>22}: " + "; ".join(cells))
 
 
 def record(rows_out: list, label: str, good: dict, timer: CudaTimer, t0: float) -> None:

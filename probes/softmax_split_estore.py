@@ -346,8 +346,8 @@ def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
 
 
 def main() -> None:
-    from softmax_small import (case, checked, print_notes, record, times_by_shape, within_budget,  # noqa: E402
-                               write_csv)  # the shared probe steps (probes/, beside this script)
+    from softmax_small import (case, checked_and_copy, print_copy_shares, print_notes, record,  # noqa: E402
+                               within_budget, write_csv)  # the shared probe steps (probes/, beside this script)
     from rooflab.timing import CudaTimer
     os.makedirs(OUT, exist_ok=True)
     t0 = time.perf_counter()
@@ -356,21 +356,14 @@ def main() -> None:
     rows_out = []
     for r, c, dt, label in within_budget(SHAPES, rows_out, t0, BUDGET_S):
         x, out, ref, _ = case(r, c, dt, hostile=True)
-        good = checked(rows_out, label, variants(x, out, sms), out, ref, TOL[dt], poison=True)
-        good["copy"] = lambda: out.copy_(x)
+        good = checked_and_copy(rows_out, label, variants(x, out, sms), x, out, ref, TOL[dt])
         del ref
         record(rows_out, label, good, timer, t0)
         del x, out, good
         torch.cuda.empty_cache()
     write_csv("softmax_split_estore.csv", rows_out)
     print_notes(rows_out, t0)
-    print("kernel time, us (CUPTI median), and copy time / variant time, fastest first")
-    for label, ok in times_by_shape(rows_out).items():
-        copy = ok.get("copy")
-        cells = [f"{k} {v} ({copy / v:.2f})" if copy else f"{k} {v}"
-                 for k, v in sorted(ok.items(), key=lambda kv: kv[1])]
-        print(f"{label:>22}: " + "; ".join(cells))
-
+    print_copy_shares(rows_out)
 
 if __name__ == "__main__":
     if DRY:

@@ -24,8 +24,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
 import softmax_smem_split as sh  # noqa: E402  (probes/, beside this script)
-from softmax_small import (case, checked, print_notes, record, times_by_shape, within_budget,  # noqa: E402
-                           write_csv)  # the shared probe steps
+from softmax_small import (case, checked_and_copy, print_copy_shares, print_notes, record,  # noqa: E402
+                           within_budget, write_csv)  # the shared probe steps
 from kernels._device import cdiv  # noqa: E402
 from rooflab.timing import CudaTimer  # noqa: E402
 
@@ -106,18 +106,13 @@ def main() -> None:
     rows_out = []
     for r, c, dt, label in within_budget(SHAPES, rows_out, t0, BUDGET_S):
         x, out, ref, tol = case(r, c, dt, hostile=True)
-        good = checked(rows_out, label, variants(x, out, sms), out, ref, tol, poison=True)
-        good["copy"] = lambda: out.copy_(x)
+        good = checked_and_copy(rows_out, label, variants(x, out, sms), x, out, ref, tol)
         if DIAG == "exchange" and sh.supports(x, out, sms):
             for s in sorted({sh.segments(r, c, dt, sms)[0], min(sms, sh.boxes_per_row(c, dt))}):
                 good[f"tma S={s} no-exchange (unchecked)"] = tma_variant(x, out, sms, s, exchange=False)
         record(rows_out, label, good, timer, t0)
     write_csv("softmax_tma.csv", rows_out)
-    print("kernel time, us (CUPTI median), and copy time / variant time")
-    for label, ok in times_by_shape(rows_out).items():
-        copy = ok.get("copy")
-        cells = [f"{k} {v} ({copy / v:.2f})" if copy else f"{k} {v}" for k, v in sorted(ok.items(), key=lambda kv: kv[1])]
-        print(f"{label:>20}: " + "; ".join(cells))
+    print_copy_shares(rows_out)
     print_notes(rows_out, t0)
 
 

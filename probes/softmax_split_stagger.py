@@ -1,0 +1,346 @@
+"""Split softmax whose rounds overlap ("stagger"): each tile step reads round r + 1's tile from HBM
+for its partials and writes round r's tile, against the shipped split and a copy of the same
+bytes, at the few-long-row shapes.
+
+The question: the shipped split (kernels.fused_softmax, `_split_kernel` with segments of several
+tiles) runs each round as phases that are apart in time: every program reads its segment (HBM
+reads only), publishes its partials, waits for the row, then reads the segment again from L2 and
+writes it (HBM writes only). It streams at 0.60-0.68 of the copy bandwidth at these shapes, and
+neither fewer exponentials (probes/softmax_split_estore.py) nor register-held rows
+(probes/softmax_row16.py) lifted it. Does putting both directions of HBM traffic in flight at
+once, as a copy has them, lift it?
+
+Design (`_stagger_kernel`, rows on the access boundary only: the shipped kernel's branch without
+PEEL). Rows, segments, rounds and the cooperative grid are the shipped split's: program p takes
+segment p % n_segs of rows first, first + R, ... (first = p // n_segs, R = programs // n_segs).
+Iteration k of a program (k = 0 .. its row count) has a phase-1 row nxt = first + k R and a
+phase-2 row cur = nxt - R. It waits for cur's partials (published by every program of that row at
+the end of iteration k - 1, so the wait is short) and combines them (fs._wait, fs._combine); then,
+tile by tile, it loads nxt's tile (evict_last: read again next iteration) and merges it into the
+segment's running (max, sum), and loads cur's tile (from L2, where iteration k - 1 left it,
+evict_first) and stores exp(x - row_max) / row_sum. Then it publishes nxt's partials and leaves
+cur (fs._publish, fs._depart). Iteration 0 only reads, the last only writes. A tile of cur is
+re-read one iteration after it was read, so L2 holds about one round (R n_segs segments) of input
+at a time, as in the shipped loop. A row of -inf gives NaN, as torch.softmax does.
+
+On a GPU one persistent cooperative launch (_FUSED). In Triton's CPU interpreter, which runs
+programs one after another and cannot wait, a _PARTIALS launch (phase 1 only) publishes every
+partial first, then a _FINISH launch runs the whole interleaved loop without waiting: the same
+tile loop and indexing, the partials already there.
+
+Variants per shape (fp16, bf16, fp32): `ours` (fs.softmax as shipped), `split` (the split
+strategy forced, its launch table), `stagger` (the launch table's tile and warps, 4-tile segments
+unless the problem fits one round of 2-tile segments, as the shipped split sizes them), `stagger
+t=2` (2-tile segments: half the L2 footprint), `stagger 8K` (half-size tiles, 8 KB of input, in
+8-tile segments: the same 64 KB segments with fewer registers), `stagger 8K t=4` and `copy`
+(out.copy_(x), timed, not checked). Every variant but copy is checked against float64 first on a
+hostile input (softmax_small.case: -inf entries, a row of -inf, one huge entry) with `out` filled
+with NaN before the call (tolerance 2e-3 fp16, 1e-2 bf16, 1e-5 fp32; NaN exactly where the
+reference has it); a mismatch or a refusal is a row, not a time. Kernel time: CUPTI device time
+between L2 flushes (softmax_small.record), every variant of a shape in one profiler session, in
+shuffled rounds; no new shape is started after PROBE_BUDGET_S seconds. Writes
+$OUT/softmax_split_stagger.csv and prints the notes, then per shape each variant's us and copy us /
+its us, fastest first.
+
+    PYTHONUNBUFFERED=1 python3 probes/softmax_split_stagger.py
+
+PROBE_DRYRUN=1: no GPU; stagger_split in Triton's CPU interpreter on small shapes against
+torch.softmax in float64, the output filled with NaN first; exits 1 on a miss.
+
+    PROBE_DRYRUN=1 python3 probes/softmax_split_stagger.py
+
+`resources`: no GPU; the kernel compiled for sm_90 at the variants' tiles and warps beside the
+shipped `_split_kernel`: registers a thread, spills, programs an SM by registers.
+
+    python3 probes/softmax_split_stagger.py resources
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+DRY = os.environ.get("PROBE_DRYRUN") == "1"   # CPU check of the kernel: interpreter, small shapes
+if DRY:
+    from rooflab import interpreter
+    interpreter.enable()
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+import sm90  # noqa: E402  (probes/, the script's directory)
+
+from kernels import fused_softmax as fs  # noqa: E402
+from kernels._checks import interpreting  # noqa: E402
+from kernels._device import cdiv  # noqa: E402
+
+OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
+BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "150"))
+SHAPES = [(r, c, dt) for dt in (torch.float16, torch.bfloat16, torch.float32)
+          for r, c in ((16, 4194304), (64, 1048576), (256, 262144), (512, 151936), (1024, 131072))]
+TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-5}
+
+_PARTIALS, _FINISH, _FUSED = fs._PARTIALS, fs._FINISH, fs._FUSED
+
+
+@triton.jit(do_not_specialize=["x_row_stride", "out_row_stride", "n_rows", "n_cols", "n_segs", "seg_tiles"])
+def _stagger_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart_ptr,
+                    x_row_stride, out_row_stride,
+                    n_rows, n_cols, n_segs, seg_tiles,
+                    BLOCK: tl.constexpr, VEC: tl.constexpr, PARTIALS_BLOCK: tl.constexpr,
+                    MODE: tl.constexpr):
+    """Each row cut into n_segs segments of seg_tiles tiles of BLOCK columns, one program a segment;
+    a tile step reads round r + 1 and writes round r (module docstring).
+
+    part_max, part_sum: (n_rows, n_segs) fp32; arrive, depart: (n_rows,) int32, zero on entry and
+    left zero on exit (_FUSED). _PARTIALS: phase 1 only; _FINISH: both phases, no waiting (the
+    partials are already published); _FUSED: both, waiting on each row's partials.
+    """
+    pid = tl.program_id(0)
+    seg = pid % n_segs
+    first = pid // n_segs
+    per_round = tl.num_programs(0) // n_segs
+    start = seg * seg_tiles * BLOCK
+    cols = tl.arange(0, BLOCK)
+    n_mine = tl.cdiv(n_rows - first, per_round)               # rows this program takes
+    steps = n_mine + 1 if MODE != _PARTIALS else n_mine
+    for k in range(0, steps):
+        nxt = first + k * per_round                           # phase 1: partials of this row
+        cur = nxt - per_round                                 # phase 2: writes of this row
+        has_nxt = nxt < n_rows
+        has_cur = k > 0
+        if MODE == _PARTIALS:
+            has_cur = k < 0                                   # never: phase 1 only
+        x_nxt = x_ptr + tl.multiple_of(tl.cast(nxt, tl.int64) * x_row_stride, VEC)
+        x_cur = x_ptr + tl.multiple_of(tl.cast(cur, tl.int64) * x_row_stride, VEC)
+        o_cur = out_ptr + tl.multiple_of(tl.cast(cur, tl.int64) * out_row_stride, VEC)
+        row_max = tl.full([], 0.0, tl.float32)
+        inv = tl.full([], 0.0, tl.float32)
+        if has_cur:
+            if MODE == _FUSED:
+                fs._wait(arrive_ptr, cur, n_segs)
+            row_max, row_sum = fs._combine(part_max_ptr, part_sum_ptr, tl.cast(cur, tl.int64) * n_segs,
+                                           n_segs, PARTIALS_BLOCK)
+            inv = 1.0 / row_sum
+        m = tl.full([], -float("inf"), tl.float32)            # nxt's running max
+        s = tl.full([], 0.0, tl.float32)                      # and sum of exp(x - m)
+        for t in range(0, seg_tiles):
+            offs = start + t * BLOCK + cols
+            inside = tl.max_constancy(offs < n_cols, VEC)
+            xn = tl.load(x_nxt + offs, mask=inside & has_nxt, other=-float("inf"),
+                         eviction_policy="evict_last").to(tl.float32)
+            xc = tl.load(x_cur + offs, mask=inside & has_cur, other=-float("inf"),
+                         eviction_policy="evict_first").to(tl.float32)
+            m_new = tl.maximum(m, tl.max(xn, axis=0))
+            m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)   # no -inf - -inf while all -inf
+            s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(xn - m_safe), axis=0)
+            m = m_new
+            y = tl.exp(xc - row_max) * inv                    # row_max == -inf (all -inf row): NaN
+            tl.store(o_cur + offs, y.to(out_ptr.dtype.element_ty), mask=inside & has_cur,
+                     eviction_policy="evict_first")
+        if has_nxt:
+            if MODE == _FUSED:
+                fs._publish(part_max_ptr, part_sum_ptr, arrive_ptr, tl.cast(nxt, tl.int64) * n_segs + seg,
+                            nxt, m, s, _FUSED)
+            else:
+                fs._publish(part_max_ptr, part_sum_ptr, arrive_ptr, tl.cast(nxt, tl.int64) * n_segs + seg,
+                            nxt, m, s, _PARTIALS)
+        if MODE == _FUSED:
+            if has_cur:
+                fs._depart(arrive_ptr, depart_ptr, cur, n_segs)
+
+
+def _args(x, out, parts, arrive, depart, n_segs, seg_tiles, block, vec, mode):
+    """The kernel's arguments in signature order, constexprs included."""
+    rows, cols = x.shape
+    return (out, x, parts[0], parts[1], arrive, depart, x.stride(0), out.stride(0),
+            rows, cols, n_segs, seg_tiles, block, vec, fs.PARTIALS_BLOCK, mode.value)
+
+
+def stagger_split(x: torch.Tensor, out: torch.Tensor, seg_tiles: int | None = None,
+                  cfg: fs.Config | None = None, rows_per_round: int | None = None) -> torch.Tensor:
+    """Softmax of each row of x (rows, cols) into out by the staggered split; returns out.
+
+    seg_tiles: tiles a segment (None: the shipped split's choice for segments of several tiles);
+    cfg: tile and warps (None: fs.config("split")); rows_per_round: at most this many rows a round
+    (the dry run's rounds in the interpreter). Refuses rows the split kernel would peel.
+    """
+    rows, cols = x.shape
+    if x.dtype not in fs.DTYPES or out.shape != x.shape or out.dtype != x.dtype or out.device != x.device \
+            or (cols > 1 and (x.stride(1) != 1 or out.stride(1) != 1)):
+        raise ValueError("x and out must be (rows, cols) fp32/fp16/bf16 tensors of one shape, dtype and "
+                         "device with a contiguous last dimension")
+    vec, peel = fs._access(x, out)
+    if peel:
+        raise ValueError(f"stagger_split handles rows on the {vec * x.element_size()}-byte boundary only "
+                         f"(row length and strides multiples of {vec} elements); {tuple(x.shape)} with "
+                         f"strides {x.stride(0)}, {out.stride(0)} would peel")
+    if rows == 0 or cols == 0:
+        return out
+    cfg = cfg or fs.config("split", cols, x.dtype, rows, fs.num_sms(x.device))
+    tiles = cdiv(cols, cfg.block)
+    fixed = seg_tiles or cfg.seg_tiles
+    if not interpreting():
+        arrive, depart = fs._counters(x.device, rows)
+        dummy = torch.empty(1, dtype=torch.float32, device=x.device)
+        wide = max(rows, cols, abs(x.stride(0)), out.stride(0)) >= 2**31   # i64 size arguments
+        key = ("stagger", x.device, x.dtype, cfg.block, cfg.num_warps, vec, wide,
+               x.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)
+        resident = fs._resident_per_sm(key, x.device, lambda: _stagger_kernel.warmup(
+            out, x, dummy, dummy, arrive, depart, x.stride(0), out.stride(0), rows, cols, 1, 1,
+            BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=fs.PARTIALS_BLOCK, MODE=_FUSED.value,
+            num_warps=cfg.num_warps, launch_cooperative_grid=True, grid=(1,)))
+        capacity = min(resident, cfg.per_sm or fs.SPLIT_MAX_PER_SM) * fs.num_sms(x.device)
+        multi = [t for t in fs.SPLIT_ONE_ROUND_TILES if t > 1]
+        for st in (fixed,) if fixed else (*multi, fs.SPLIT_SEG_TILES):
+            n_segs = cdiv(tiles, st)
+            if n_segs > capacity or (not fixed and st in multi and rows * n_segs > capacity):
+                continue
+            parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)
+            per_round = min(capacity // n_segs, rows, rows_per_round or rows)
+            try:
+                _stagger_kernel[(per_round * n_segs,)](
+                    *_args(x, out, parts, arrive, depart, n_segs, st, cfg.block, vec, _FUSED),
+                    num_warps=cfg.num_warps, launch_cooperative_grid=True)
+                return out
+            except RuntimeError as exc:   # the driver refused the cooperative grid
+                if "cooperative" not in str(exc):
+                    raise
+    # The interpreter: every partial first, then the interleaved loop without waiting.
+    st = fixed or fs.SPLIT_SEG_TILES
+    n_segs = cdiv(tiles, st)
+    parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)
+    unused = torch.empty(1, dtype=torch.int32, device=x.device)
+    grid = (min(rows, rows_per_round or rows) * n_segs,)
+    for mode in (_PARTIALS, _FINISH):
+        _stagger_kernel[grid](*_args(x, out, parts, unused, unused, n_segs, st, cfg.block, vec, mode),
+                              num_warps=cfg.num_warps)
+    return out
+
+
+# ---- PROBE_DRYRUN=1: the interpreter on small shapes ----
+
+def dry_run() -> None:
+    from softmax_split_estore import _dry_input   # the same hostile small inputs (probes/)
+    small = lambda w: fs.Config(block=16, num_warps=w)   # noqa: E731  16-column tiles
+    cases = []   # (rows, cols, dtype, seg_tiles, cfg, rows_per_round)
+    for dt in (torch.float16, torch.bfloat16, torch.float32):
+        # 328 columns: 21 tiles of 16 (the last half full): 21 one-tile or 11 two-tile segments
+        cases += [(6, 328, dt, 1, small(1), None), (6, 328, dt, 2, small(1), None),
+                  (6, 328, dt, 2, small(1), 4),            # rounds of 4 rows: rows 0-3, then 4-5
+                  (7, 168, dt, 3, small(2), 2),            # 11 tiles: 4 segments, rounds of 2 rows, 4 rounds
+                  (5, 168, dt, 3, small(2), 1),            # one row a round: 5 rounds and a last write
+                  (4, 40000, dt, None, None, None)]        # the launch table's tile, default segments
+    failed = 0
+    print("dry run (Triton CPU interpreter): stagger_split against torch.softmax in float64")
+    print("shape dtype | BLOCK warps | seg_tiles n_segs | rows a round | max abs err | NaN where ref | tol | ok")
+    for rows, cols, dt, st, cfg, per_round in cases:
+        x = _dry_input(rows, cols, dt)
+        out = torch.full_like(x, float("nan"))
+        ref = torch.softmax(x.double(), -1)
+        use = cfg or fs.config("split", cols, dt, rows, fs.num_sms(x.device))
+        seg_tiles = st or use.seg_tiles or fs.SPLIT_SEG_TILES
+        got = stagger_split(x, out, seg_tiles=st, cfg=cfg, rows_per_round=per_round)
+        err = (got.double() - ref).abs().nan_to_num(nan=0.0).max().item()
+        nan_ok = torch.equal(got.isnan(), ref.isnan())
+        ok = err <= TOL[dt] and nan_ok
+        failed += not ok
+        print(f"{rows}x{cols} {str(dt)[6:]} | {use.block} {use.num_warps} | {seg_tiles} "
+              f"{cdiv(cdiv(cols, use.block), seg_tiles)} | {per_round or rows} | {err:.3g} | {nan_ok} | "
+              f"{TOL[dt]:g} | {'ok' if ok else 'FAIL'}", flush=True)
+    x = _dry_input(3, 1025, torch.float16)                    # odd rows: the split kernel peels them
+    try:
+        stagger_split(x, torch.empty_like(x))
+        print("3x1025 float16: not refused: FAIL")
+        failed += 1
+    except ValueError as exc:
+        print(f"3x1025 float16: refused (ValueError: {exc})")
+    print(f"# {len(cases) + 1 - failed} of {len(cases) + 1} checks passed")
+    if failed:
+        sys.exit(1)
+
+
+# ---- resources: compiled for sm_90, no GPU ----
+
+RESOURCE_SHAPE = (16, 4194304)
+
+
+def _tiles(dt: torch.dtype) -> list[tuple[str, fs.Config]]:
+    """(label, tile and warps) of the variants: the launch table's, and half-size tiles."""
+    cfg = fs.config("split", RESOURCE_SHAPE[1], dt, RESOURCE_SHAPE[0])
+    return [("", cfg), (" 8K", fs.Config(block=cfg.block // 2, num_warps=cfg.num_warps))]
+
+
+def resources() -> None:
+    rows, cols = RESOURCE_SHAPE
+    print("kernel dtype | BLOCK warps | registers | stack B | LDL / STL | programs an SM by registers")
+    for dt in (torch.float16, torch.bfloat16, torch.float32):
+        vec = fs.VECTOR_BYTES // dt.itemsize
+        x = torch.empty(1, dtype=dt)
+        f32 = torch.empty(1, dtype=torch.float32)
+        i32 = torch.empty(1, dtype=torch.int32)
+        for label, cfg in _tiles(dt):
+            options = dict(num_warps=cfg.num_warps, launch_cooperative_grid=True)
+            stagger = _args(x.expand(rows, cols), x.expand(rows, cols), (f32, f32), i32, i32, 1, 1,
+                            cfg.block, vec, _FUSED)
+            shipped = (x, x, f32, f32, i32, i32, cols, cols, rows, cols, 1, 1, cfg.block, vec,
+                       fs.PARTIALS_BLOCK, _FUSED.value, False, cfg.prefetch, False)
+            for name, fn, args in ((f"stagger{label}", _stagger_kernel, stagger),
+                                   (f"split{label}", fs._split_kernel, shipped)):
+                kernel = sm90.compile_for_sm90(fn, args, options)
+                usage, sass = sm90.cuobjdump(kernel, "-res-usage"), sm90.cuobjdump(kernel, "-sass")
+                regs, stack = (int(v) for v in re.search(r"REG:(\d+).*?STACK:(\d+)", usage).groups())
+                ins = re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]*);", sass)
+                ldl, stl = sum(" LDL" in f" {i}" for i in ins), sum(" STL" in f" {i}" for i in ins)
+                per_sm = min(65536 // (-(-regs // 8) * 8 * 32 * cfg.num_warps), 2048 // (32 * cfg.num_warps))
+                print(f"{name} {str(dt)[6:]} | {cfg.block} {cfg.num_warps} | {regs} | {stack} | "
+                      f"{ldl} / {stl} | {per_sm}", flush=True)
+
+
+# ---- the GPU probe ----
+
+def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
+    rows, cols = x.shape
+    cfg = fs.config("split", cols, x.dtype, rows, sms)
+    half = fs.Config(block=cfg.block // 2, num_warps=cfg.num_warps)
+    return {"ours": lambda: fs.softmax(x, -1),
+            "split": lambda: fs.STRATEGIES["split"].run(x, out, cfg),
+            "stagger": lambda: stagger_split(x, out),
+            "stagger t=2": lambda: stagger_split(x, out, seg_tiles=2),
+            "stagger 8K": lambda: stagger_split(x, out, seg_tiles=8, cfg=half),
+            "stagger 8K t=4": lambda: stagger_split(x, out, seg_tiles=4, cfg=half)}
+
+
+def main() -> None:
+    from softmax_small import (case, checked_and_copy, print_copy_shares, print_notes, record,  # noqa: E402
+                               within_budget, write_csv)  # the shared probe steps (probes/, beside this script)
+    from rooflab.timing import CudaTimer
+    os.makedirs(OUT, exist_ok=True)
+    t0 = time.perf_counter()
+    timer = CudaTimer()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows_out = []
+    for r, c, dt, label in within_budget(SHAPES, rows_out, t0, BUDGET_S):
+        x, out, ref, _ = case(r, c, dt, hostile=True)
+        good = checked_and_copy(rows_out, label, variants(x, out, sms), x, out, ref, TOL[dt])
+        del ref
+        record(rows_out, label, good, timer, t0)
+        del x, out, good
+        torch.cuda.empty_cache()
+    write_csv("softmax_split_stagger.csv", rows_out)
+    print_notes(rows_out, t0)
+    print_copy_shares(rows_out)
+
+
+if __name__ == "__main__":
+    if DRY:
+        dry_run()
+    elif sys.argv[1:] == ["resources"]:
+        resources()
+    else:
+        main()

@@ -299,9 +299,14 @@ def _rows_tile(out_ptr, x_ptr, tile, x_row_stride, out_row_stride, n_rows, n_col
     o_off = tl.multiple_of(tl.cast(rows, tl.int64) * out_row_stride, VEC)
     mask = (rows < n_rows)[:, None] & col_mask[None, :]                             # (ROWS, BLOCK)
     x = tl.load(x_ptr + x_off[:, None] + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
-    # A row of -inf gives max -inf and NaN throughout, as torch.softmax does.
-    e = tl.exp(x - tl.max(x, axis=1)[:, None])
-    y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+    if BLOCK == 1:
+        # One column: exp(x - max) / sum is exp(0) / 1 = 1 where x is finite, and NaN where it is
+        # -inf, +inf or NaN (x - x), as torch.softmax gives; no exponential, reduction or division.
+        y = x - x + 1.0
+    else:
+        # A row of -inf gives max -inf and NaN throughout, as torch.softmax does.
+        e = tl.exp(x - tl.max(x, axis=1)[:, None])
+        y = e * (1.0 / tl.sum(e, axis=1))[:, None]
     tl.store(out_ptr + o_off[:, None] + cols[None, :], y.to(out_ptr.dtype.element_ty),
              mask=mask, cache_modifier=".cs")
 

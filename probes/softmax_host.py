@@ -15,6 +15,9 @@ tensor arguments, `softmax` the wrapper as it stands. STUDY steps are also timed
 times host rows (rooflab.timing.CudaTimer.host: one call right after the L2 flush is queued, the
 median of STUDY_CALLS), rows `study_<step>`.
 
+DIAG=outliers: the shapes whose plain call was above 1.2x torch's in a committed run, beside their
+other dtypes.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/softmax_host.py
 Writes $OUT/softmax_host.csv (OUT defaults to ./probe_out) and prints us per step and shape last.
 """
@@ -41,6 +44,11 @@ ROUNDS, CALLS = 15, 200
 STUDY_CALLS = 400
 SHAPES = [(256, 256, torch.float32), (1024, 1024, torch.float16), (4096, 1, torch.float16),
           (8, 2048, torch.bfloat16), (1024, 128, torch.bfloat16)]
+if os.environ.get("DIAG") == "outliers":   # plain calls above 1.2x torch's host time in a run (a188f76,
+    # e1fb521, 190e707) beside their other dtypes
+    SHAPES = [(512, 512, d) for d in (torch.float16, torch.bfloat16, torch.float32)] \
+        + [(1048576, 1, d) for d in (torch.float16, torch.bfloat16)] + [(4096, 1, torch.bfloat16)] \
+        + [(1024, 128, torch.bfloat16)]
 
 
 def per_call_us(fn) -> float:

@@ -9,6 +9,8 @@ study's `cupti` rows), every variant of a shape in one profiler session, in shuf
 Writes $OUT/softmax_small.csv; prints, per shape, ours, the fastest setting and the peers (us).
 DIAG=mid: the short-row shapes of at least 8 MB (65536x128, 16384x1024), rows settings of 4-64 rows on
 2-8 warps, each also in the persistent loop, and torch.compile's kernel beside Liger and torch.
+DIAG=onecol: one-column rows (4096x1, 1048576x1, every dtype), the one-column grid of rows settings,
+and torch.compile's kernel.
 DIAG=loop adds each rows/row setting again as `<setting> loop`: the same tiles through the
 kernels' persistent loop (Config.per_sm > 0), where the plain settings take one tile a program.
 
@@ -48,6 +50,9 @@ if os.environ.get("DIAG") == "grid":   # every shape of the full grid under 8 MB
 if os.environ.get("DIAG") == "loop":   # the shapes where Liger led every setting, and two near ties
     SHAPES = [(1024, 1024, torch.float16), (1024, 1000, torch.float32), (1024, 1024, torch.float32),
               (512, 512, torch.float32), (256, 256, torch.float16), (4096, 4096, torch.float32)]
+if os.environ.get("DIAG") == "onecol":   # one-column rows, where torch.compile led by 32-64 ns (a188f76 run)
+    SHAPES = [(4096, 1, d) for d in (torch.float32, torch.float16, torch.bfloat16)] \
+        + [(1048576, 1, d) for d in (torch.float32, torch.float16, torch.bfloat16)]
 if os.environ.get("DIAG") == "mid":    # short rows of at least 8 MB where torch.compile led (da7f2b4 run)
     SHAPES = [(65536, 128, torch.float32), (65536, 128, torch.float16), (65536, 128, torch.bfloat16),
               (16384, 1024, torch.float32)]
@@ -73,7 +78,7 @@ def ours_and_peers(x: torch.Tensor) -> dict:
 def variants(x: torch.Tensor, out: torch.Tensor) -> dict:
     rows, cols = x.shape
     fns = ours_and_peers(x)
-    if os.environ.get("DIAG") in ("mid", "loop"):   # inductor's kernel for this shape, compiled once
+    if os.environ.get("DIAG") in ("mid", "loop", "onecol"):   # inductor's kernel for this shape, compiled once
         compiled = torch.compile(lambda t: torch.softmax(t, -1), dynamic=False)
         fns["torch_compile"] = lambda: compiled(x)
     block = pow2(cols)

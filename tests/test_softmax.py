@@ -221,6 +221,22 @@ def test_large_magnitudes(name, dtype, value):
     check(out, x)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("rows", [1, 7, 1030])
+def test_one_column_rows_are_one_or_nan(rows, dtype):
+    """A one-column row is 1 where its value is finite, however large, and NaN where it is -inf,
+    +inf or NaN, as torch.softmax gives: the rows kernel's one-column tile takes no exponential."""
+    x = torch.randn(rows, 1) * 3
+    specials = [NINF, float("inf"), float("nan"), torch.finfo(dtype).max, -torch.finfo(dtype).max,
+                torch.finfo(dtype).tiny]
+    x[:len(specials), 0] = torch.tensor(specials[:rows])
+    x = x.to(dtype)
+    out = run_poisoned("rows", x)
+    check(out, x)
+    assert torch.equal(out.isnan(), ~x.isfinite())
+    check(softmax(x), x)
+
+
 # ---- the public API ----
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)

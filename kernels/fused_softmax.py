@@ -81,7 +81,13 @@ last dimension is contiguous):
             3% ahead at 1024x131072 fp32, a tie at 1024x131072 fp16, 9-18% behind at the other
             few-long-row shapes; with no exchange at all
             (wrong results, timing only) 0.54-0.67 in 16 bits, so per-element work on one SM's
-            few warps, not only the exchange, holds it there.
+            few warps, not only the exchange, holds it there. Rounds overlapped instead
+            (probes/softmax_split_stagger.py: each tile step reads round r + 1's tile for its
+            partials and writes round r's, so HBM has reads and writes in flight together as in
+            a copy): 0.35-0.66 of the copy, 0.46-0.66 at its best tiling, against this loop's
+            0.58-0.69 at the five aligned few-long-row shapes, slower in every dtype and tiling
+            tried (8 and 16 KB tiles, 32-64 KB segments); its two tiles in flight cost registers
+            (121 a thread in fp16 at 16 KB tiles, 2 programs an SM).
 
 Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the
 strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kernel time):
@@ -145,7 +151,13 @@ fastest measured peer at each anchor shape on the H200 (4 warps at 1024-2048 col
 kernel time: 128 rows 6.3 us fp32 and 6.2 bf16, 512 rows 3.8 and 3.0; at 7 columns 128 rows stay
 best: 19.9 us fp32 against 28.2 with 512), and 1024 one-column rows when that still gives every
 SM four tiles (1048576x1, 4 warps, fp16 / fp32: 512 rows 2.4 / 3.6 us, 1024 2.0 / 3.6, 2048 2.2 /
-4.1; 4096x1 keeps 512: 1.3 us against 1.4 with 1024; torch 3.8 / 4.9 and 1.5). A problem of fewer rows than that many per SM takes
+4.1; 4096x1 keeps 512: 1.3 us against 1.4 with 1024; torch 3.8 / 4.9 and 1.5). A one-column tile
+computes x - x + 1 (1, or NaN where x is not finite, as torch gives) instead of an exponential, two
+reductions and a division: the a188f76 run had 4096x1 at 1.056 us against torch.compile's 0.992-1.024
+in every dtype and 1048576x1 fp16 at 2.080 against 2.016; with it, on another H200
+(probes/softmax_small.py DIAG=onecol, CUPTI medians, us, ours / torch.compile): 4096x1 fp32 1.248 /
+1.296, fp16 1.264 / 1.296, bf16 1.264 / 1.280; 1048576x1 fp32 3.168 / 3.360, fp16 2.160 / 2.304, bf16
+2.256 / 2.336. A problem of fewer rows than that many per SM takes
 the largest power of two of rows per program that still gives every SM a program (rows of two
 or more columns), on fewer warps when the tile holds under 512 elements (a warp per 128); rows of
 128 columns or more then take tiles of SMALL_TILE_ELEMS (512) elements, or one row, on a warp per

@@ -53,6 +53,35 @@ torch.softmax in float64, the output filled with NaN first; exits 1 on a miss.
 shipped `_split_kernel`: registers a thread, spills, programs an SM by registers.
 
     python3 probes/softmax_split_stagger.py resources
+
+Registers (`resources`, sm_90, no spills): stagger 121 a thread in fp16, 117 in bf16, 72 in fp32 at
+the launch table's 16 KB tiles (2, 2 and 3 programs an SM), 64 / 64 / 40 at 8 KB tiles (4, 4, and 6
+an SM, 4 used); the shipped split 63 / 63 / 48.
+
+Measured and not kept (H200 GPU-0dfa66bb, at afcbfb3; CUPTI kernel time, L2 flushed; copy time /
+variant time, us in brackets): slower than the shipped split at every shape and tiling.
+
+| shape | split | stagger 8K t=4 | stagger 8K | stagger | stagger t=2 |
+|---|---|---|---|---|---|
+| 16x4194304 fp16 | 0.60 (99.98) | 0.46 | 0.46 | 0.41 | 0.35 |
+| 64x1048576 fp16 | 0.61 (97.68) | 0.50 | 0.46 | 0.42 | 0.38 |
+| 256x262144 fp16 | 0.63 (96.08) | 0.51 | 0.47 | 0.43 | 0.40 |
+| 512x151936 fp16 | 0.62 (113.04) | 0.50 | 0.46 | 0.42 | 0.38 |
+| 1024x131072 fp16 | 0.65 (189.26) | 0.55 | 0.51 | 0.46 | 0.42 |
+| 16x4194304 bf16 | 0.59 (101.25) | 0.46 | 0.46 | 0.42 | 0.35 |
+| 64x1048576 bf16 | 0.62 (97.86) | 0.51 | 0.47 | 0.43 | 0.40 |
+| 256x262144 bf16 | 0.61 (98.00) | 0.51 | 0.47 | 0.44 | 0.40 |
+| 512x151936 bf16 | 0.58 (120.13) | 0.49 | 0.47 | 0.43 | 0.39 |
+| 1024x131072 bf16 | 0.65 (188.29) | 0.54 | 0.52 | 0.47 | 0.43 |
+| 16x4194304 fp32 | 0.63 (198.00) | 0.48 | 0.51 | 0.46 | 0.37 |
+| 64x1048576 fp32 | 0.66 (186.73) | 0.60 | 0.55 | 0.56 | 0.53 |
+| 256x262144 fp32 | 0.65 (188.30) | 0.63 | 0.55 | 0.57 | 0.56 |
+| 512x151936 fp32 | 0.66 (216.78) | 0.64 | 0.54 | 0.56 | 0.57 |
+| 1024x131072 fp32 | 0.69 (365.07) | 0.66 | 0.58 | 0.61 | 0.59 |
+
+Putting a round's reads and the previous round's writes in flight together did not lift the split:
+the rounds' phases being apart in time is not what holds it near 0.6 of the copy, and the second
+tile in flight costs registers and programs an SM.
 """
 from __future__ import annotations
 

@@ -15,6 +15,8 @@ tensor arguments, `softmax` the wrapper as it stands. STUDY steps are also timed
 times host rows (rooflab.timing.CudaTimer.host: one call right after the L2 flush is queued, the
 median of STUDY_CALLS), rows `study_<step>`.
 
+DIAG=profiler: the study's host rows before and after one torch.profiler session in the process
+(`after_profiler`).
 DIAG=outliers: the shapes whose plain call was above 1.2x torch's in a committed run, beside their
 other dtypes.
 
@@ -115,8 +117,39 @@ def study_us(timer: CudaTimer, fn) -> float:
     return statistics.median(timer.host(fn, STUDY_CALLS)) * 1e3
 
 
+def after_profiler(timer: CudaTimer) -> None:
+    """DIAG=profiler: the study's host rows of softmax, torch.softmax and the empty Triton launch,
+    before and after one torch.profiler (CUPTI) session in this process, as a sweep runs its
+    `cupti` rows before its `host` rows; CALLS-call means and STUDY_CALLS single calls."""
+    rows = []
+    for phase in ("before", "after"):
+        if phase == "after":
+            x = torch.randn(256, 256, device="cuda")
+            timer.cupti(lambda: torch.softmax(x, -1), 20)
+        for n_rows, cols, dtype in SHAPES:
+            x = torch.randn(n_rows, cols, device="cuda").to(dtype)
+            calls = steps(x)
+            shape = f"{n_rows}x{cols} {str(dtype).removeprefix('torch.')}"
+            for name in ("softmax", "torch", "empty_launch", "empty_triton"):
+                rows.append({"shape": shape, "step": f"{phase}_{name}", "us": round(per_call_us(calls[name]), 3),
+                             "ok": True})
+            for name in ("softmax", "torch"):
+                rows.append({"shape": shape, "step": f"{phase}_study_{name}",
+                             "us": round(study_us(timer, calls[name]), 3), "ok": True})
+    path = os.path.join(OUT, "softmax_host_profiler.csv")
+    write_csv(path, rows)
+    names = list(dict.fromkeys(r["step"] for r in rows))
+    print(f"host us per call, before and after a profiler session -> {path}")
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        mine = {r["step"]: r["us"] for r in rows if r["shape"] == shape}
+        print(f"{shape:>20} " + " ".join(f"{n} {mine[n]:.2f}" for n in names))
+
+
 def main():
     print(f"device {torch.cuda.get_device_name()}", flush=True)
+    if os.environ.get("DIAG") == "profiler":
+        after_profiler(CudaTimer())
+        return
     os.makedirs(OUT, exist_ok=True)
     rows = []
     timer = CudaTimer()

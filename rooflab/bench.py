@@ -7,7 +7,11 @@ against the study's reference on every row, then the correct implementations tim
 together over several trials in shuffled order with a cold L2 (rooflab.timing: plain
 calls with CUDA events, and where the host can show, kernel-only device time from CUPTI and the
 call's own host time),
-with the GPU's clocks read around each case. Every row carries its own bytes, FLOPs and
+with the GPU's clocks read around each case. Host times are taken in a pass of their own over
+every case before any CUPTI session in the process (`host_pass`): once torch.profiler has run,
+CUPTI stays attached to the process and every later launch pays for it (H200,
+probes/softmax_host.py DIAG=profiler: torch.softmax 5.9-6.9 -> 9.1-9.9 us a call, kernels.softmax
+7.8-10.2 -> 10.0-12.6). Every row carries its own bytes, FLOPs and
 the ceiling it is judged against. Failures become rows (`oom`, `error`, `unsupported`,
 `incorrect`) and the sweep goes on; every case's rows are flushed to the CSV as soon as
 they are measured.
@@ -140,25 +144,30 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
-def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
+def measure_case(sweep: Sweep, shape: dict, dtype: str, host: HostTimes | None = None) -> Iterable[dict]:
     """Rows for every implementation at one shape and dtype (inputs and reference built once).
 
     Each implementation is built and checked against the reference first; the correct ones are
     then timed together: warm-up, then `trials` rounds, each running them in a fresh shuffled
     order, so that drift of clocks or temperature falls on all alike. A case timed under a
-    slowdown or a clock drop is timed once more (see `_time_case`).
+    slowdown or a clock drop is timed once more (see `_time_case`). `host`: the case's host
+    times from `host_pass`, which become its `host` rows (correct implementations only); None
+    times them here, after the other methods.
     """
     study = sweep.study
     nbytes, flops = study.work(shape, dtype)
     ceiling = study.ceiling(dtype, sweep.ceilings)
     seconds = {"inputs_reference": 0.0, "first_calls": {}, "warm_up": 0.0, "timing": 0.0}
+    if host is not None:     # the host pass's own seconds, phase by phase
+        for phase, value in host.seconds.items():
+            seconds[phase] = value if phase != "first_calls" else dict(value)
     clock = time.perf_counter()
     try:
         inputs = study.make_inputs(shape, DTYPES[dtype], sweep.device)
         ref = study.reference(inputs)
         if sweep.device == "cuda":
             torch.cuda.synchronize()
-        seconds["inputs_reference"] = time.perf_counter() - clock
+        seconds["inputs_reference"] += time.perf_counter() - clock
     except Exception as exc:  # the case itself cannot be built: one row per impl says why
         status = "oom" if is_oom(exc) else "error"
         _release()
@@ -178,7 +187,7 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
             out = fn()                    # the first call compiles and autotunes: timed apart
             if sweep.device == "cuda":
                 torch.cuda.synchronize()
-            seconds["first_calls"][impl] = time.perf_counter() - clock
+            seconds["first_calls"][impl] = seconds["first_calls"].get(impl, 0.0) + time.perf_counter() - clock
             if impl == "ours" and hasattr(study, "strategy"):   # after the call: what autotuning chose too
                 row["strategy"] = study.strategy(shape, dtype, inputs)
             max_abs, rel = study.check(out, ref, inputs)
@@ -197,7 +206,8 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
             _release()
         rows[impl] = row
     del ref
-    timed = _time_case(sweep, shape, dtype, nbytes, fns, rows, seconds) if sweep.timer is not None and fns else {}
+    timed = _time_case(sweep, shape, dtype, nbytes, fns, rows, seconds, host) \
+        if sweep.timer is not None and fns else {}
     for impl in sweep.impls:
         samples = timed.get(impl)
         if not samples:
@@ -211,45 +221,137 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str) -> Iterable[dict]:
     _release()
 
 
-def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: dict, seconds: dict) -> dict:
+def _kernel_only(cfg: BenchConfig, nbytes, estimates: dict) -> bool:
+    """Whether a case is also timed kernel-only and on the host: it moves fewer than
+    kernel_below_bytes, or its fastest call is under kernel_below_ms (host time can hide the kernel)."""
+    return (nbytes is not None and nbytes < cfg.kernel_below_bytes) or min(estimates.values()) < cfg.kernel_below_ms
+
+
+def _warm_up(fns: dict, cfg: BenchConfig, timer, failed) -> dict:
+    """{impl: estimated ms a call} after each implementation's warm-up; an implementation that
+    raises is dropped from fns and handed to failed(impl, exc)."""
+    estimates = {}
+    for impl, fn in list(fns.items()):
+        try:
+            estimates[impl] = timer.estimate(fn, cfg.warmup_ms)
+        except Exception as exc:
+            failed(impl, exc)
+            del fns[impl]
+            _release()
+    return estimates
+
+
+def _calls(cfg: BenchConfig, estimates: dict) -> dict:
+    """Timed calls a trial for each implementation (its budget over its estimated call time)."""
+    min_calls = math.ceil(cfg.min_reps / cfg.trials)
+    return {impl: calls_per_trial(ms, cfg.rep_ms, min_calls, cfg.max_calls) for impl, ms in estimates.items()}
+
+
+def _trial_order(cfg: BenchConfig, impls, shape: dict, dtype: str, attempt, trial: int) -> list:
+    """The implementations in a trial's shuffled order (seeded by the case, attempt and trial)."""
+    order = list(impls)
+    random.Random(f"{cfg.seed}|{shape}|{dtype}|{attempt}|{trial}").shuffle(order)
+    return order
+
+
+@dataclass
+class HostTimes:
+    """One case's host times from `host_pass`: {impl: samples (ms)}, and the pass's seconds."""
+    samples: dict
+    seconds: dict
+
+
+def host_pass(sweep: Sweep, shape: dict, dtype: str) -> HostTimes:
+    """Host times of one case's implementations, taken before any CUPTI session (see the module
+    docstring): each implementation is built and called once (which compiles it), warmed up, and,
+    where the case is timed kernel-only (`_kernel_only`), called in `trials` shuffled rounds on the
+    host (CudaTimer.host: the call's own wall-clock time, the L2 flush queued before it). No
+    reference is built or checked here: `measure_case` checks every implementation and keeps the
+    host rows of the correct ones. A case or implementation that fails here gets no host times;
+    `measure_case` records its failure."""
+    cfg, timer, study = sweep.bench, sweep.timer, sweep.study
+    nbytes, _ = study.work(shape, dtype)
+    seconds = {"inputs_reference": 0.0, "first_calls": {}, "warm_up": 0.0, "timing": 0.0}
+    clock = time.perf_counter()
+    try:
+        inputs = study.make_inputs(shape, DTYPES[dtype], sweep.device)
+    except Exception:
+        _release()
+        return HostTimes({}, seconds)
+    seconds["inputs_reference"] = time.perf_counter() - clock
+    factories, fns = study.impls(), {}
+    for impl in sweep.impls:
+        clock = time.perf_counter()
+        try:
+            fn = factories[impl](inputs)
+            fn()
+            if sweep.device == "cuda":
+                torch.cuda.synchronize()
+            fns[impl] = fn
+        except Exception:
+            _release()
+        seconds["first_calls"][impl] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    estimates = _warm_up(fns, cfg, timer, lambda impl, exc: None)
+    seconds["warm_up"] = time.perf_counter() - clock
+    samples = {}
+    if fns and _kernel_only(cfg, nbytes, estimates):
+        clock = time.perf_counter()
+        calls = _calls(cfg, estimates)
+        samples = {impl: [] for impl in fns}
+        for trial in range(cfg.trials):
+            for impl in _trial_order(cfg, fns, shape, dtype, "host", trial):
+                if impl not in samples:
+                    continue
+                try:
+                    samples[impl].extend(timer.sample(fns[impl], calls[impl], HOST_TIMING))
+                except Exception:
+                    del samples[impl]
+                    _release()
+        seconds["timing"] = time.perf_counter() - clock
+    del inputs, fns
+    _release()
+    return HostTimes(samples, seconds)
+
+
+def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: dict, seconds: dict,
+               host: HostTimes | None = None) -> dict:
     """{impl: {mode: samples}} for the correct implementations; failures go into `rows`.
 
     Modes: `events` always; `cupti` and `host` too when the case moves fewer than
     kernel_below_bytes or its fastest call is under kernel_below_ms, where host time can hide the
-    kernel (`host`: the call's own host time, the wrapper's overhead). The SM clock
+    kernel (`host`: the call's own host time, the wrapper's overhead). With `host` (the host
+    pass's times) the host rows are those times, for the implementations it timed, and the case
+    is not timed on the host again. The SM clock
     and throttle reasons are read before and after; when either shows a slowdown or the clock
     fell below clock_drop x the steady clock, the case is timed once more and the rows say so
     if the second attempt was disturbed too.
     """
     cfg, timer, monitor = sweep.bench, sweep.timer, sweep.monitor
-    estimates = {}
+
+    def warm_up_failed(impl, exc):
+        rows[impl].update(status="oom" if is_oom(exc) else "error", message=f"warm-up: {_describe(exc)}")
+
     clock = time.perf_counter()
-    for impl, fn in list(fns.items()):
-        try:
-            estimates[impl] = timer.estimate(fn, cfg.warmup_ms)
-        except Exception as exc:
-            rows[impl].update(status="oom" if is_oom(exc) else "error", message=f"warm-up: {_describe(exc)}")
-            del fns[impl]
-            _release()
-    seconds["warm_up"] = time.perf_counter() - clock
+    estimates = _warm_up(fns, cfg, timer, warm_up_failed)
+    seconds["warm_up"] += time.perf_counter() - clock
     if not fns:
         return {}
     modes = ["events"]
-    if (nbytes is not None and nbytes < cfg.kernel_below_bytes) or min(estimates.values()) < cfg.kernel_below_ms:
-        modes += ["cupti", HOST_TIMING]
-    min_calls = math.ceil(cfg.min_reps / cfg.trials)
-    calls = {impl: calls_per_trial(estimates[impl], cfg.rep_ms, min_calls, cfg.max_calls) for impl in fns}
+    if _kernel_only(cfg, nbytes, estimates):
+        modes += ["cupti"] + ([HOST_TIMING] if host is None else [])
+    calls = _calls(cfg, estimates)
     record = {"study": sweep.study.STUDY, "dtype": dtype, **shape, "modes": modes, "calls_per_trial": calls,
               "attempts": [], "seconds": seconds}
+    if host is not None:
+        record["host_pass"] = {impl: len(values) for impl, values in host.samples.items()}
     clock = time.perf_counter()
     for attempt in range(2):
         before = _settle(sweep)
         samples = {impl: {mode: [] for mode in modes} for impl in fns}
         failed = {}
         for trial in range(cfg.trials):
-            order = list(fns)
-            random.Random(f"{cfg.seed}|{shape}|{dtype}|{attempt}|{trial}").shuffle(order)
-            for impl in order:
+            for impl in _trial_order(cfg, fns, shape, dtype, attempt, trial):
                 if impl in failed:
                     continue
                 for mode in modes:
@@ -264,11 +366,15 @@ def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: d
         record["attempts"].append({"before": before, "after": after, "disturbed": disturbed})
         if not disturbed:
             break
-    seconds["timing"] = time.perf_counter() - clock
+    seconds["timing"] += time.perf_counter() - clock
     sweep.cases_log.append(record)
     for impl, exc in failed.items():
         rows[impl].update(status="oom" if is_oom(exc) else "error", message=f"timing: {_describe(exc)}")
         samples.pop(impl)
+    if host is not None:
+        for impl in samples:
+            if host.samples.get(impl):
+                samples[impl][HOST_TIMING] = host.samples[impl]
     if disturbed:
         for impl in samples:
             rows[impl]["message"] = f"measured twice, both under {disturbed}"
@@ -330,10 +436,11 @@ def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log
 
     log = log or sys.stderr
     out = list(rows)
-    for shape, dtype in cases:
+    host = [host_pass(sweep, shape, dtype) if sweep.timer is not None else None for shape, dtype in cases]
+    for (shape, dtype), case_host in zip(cases, host):
         wanted = tuple(shape.values())
         out = [r for r in out if not (r["dtype"] == dtype and key(r, shape) == wanted)]
-        for row in measure_case(sweep, shape, dtype):
+        for row in measure_case(sweep, shape, dtype, case_host):
             row["message"] = "; ".join(m for m in (row.get("message"), REMEASURED) if m)
             out.append(row)
             _progress(1, 1, time.perf_counter(), row, log)
@@ -343,17 +450,18 @@ def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log
 def run_sweep(sweep: Sweep, out_path: str | Path, log=None) -> int:
     """Measure every (shape, dtype, impl); write rows to out_path as they come. Returns row count.
 
-    A watchdog guards against a kernel that never returns: if one case runs past
-    `case_timeout_s`, the rows not yet measured are written as `error` rows saying so, and
-    the process exits with status 0, keeping every row already measured (the driver ends
-    the hung kernel with the process).
+    The host pass (`host_pass`) goes over every case first, then each case is measured and its
+    rows written. A watchdog guards against a kernel that never returns: if one case runs past
+    `case_timeout_s` (in either pass), the rows not yet measured are written as `error` rows
+    saying so, and the process exits with status 0, keeping every row already measured (the
+    driver ends the hung kernel with the process).
     """
     log = log or sys.stderr          # looked up now: a rule's script may have redirected it
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     cases = [(shape, dtype) for dtype in sweep.dtypes for shape in sweep.shapes]
     started = time.perf_counter()
-    state = {"case": 0, "since": time.perf_counter(), "done": set(), "written": 0}
+    state = {"case": 0, "since": time.perf_counter(), "done": set(), "written": 0, "pass": "host"}
     lock = threading.Lock()
     handle = out_path.open("w", newline="")
     writer = csv.DictWriter(handle, fieldnames=columns(sweep.study.STUDY))
@@ -374,10 +482,17 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None) -> int:
                     continue
                 index = state["case"]
                 shape, dtype = cases[index]
+                hung = f"timed out: the case ran past {sweep.bench.case_timeout_s:g} s"
+                if state["pass"] == "host":     # nothing written yet: every case is a row
+                    hung += " in the host-time pass"
+                    for shape_, dtype_ in cases[:index]:
+                        for impl in sweep.impls:
+                            write(dict(_blank_row(sweep, shape_, dtype_, impl, "events"), status="error",
+                                       message="not measured: the sweep stopped after a later case timed out "
+                                               "in the host-time pass"))
                 for impl in sweep.impls:
                     if impl not in state["done"]:
-                        write(dict(_blank_row(sweep, shape, dtype, impl, "events"), status="error",
-                                   message=f"timed out: the case ran past {sweep.bench.case_timeout_s:g} s"))
+                        write(dict(_blank_row(sweep, shape, dtype, impl, "events"), status="error", message=hung))
                 for shape, dtype in cases[index + 1:]:
                     for impl in sweep.impls:
                         write(dict(_blank_row(sweep, shape, dtype, impl, "events"), status="error",
@@ -387,10 +502,15 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None) -> int:
                 os._exit(0)
 
     threading.Thread(target=watchdog, daemon=True).start()
+    host = []
     for index, (shape, dtype) in enumerate(cases):
         with lock:
-            state.update(case=index, since=time.perf_counter(), done=set())
-        for row in measure_case(sweep, shape, dtype):
+            state.update(case=index, since=time.perf_counter())
+        host.append(host_pass(sweep, shape, dtype) if sweep.timer is not None else None)
+    for index, (shape, dtype) in enumerate(cases):
+        with lock:
+            state.update(case=index, since=time.perf_counter(), done=set(), **{"pass": "measure"})
+        for row in measure_case(sweep, shape, dtype, host[index]):
             with lock:
                 write(row)
                 state["done"].add(row["impl"])

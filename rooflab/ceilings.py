@@ -258,6 +258,9 @@ def _kernel_ms(samples: int = RETIME_CALLS, bursts: int = RETIME_BURSTS):
 def measure(buffer_gib: float = 2.0, matmul_n: int = 8192,
             read_sizes_mib=(), copy_sizes_mib=()) -> list[tuple[str, float, str, str]]:
     """(name, value, unit, how) rows for ceilings.csv, measured on CUDA device 0."""
+    # The launch rate first: after the CUPTI sessions below, CUPTI stays attached to the process
+    # and slows every launch (rooflab.bench's module docstring).
+    plain, graphed = launch_floor_us()
     n = int(buffer_gib * 2**30) // 4
     src = torch.rand(n, device="cuda")   # fp32, buffer_gib GiB: many times any L2
     dst = torch.empty_like(src)
@@ -280,7 +283,6 @@ def measure(buffer_gib: float = 2.0, matmul_n: int = 8192,
         value, how = matmul_best(dtype, matmul_n)
         rows.append((f"matmul_{label}_tflops", value, "TFLOP/s", how))
         print(f"matmul_{label}_tflops: {value:.1f} TFLOP/s ({how})", flush=True)
-    plain, graphed = launch_floor_us()
     rows += [("launch_us", plain, "us", "empty Triton kernel, back-to-back Python launches"),
              ("launch_graph_us", graphed, "us", "empty Triton kernel as CUDA-graph nodes, per node")]
     return rows

@@ -153,6 +153,27 @@ def test_small_cases_get_kernel_only_rows_beside_plain_calls():
     assert [r["timing"] for r in large if r["impl"] == "ours"] == ["events"]
 
 
+def test_host_rows_come_from_a_pass_before_any_kernel_only_sample(tmp_path):
+    """Every host sample of a sweep is taken before its first CUPTI session (which would stay
+    attached to the process and slow every later launch), and only correct implementations get
+    host rows."""
+    timer = FixedTimer(ms=0.01)
+    sweep = Sweep(study=_fake_study(), gpu="test-gpu", shapes=[{"rows": 4, "cols": 8}, {"rows": 3, "cols": 5}],
+                  dtypes=["float32"], impls=["ours", "torch", "liger", "eager"],
+                  ceilings={"copy_tbps": 4.0, "datasheet_bandwidth_tbps": 5.0}, device="cpu", timer=timer,
+                  bench=BenchConfig(max_calls=7))                      # 7 calls a trial, 21 a row
+    run_sweep(sweep, tmp_path / "s.csv", log=open("/dev/null", "w"))
+    modes = [mode for _, _, mode in timer.calls]
+    host = [i for i, mode in enumerate(modes) if mode == "host"]
+    assert len(host) == 2 * 2 * sweep.bench.trials          # ours and torch (wrong, still timed), 2 cases
+    assert max(host) < modes.index("cupti") and modes.count("host") == len(host)
+    frame = read_results(tmp_path / "s.csv")
+    rows = frame[frame["timing"] == "host"]
+    assert list(rows["impl"]) == ["ours", "ours"] and (rows["reps"] >= 20).all()
+    assert set(frame[frame["impl"] == "torch"]["timing"]) == {"events"}          # incorrect: no host row
+    assert [c["host_pass"] for c in sweep.cases_log] == [{"ours": 21, "torch": 21}] * 2
+
+
 def test_trials_interleave_implementations_in_shuffled_orders():
     study = _fake_study()
     impls = {f"impl{i}": (lambda inputs: (lambda: torch.softmax(inputs["x"], -1))) for i in range(6)}
@@ -216,7 +237,10 @@ def test_remeasure_replaces_a_cases_rows_and_says_so(tmp_path):
     assert all(bench.REMEASURED not in (r["message"] or "") for r in after if r["cols"] == 8)
 
 
-def test_a_hung_case_keeps_measured_rows_and_marks_the_rest(tmp_path):
+@pytest.mark.parametrize("hang_in", ["reference", "make_inputs"])
+def test_a_hung_case_keeps_measured_rows_and_marks_the_rest(tmp_path, hang_in):
+    """A case hung in the measuring pass (its reference) keeps the rows measured before it; one
+    hung in the host-time pass (its inputs, built there first) leaves every case an error row."""
     import subprocess
     import sys
     import textwrap
@@ -225,12 +249,12 @@ def test_a_hung_case_keeps_measured_rows_and_marks_the_rest(tmp_path):
         from tests.test_bench import _fake_study, FixedTimer
         from rooflab.bench import BenchConfig, Sweep, run_sweep
         study = _fake_study()
-        slow = study.make_inputs
-        def make_inputs(shape, dtype, device):
-            if shape["cols"] == 9:
+        slow = study.{hang_in}
+        def hang(*args):
+            if (args[0]["cols"] if "{hang_in}" == "make_inputs" else args[0]["x"].shape[1]) == 9:
                 time.sleep(60)     # stands for a kernel that never returns
-            return slow(shape, dtype, device)
-        study.make_inputs = make_inputs
+            return slow(*args)
+        study.{hang_in} = hang
         sweep = Sweep(study=study, gpu="test-gpu", shapes=[{{"rows": 2, "cols": 5}}, {{"rows": 2, "cols": 9}},
                       {{"rows": 2, "cols": 11}}], dtypes=["float32"], impls=["ours", "liger"],
                       ceilings={{"copy_tbps": 1, "datasheet_bandwidth_tbps": 1}}, device="cpu",
@@ -242,5 +266,12 @@ def test_a_hung_case_keeps_measured_rows_and_marks_the_rest(tmp_path):
                           cwd=str(Path(__file__).resolve().parent.parent))
     assert done.returncode == 0, done.stderr
     frame = read_results(tmp_path / "hung.csv")
-    assert list(frame["status"]) == ["ok", "unsupported", "error", "error", "error", "error"]
-    assert "timed out" in frame["message"].iloc[2] and "earlier case" in frame["message"].iloc[4]
+    assert list(frame["cols"]) == [5, 5, 9, 9, 11, 11]
+    if hang_in == "reference":
+        assert list(frame["status"]) == ["ok", "unsupported", "error", "error", "error", "error"]
+        assert "timed out" in frame["message"].iloc[2] and "host-time" not in frame["message"].iloc[2]
+    else:
+        assert set(frame["status"]) == {"error"}
+        assert "later case timed out in the host-time pass" in frame["message"].iloc[0]
+        assert "timed out" in frame["message"].iloc[2] and "host-time pass" in frame["message"].iloc[2]
+    assert "earlier case" in frame["message"].iloc[4]

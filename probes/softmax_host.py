@@ -17,6 +17,7 @@ median of STUDY_CALLS), rows `study_<step>`.
 
 DIAG=profiler: the study's host rows before and after one torch.profiler session in the process
 (`after_profiler`).
+DIAG=lean: the repeat path through kernels._lean_launch against Triton's C launcher (`lean`).
 DIAG=outliers: the shapes whose plain call was above 1.2x torch's in a committed run, beside their
 other dtypes.
 
@@ -145,8 +146,73 @@ def after_profiler(timer: CudaTimer) -> None:
         print(f"{shape:>20} " + " ".join(f"{n} {mine[n]:.2f}" for n in names))
 
 
+LEAN_SHAPES = [(256, 256, torch.float32), (512, 512, torch.float16), (1024, 1024, torch.float16),
+               (4096, 1, torch.float16), (1048576, 1, torch.bfloat16), (1024, 128, torch.bfloat16),
+               (8, 262144, torch.float16), (16, 4194304, torch.float32)]
+
+
+def lean() -> None:
+    """DIAG=lean: the repeat path through kernels._lean_launch (the plan's fixed arguments packed
+    once, the output and input addresses passed per call) against Triton's C launcher, per shape:
+    each output checked against torch.softmax first, then host us a call (per_call_us) and as the
+    study times host rows (study_us), in a process with no CUPTI session."""
+    from kernels import _lean_launch
+    print("lean module:", _lean_launch.module(), flush=True)
+    timer = CudaTimer()
+    rows = []
+    empty_kernel = _empty_kernel[(1,)](torch.empty(1, device="cuda"))
+    empty_blob = _lean_launch.pack(empty_kernel, (1,), (0,), (0,), torch.cuda.current_device())
+    module = _lean_launch.module()
+    for n_rows, cols, dtype in LEAN_SHAPES:
+        x = torch.randn(n_rows, cols, device="cuda").to(dtype)
+        shape = f"{n_rows}x{cols} {str(dtype).removeprefix('torch.')}"
+        calls = steps(x)
+        key = (x.shape, x.stride(), x.dtype, x.device, -1, int, x.data_ptr() % ALIGN)
+        plan = fs._PLANS[key]
+        launch, rest = plan.fast
+        blob = _lean_launch.pack(launch.compiled, launch.grid, (0, 0, *rest), (0, 1), torch.cuda.current_device())
+        if blob is None:
+            print(f"  {shape}: no blob", flush=True)
+            continue
+
+        def softmax_lean():
+            p = fs._PLANS.get((x.shape, x.stride(), x.dtype, x.device, -1, int, x.data_ptr() % ALIGN))
+            stream = p.fast_stream()
+            out = new_output(x, p.like)
+            module.launch(blob, stream, out.data_ptr(), x.data_ptr())
+            return out
+
+        got = softmax_lean()
+        torch.cuda.synchronize()
+        ok = bool(torch.allclose(got.float(), torch.softmax(x.float(), -1), rtol=2e-2, atol=1e-3))
+        stream = plan.fast_stream()
+        out = new_output(x, plan.like)
+        tests = {"launch_ints": calls["launch_ints"],
+                 "launch_lean": lambda: module.launch(blob, stream, out.data_ptr(), x.data_ptr()),
+                 "softmax": calls["softmax"], "softmax_lean": softmax_lean, "torch": calls["torch"],
+                 "empty_launch": calls["empty_launch"],
+                 "empty_lean": lambda: module.launch(empty_blob, stream, x.data_ptr())}
+        for name, fn in tests.items():
+            rows.append({"shape": shape, "step": name, "us": round(per_call_us(fn), 3), "ok": ok})
+        for name in ("softmax", "softmax_lean", "torch"):
+            rows.append({"shape": shape, "step": f"study_{name}", "us": round(study_us(timer, tests[name]), 3),
+                         "ok": ok})
+        print(f"  done {shape} (lean output {'matches' if ok else 'DIFFERS'})", flush=True)
+    path = os.path.join(OUT, "softmax_host_lean.csv")
+    write_csv(path, rows)
+    names = list(dict.fromkeys(r["step"] for r in rows))
+    print(f"host us per call -> {path}")
+    print(f"{'shape':>20} " + " ".join(f"{n:>13}" for n in names) + "  ok")
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        mine = {r["step"]: r for r in rows if r["shape"] == shape}
+        print(f"{shape:>20} " + " ".join(f"{mine[n]['us']:>13.2f}" for n in names) + f"  {mine[names[0]]['ok']}")
+
+
 def main():
     print(f"device {torch.cuda.get_device_name()}", flush=True)
+    if os.environ.get("DIAG") == "lean":
+        lean()
+        return
     if os.environ.get("DIAG") == "profiler":
         after_profiler(CudaTimer())
         return

@@ -25,6 +25,15 @@ tensors (softmax, probes/softmax_host.py, another H200 host, us a call over 200 
 stream 0.26-0.49 against 0.46-0.78 from Triton's driver, the launch of two addresses 6.4-7.0
 against 6.7-7.4 for the tensors; decode's addresses are not yet measured apart).
 
+A plan whose later calls change only a few addresses (softmax: out and x) may launch through
+kernels._lean_launch instead (`Launch.lean`): its fixed arguments are packed once, and a call
+passes the blob, the stream and the addresses to one C function. H200, probes/softmax_host.py
+DIAG=lean, host us a call over 200 back to back, Triton's C launcher / the lean one: the softmax
+kernel's launch alone 5.3-7.8 / 4.3-5.8 at eight shapes (rows, row and split plans, the cooperative
+one included), the empty kernel's 5.3-7.8 / 4.4-6.1; the whole repeat call 10.9-15.6 / 9.2-15.1
+(torch.softmax 7.9-12.3 on that host). Triton's launch hooks, when registered, take the calls
+back through Triton's launcher (`hooked`).
+
 A replay's output comes from `new_output`: torch.empty_like for a contiguous input (3.5 us of
 host time on an H200 host against 7.7 for torch.empty(shape, dtype=, device=)).
 """
@@ -32,6 +41,8 @@ from __future__ import annotations
 
 import torch
 from triton import knobs
+
+from kernels import _lean_launch
 
 # torch's C getters of the current CUDA device and its current stream (the stream getter is the one
 # Triton's driver uses; the device getter skips torch.cuda.current_device's lazy-initialisation
@@ -100,6 +111,18 @@ class Launch:
         device = _get_device()
         return _get_stream(device) if device == self.device else None
 
+    def lean(self, args: tuple, slots: tuple[int, ...]):
+        """(C launcher, blob) that launch this kernel over its grid with `args` (signature order,
+        constexprs included) but for the addresses at `slots`, given per call
+        (`launcher(blob, stream, *addresses)`, kernels._lean_launch), or None where the lean
+        launcher cannot be built or cannot describe the kernel. The caller keeps `args` alive
+        (tensors among them are passed by address)."""
+        module = _lean_launch.module()
+        if module is None:
+            return None
+        blob = _lean_launch.pack(self.compiled, self.grid, args, slots, self.device)
+        return None if blob is None else (module.launch, blob)
+
     def __call__(self, stream: int, *args) -> None:
         runtime = _RUNTIME
         hooked = runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls
@@ -113,6 +136,12 @@ class Launch:
                   runtime.launch_exit_hook, *args)
         else:   # the runner allocates the kernel's scratch; no metadata or hooks to pass
             k.run(grid[0], grid[1], grid[2], stream, k.function, k.packed_metadata, None, None, None, *args)
+
+
+def hooked() -> bool:
+    """True while a Triton launch hook is registered (a profiler's): launches then go through
+    Triton's launcher, which calls the hooks."""
+    return bool(_RUNTIME.launch_enter_hook.calls or _RUNTIME.launch_exit_hook.calls)
 
 
 def current_stream() -> int:

@@ -224,7 +224,7 @@ import triton.language as tl
 from kernels._checks import check_tensor, interpreting
 from kernels._device import INTERPRETER_SMS, cdiv, pow2, properties
 from kernels._device import sm_count as num_sms
-from kernels._plans import ALIGN, Launch, aligned, new_output, remember
+from kernels._plans import ALIGN, Launch, aligned, hooked, new_output, remember
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -1028,12 +1028,13 @@ class _Plan:
     `fast` from a launch inside a capture (its buffers would belong to the graph's pool, the
     counters zeroed only by a replay) nor from a launch on a device other than x's.
     """
-    __slots__ = ("launch", "cfg", "moved_dim", "rows", "cols", "stream_bound", "fast", "stream", "like")
+    __slots__ = ("launch", "cfg", "moved_dim", "rows", "cols", "stream_bound", "fast", "stream", "like", "lean")
 
     def __init__(self, launch, cfg, moved_dim, rows, cols, stream_bound=False, like=False):
         self.launch, self.cfg, self.moved_dim, self.rows, self.cols = launch, cfg, moved_dim, rows, cols
         self.stream_bound = stream_bound
         self.fast = None
+        self.lean = None        # (C launcher, blob) of `fast` with out and x as addresses (kernels._lean_launch)
         self.stream = None      # stream_bound: handle of the stream `fast` may launch on
         self.like = like        # x is contiguous: a replay's output is kernels._plans.new_output's
 
@@ -1047,6 +1048,7 @@ class _Plan:
                 return
             self.stream = stream
         self.fast = (launch, args[2:])
+        self.lean = launch.lean(args, (0, 1))
 
     def fast_stream(self) -> int | None:
         """The current stream's handle when `fast` may launch on it now, else None."""
@@ -1105,7 +1107,11 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
             out = new_output(x, plan.like)
             out_ptr = out.data_ptr()
             if out_ptr % ALIGN == 0:
-                launch(stream, out_ptr, x_ptr, *rest)    # addresses: no pointer lookup at launch
+                lean = plan.lean
+                if lean is not None and not hooked():
+                    lean[0](lean[1], stream, out_ptr, x_ptr)
+                else:
+                    launch(stream, out_ptr, x_ptr, *rest)    # addresses: no pointer lookup at launch
                 return out
     if plan is None:
         plan = _plan(x, dim)

@@ -29,7 +29,8 @@ def replay(monkeypatch):
     """A stand-in for kernels._plans.Launch, which needs a GPU.
 
     `replay.launcher(run)` is a Launch-like class: each replay's arguments are appended to
-    `replay.calls` and run in the interpreter as run(grid, args). A wrapper may pass a tensor
+    `replay.calls` and run in the interpreter as run(grid, args); with `replay.lean` set its
+    `lean` gives a lean launcher whose replays go to `replay.lean_calls` instead. A wrapper may pass a tensor
     as its address (data_ptr(), an int), as Triton's launcher takes it; the stand-in maps the
     addresses of tensors it knows back to them before recording: those given to `track` and the
     outputs of `track_outputs(module)`'s module (its new_output, wrapped).
@@ -71,7 +72,22 @@ def replay(monkeypatch):
                     args = Recorder.resolve(args)
                     Recorder.calls.append(args)
                     run(self.grid, args)
+
+                def lean(self, args, slots):
+                    """None (no lean launcher) unless `replay.lean`: then a stand-in of
+                    kernels._lean_launch's (launch, blob) that records in `replay.lean_calls`."""
+                    if not Recorder.lean:
+                        return None
+
+                    def launch(blob, stream, *addresses):
+                        full = list(blob)
+                        for index, address in zip(slots, addresses):
+                            full[index] = address
+                        full = Recorder.resolve(tuple(full))
+                        Recorder.lean_calls.append(full)
+                        run(self.grid, full)
+                    return launch, tuple(args)
             return Replay
 
-    Recorder.calls, Recorder.tensors = [], {}
+    Recorder.calls, Recorder.tensors, Recorder.lean, Recorder.lean_calls = [], {}, False, []
     return Recorder

@@ -594,6 +594,36 @@ def test_gpu_plans_replay_the_first_launch(fresh_plans, poison, monkeypatch, rep
         check(second, x)
 
 
+@pytest.mark.parametrize("hook", [False, True])
+def test_gpu_plans_replay_through_the_lean_launcher_unless_hooked(fresh_plans, poison, monkeypatch, replay, hook):
+    """Where the lean launcher can describe the kernel, a repeat call passes it out's and x's
+    addresses and nothing else; with a Triton launch hook registered, the call goes through
+    Triton's launcher (which calls the hooks)."""
+    launches = []
+    replay.lean = True
+    monkeypatch.setattr(sm, "interpreting", lambda: False)
+    monkeypatch.setattr(sm, "hooked", lambda: hook)
+    monkeypatch.setattr(sm, "Launch", replay.launcher(lambda grid, args: launches[-1][0][grid](*args)))
+
+    def recording(x, out, cfg):
+        kernel, grid, args, options = sm._row_args(x, out, cfg)
+        launches.append((kernel, args))
+        return kernel, grid, args, options
+    monkeypatch.setitem(STRATEGIES, "row", sm.Strategy("row", STRATEGIES["row"].max_cols, sm._one_launch(recording)))
+    monkeypatch.setattr(sm, "choose", lambda rows, cols, dtype, sms: "row")
+    replay.track_outputs(sm)
+    x = (torch.randn(5, 700) * 3).to(torch.float16)
+    replay.track(x)
+    first = softmax(x)
+    second = softmax(x)
+    assert len(launches) == 1
+    calls = replay.calls if hook else replay.lean_calls
+    assert len(calls) == 1 and not (replay.lean_calls if hook else replay.calls)
+    assert calls[0][0] is second and calls[0][1] is x and calls[0][2:] == launches[0][1][2:]
+    torch.testing.assert_close(second, first, rtol=0, atol=0, equal_nan=True)
+    check(second, x)
+
+
 # ---- split: the fused launch a GPU plan keeps, bound to its stream ----
 
 SPLIT_ARGS = list(sm._split_kernel.arg_names)
@@ -683,6 +713,9 @@ class StreamLaunch:
 
     def stream(self):
         return StreamLaunch.current
+
+    def lean(self, args, slots):
+        return None                                # no lean launcher: replays come through __call__
 
     def __call__(self, stream, *args):
         assert stream == StreamLaunch.current
@@ -811,6 +844,9 @@ class _FakeLaunch:
 
     def stream(self):
         return self.current
+
+    def lean(self, args, slots):
+        return None
 
 
 @pytest.mark.parametrize("bound", [False, True])

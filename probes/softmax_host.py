@@ -18,6 +18,20 @@ median of STUDY_CALLS), rows `study_<step>`.
 DIAG=profiler: the study's host rows before and after one torch.profiler session in the process
 (`after_profiler`).
 DIAG=lean: the repeat path through kernels._lean_launch against Triton's C launcher (`lean`).
+
+Measured (H200 hosts, us; `study_` as the study times host rows, one call after the L2 flush is queued,
+the median of STUDY_CALLS; otherwise the mean of CALLS back to back, the median of ROUNDS):
+- DIAG=profiler (GPU-4c8bd13c, five shapes, before -> after one profiler session): softmax 7.75-10.82 ->
+  9.98-12.62, torch.softmax 5.85-8.34 -> 8.98-9.17, the empty kernel through the C launcher 4.00-4.61 ->
+  4.70-4.91 and through Triton 9.66-9.91 -> 11.07-11.61; study_softmax 8.18-9.79 -> 10.41-13.22,
+  study_torch 6.54-6.98 -> 9.67-9.92. With TEARDOWN_CUPTI=1 in the environment (another host) the
+  after-values came back to the before-values (study_torch 6.32-6.64), but in a process that ran
+  thirty profiler sessions one call of torch.softmax took 9.58 us again against 7.16 fresh, so the
+  study takes its host rows before any session instead (rooflab.bench.host_pass).
+- DIAG=lean (f1e3c3a, GPU-host of that call, eight shapes, every output checked first): the kernel's
+  launch through Triton's C launcher 5.28-7.77, through the lean one 4.28-5.79; the empty kernel
+  5.34-7.75 against 4.43-6.06; the whole repeat call 10.85-15.63 against 9.22-15.10 (torch.softmax
+  7.95-12.26), study_softmax 12.62-19.35 against 12.19-15.12 (study_torch 8.26-13.61).
 DIAG=outliers: the shapes whose plain call was above 1.2x torch's in a committed run, beside their
 other dtypes.
 

@@ -10,8 +10,9 @@ call's own host time),
 with the GPU's clocks read around each case. Host times are taken in a pass of their own over
 every case before any CUPTI session in the process (`host_pass`): once torch.profiler has run,
 CUPTI stays attached to the process and every later launch pays for it (H200,
-probes/softmax_host.py DIAG=profiler: torch.softmax 5.9-6.9 -> 9.1-9.9 us a call, kernels.softmax
-7.8-10.2 -> 10.0-12.6). Every row carries its own bytes, FLOPs and
+probes/softmax_host.py DIAG=profiler, host time of one call as the study takes it, five shapes,
+before -> after one profiler session: torch.softmax 6.5-7.0 -> 9.7-9.9 us, kernels.softmax 8.2-9.8
+-> 10.4-13.2). Kineto's TEARDOWN_CUPTI=1 undoes it after one session but not after thirty. Every row carries its own bytes, FLOPs and
 the ceiling it is judged against. Failures become rows (`oom`, `error`, `unsupported`,
 `incorrect`) and the sweep goes on; every case's rows are flushed to the CSV as soon as
 they are measured.

@@ -5,6 +5,7 @@ stack, spills and instructions of a launch before any device time is spent on it
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 
@@ -46,3 +47,19 @@ def cuobjdump(kernel, flag: str) -> str:
         cubin.flush()
         return subprocess.run([os.path.join(BIN, "cuobjdump"), flag, cubin.name],
                               capture_output=True, text=True, check=True).stdout
+
+
+def usage(kernel) -> dict:
+    """What the SASS of a compiled kernel holds: registers a thread, stack bytes, shared memory,
+    spill loads and stores (LDL / STL), MUFU.EX2 instructions, and ld.global.nc in its PTX."""
+    res, sass = cuobjdump(kernel, "-res-usage"), cuobjdump(kernel, "-sass")
+    regs, stack = re.search(r"REG:(\d+).*?STACK:(\d+)", res).groups()
+    ins = re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]*);", sass)
+    return dict(regs=int(regs), stack=int(stack), shared=kernel.metadata.shared,
+                ldl=sum(" LDL" in f" {i}" for i in ins), stl=sum(" STL" in f" {i}" for i in ins),
+                mufu_ex2=sum("MUFU.EX2" in i for i in ins), nc=kernel.asm["ptx"].count("ld.global.nc"))
+
+
+def programs_per_sm(regs: int, num_warps: int) -> int:
+    """Programs of num_warps warps an sm_90 SM holds by registers (allocated 8 at a time) and threads."""
+    return min(65536 // (-(-regs // 8) * 8 * 32 * num_warps), 2048 // (32 * num_warps))

@@ -160,6 +160,19 @@ def after_profiler(timer: CudaTimer) -> None:
         print(f"{shape:>20} " + " ".join(f"{n} {mine[n]:.2f}" for n in names))
 
 
+def report(rows: list, name: str) -> None:
+    """Write rows to $OUT/name and print them, a line a shape, a column a step (us), and `ok`."""
+    path = os.path.join(OUT, name)
+    write_csv(path, rows)
+    names = list(dict.fromkeys(r["step"] for r in rows))
+    print(f"\nhost us per call (mean of {CALLS}, median of {ROUNDS} rounds; study_: median of {STUDY_CALLS} "
+          f"single calls) -> {path}")
+    print(f"{'shape':>20} " + " ".join(f"{n:>13}" for n in names) + "  ok")
+    for shape in dict.fromkeys(r["shape"] for r in rows):
+        mine = {r["step"]: r for r in rows if r["shape"] == shape}
+        print(f"{shape:>20} " + " ".join(f"{mine[n]['us']:>13.2f}" for n in names) + f"  {mine[names[0]]['ok']}")
+
+
 LEAN_SHAPES = [(256, 256, torch.float32), (512, 512, torch.float16), (1024, 1024, torch.float16),
                (4096, 1, torch.float16), (1048576, 1, torch.bfloat16), (1024, 128, torch.bfloat16),
                (8, 262144, torch.float16), (16, 4194304, torch.float32)]
@@ -212,25 +225,18 @@ def lean() -> None:
             rows.append({"shape": shape, "step": f"study_{name}", "us": round(study_us(timer, tests[name]), 3),
                          "ok": ok})
         print(f"  done {shape} (lean output {'matches' if ok else 'DIFFERS'})", flush=True)
-    path = os.path.join(OUT, "softmax_host_lean.csv")
-    write_csv(path, rows)
-    names = list(dict.fromkeys(r["step"] for r in rows))
-    print(f"host us per call -> {path}")
-    print(f"{'shape':>20} " + " ".join(f"{n:>13}" for n in names) + "  ok")
-    for shape in dict.fromkeys(r["shape"] for r in rows):
-        mine = {r["step"]: r for r in rows if r["shape"] == shape}
-        print(f"{shape:>20} " + " ".join(f"{mine[n]['us']:>13.2f}" for n in names) + f"  {mine[names[0]]['ok']}")
+    report(rows, "softmax_host_lean.csv")
 
 
 def main():
     print(f"device {torch.cuda.get_device_name()}", flush=True)
+    os.makedirs(OUT, exist_ok=True)
     if os.environ.get("DIAG") == "lean":
         lean()
         return
     if os.environ.get("DIAG") == "profiler":
         after_profiler(CudaTimer())
         return
-    os.makedirs(OUT, exist_ok=True)
     rows = []
     timer = CudaTimer()
     for n_rows, cols, dtype in SHAPES:
@@ -249,14 +255,7 @@ def main():
             rows.append({"shape": shape, "step": f"study_{name}", "us": round(study_us(timer, calls[name]), 3),
                          "ok": ok})
         print(f"  done {shape}", flush=True)
-    path = os.path.join(OUT, "softmax_host.csv")
-    write_csv(path, rows)
-    names = list(dict.fromkeys(r["step"] for r in rows))
-    print(f"\nhost us per call (mean of {CALLS}, median of {ROUNDS} rounds) -> {path}")
-    print(f"{'shape':>20} " + " ".join(f"{n:>12}" for n in names) + "  ok")
-    for shape in dict.fromkeys(r["shape"] for r in rows):
-        mine = {r["step"]: r for r in rows if r["shape"] == shape}
-        print(f"{shape:>20} " + " ".join(f"{mine[n]['us']:>12.2f}" for n in names) + f"  {mine[names[0]]['ok']}")
+    report(rows, "softmax_host.csv")
 
 
 if __name__ == "__main__":

@@ -205,6 +205,31 @@ def within_budget(shapes, rows_out: list, t0: float, budget_s: float):
         yield r, c, dt, label
 
 
+def long_row_probe(shapes, variants, csv_name: str, budget_s: float, tol: dict | None = None, extra=None) -> None:
+    """The long-row probes' GPU run: per shape while budget_s lasts, a hostile input (`case`), the
+    variants(x, out, sms) checked with `out` poisoned (tolerance tol[dtype], else `case`'s) beside a
+    copy of the same bytes, plus extra(x, out, sms)'s unchecked variants, all timed (`record`);
+    then $OUT/csv_name, the notes and each variant's share of the copy."""
+    os.makedirs(OUT, exist_ok=True)
+    t0 = time.perf_counter()
+    timer = CudaTimer()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    rows_out = []
+    for r, c, dt, label in within_budget(shapes, rows_out, t0, budget_s):
+        x, out, ref, case_tol = case(r, c, dt, hostile=True)
+        good = checked_and_copy(rows_out, label, variants(x, out, sms), x, out, ref,
+                                tol[dt] if tol else case_tol)
+        del ref
+        if extra is not None:
+            good.update(extra(x, out, sms))
+        record(rows_out, label, good, timer, t0)
+        del x, out, good
+        torch.cuda.empty_cache()
+    write_csv(csv_name, rows_out)
+    print_notes(rows_out, t0)
+    print_copy_shares(rows_out)
+
+
 def times_by_shape(rows_out: list) -> dict:
     """{shape label: {variant: median us}} of the rows that are times, shapes in order."""
     table = {}

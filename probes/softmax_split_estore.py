@@ -70,9 +70,7 @@ in the arithmetic of its warps.
 from __future__ import annotations
 
 import os
-import re
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -92,7 +90,6 @@ from kernels import fused_softmax as fs  # noqa: E402
 from kernels._checks import interpreting  # noqa: E402
 from kernels._device import cdiv  # noqa: E402
 
-OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "150"))
 SHAPES = [(r, c, dt) for dt in (torch.float16, torch.bfloat16, torch.float32)
           for r, c in ((16, 4194304), (64, 1048576), (256, 262144), (512, 151936), (1024, 131072),
@@ -252,17 +249,25 @@ def _dry_input(rows: int, cols: int, dtype: torch.dtype, seed: int = 0) -> torch
     return x.to(dtype)
 
 
-def dry_run() -> None:
+def dry_run_cases() -> list:
+    """(rows, cols, dtype, seg_tiles, cfg, rows_per_round) of the dry run, every dtype."""
     small = lambda w: fs.Config(block=16, num_warps=w)   # noqa: E731  16-column tiles
-    cases = []   # (rows, cols, dtype, seg_tiles, cfg, rows_per_round)
+    cases = []
     for dt in (torch.float16, torch.bfloat16, torch.float32):
         # 328 columns: 21 tiles of 16 (the last half full): 21 one-tile or 11 two-tile segments
         cases += [(6, 328, dt, 1, small(1), None), (6, 328, dt, 2, small(1), None),
                   (6, 328, dt, 2, small(1), 4),            # rounds of 4 rows: rows 0-3, then 4-5
                   (5, 168, dt, 3, small(2), 2),            # 11 tiles: 4 segments, the last of 2 tiles
                   (4, 40000, dt, None, None, None)]        # the launch table's tile, default segments
+    return cases
+
+
+def check_split_variant(name: str, split, cases: list) -> None:
+    """Run split(x, out, seg_tiles=, cfg=, rows_per_round=) (a split variant of these probes) on each
+    case in the interpreter against torch.softmax in float64, `out` NaN first, then on a shape the
+    split kernel would peel (refused with a ValueError); print a line each, exit 1 on a miss."""
     failed = 0
-    print("dry run (Triton CPU interpreter): estore_split against torch.softmax in float64")
+    print(f"dry run (Triton CPU interpreter): {name} against torch.softmax in float64")
     print("shape dtype | BLOCK warps | seg_tiles n_segs | rows a round | max abs err | NaN where ref | tol | ok")
     for rows, cols, dt, st, cfg, per_round in cases:
         x = _dry_input(rows, cols, dt)
@@ -270,7 +275,7 @@ def dry_run() -> None:
         ref = torch.softmax(x.double(), -1)
         use = cfg or fs.config("split", cols, dt, rows, fs.num_sms(x.device))
         seg_tiles = st or use.seg_tiles or fs.SPLIT_SEG_TILES
-        got = estore_split(x, out, seg_tiles=st, cfg=cfg, rows_per_round=per_round)
+        got = split(x, out, seg_tiles=st, cfg=cfg, rows_per_round=per_round)
         err = (got.double() - ref).abs().nan_to_num(nan=0.0).max().item()
         nan_ok = torch.equal(got.isnan(), ref.isnan())
         ok = err <= TOL[dt] and nan_ok
@@ -280,7 +285,7 @@ def dry_run() -> None:
               f"{TOL[dt]:g} | {'ok' if ok else 'FAIL'}", flush=True)
     x = _dry_input(3, 1025, torch.float16)                    # odd rows: the split kernel peels them
     try:
-        estore_split(x, torch.empty_like(x))
+        split(x, torch.empty_like(x))
         print("3x1025 float16: not refused: FAIL")
         failed += 1
     except ValueError as exc:
@@ -290,18 +295,13 @@ def dry_run() -> None:
         sys.exit(1)
 
 
+def dry_run() -> None:
+    check_split_variant("estore_split", estore_split, dry_run_cases())
+
+
 # ---- resources: compiled for sm_90, no GPU ----
 
 RESOURCE_SHAPE = (16, 4194304)   # the launch table's tile and warps at this row length
-
-
-def _usage(kernel) -> dict:
-    usage, sass = sm90.cuobjdump(kernel, "-res-usage"), sm90.cuobjdump(kernel, "-sass")
-    regs, stack = re.search(r"REG:(\d+).*?STACK:(\d+)", usage).groups()
-    ins = re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]*);", sass)
-    return dict(regs=int(regs), stack=int(stack), shared=kernel.metadata.shared,
-                ldl=sum(" LDL" in f" {i}" for i in ins), stl=sum(" STL" in f" {i}" for i in ins),
-                mufu_ex2=sum("MUFU.EX2" in i for i in ins), nc=kernel.asm["ptx"].count("ld.global.nc"))
 
 
 def resources() -> None:
@@ -323,8 +323,8 @@ def resources() -> None:
                                      (f"estore r{CAP_REGS}", _estore_split_kernel, estore,
                                       dict(options, maxnreg=CAP_REGS)),
                                      ("split", fs._split_kernel, shipped, options)):
-            r = _usage(sm90.compile_for_sm90(fn, args, opts))
-            per_sm = min(65536 // (-(-r["regs"] // 8) * 8 * 32 * cfg.num_warps), 2048 // (32 * cfg.num_warps))
+            r = sm90.usage(sm90.compile_for_sm90(fn, args, opts))
+            per_sm = sm90.programs_per_sm(r["regs"], cfg.num_warps)
             print(f"{name} {str(dt)[6:]} | {cfg.block} {cfg.num_warps} | {r['regs']} | {r['stack']} | "
                   f"{r['shared']} | {r['ldl']} / {r['stl']} | {r['mufu_ex2']} | {r['nc']} | {per_sm}", flush=True)
 
@@ -346,24 +346,9 @@ def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
 
 
 def main() -> None:
-    from softmax_small import (case, checked_and_copy, print_copy_shares, print_notes, record,  # noqa: E402
-                               within_budget, write_csv)  # the shared probe steps (probes/, beside this script)
-    from rooflab.timing import CudaTimer
-    os.makedirs(OUT, exist_ok=True)
-    t0 = time.perf_counter()
-    timer = CudaTimer()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows_out = []
-    for r, c, dt, label in within_budget(SHAPES, rows_out, t0, BUDGET_S):
-        x, out, ref, _ = case(r, c, dt, hostile=True)
-        good = checked_and_copy(rows_out, label, variants(x, out, sms), x, out, ref, TOL[dt])
-        del ref
-        record(rows_out, label, good, timer, t0)
-        del x, out, good
-        torch.cuda.empty_cache()
-    write_csv("softmax_split_estore.csv", rows_out)
-    print_notes(rows_out, t0)
-    print_copy_shares(rows_out)
+    from softmax_small import long_row_probe   # the shared probe loop (probes/, beside this script)
+    long_row_probe(SHAPES, variants, "softmax_split_estore.csv", BUDGET_S, TOL)
+
 
 if __name__ == "__main__":
     if DRY:

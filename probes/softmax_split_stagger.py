@@ -86,9 +86,7 @@ tile in flight costs registers and programs an SM.
 from __future__ import annotations
 
 import os
-import re
 import sys
-import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -103,16 +101,15 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import sm90  # noqa: E402  (probes/, the script's directory)
+from softmax_split_estore import TOL  # noqa: E402  (probes/: the same tolerances)
 
 from kernels import fused_softmax as fs  # noqa: E402
 from kernels._checks import interpreting  # noqa: E402
 from kernels._device import cdiv  # noqa: E402
 
-OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "150"))
 SHAPES = [(r, c, dt) for dt in (torch.float16, torch.bfloat16, torch.float32)
           for r, c in ((16, 4194304), (64, 1048576), (256, 262144), (512, 151936), (1024, 131072))]
-TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-5}
 
 _PARTIALS, _FINISH, _FUSED = fs._PARTIALS, fs._FINISH, fs._FUSED
 
@@ -255,43 +252,12 @@ def stagger_split(x: torch.Tensor, out: torch.Tensor, seg_tiles: int | None = No
 # ---- PROBE_DRYRUN=1: the interpreter on small shapes ----
 
 def dry_run() -> None:
-    from softmax_split_estore import _dry_input   # the same hostile small inputs (probes/)
+    from softmax_split_estore import check_split_variant, dry_run_cases   # the estore probe's cases (probes/)
     small = lambda w: fs.Config(block=16, num_warps=w)   # noqa: E731  16-column tiles
-    cases = []   # (rows, cols, dtype, seg_tiles, cfg, rows_per_round)
-    for dt in (torch.float16, torch.bfloat16, torch.float32):
-        # 328 columns: 21 tiles of 16 (the last half full): 21 one-tile or 11 two-tile segments
-        cases += [(6, 328, dt, 1, small(1), None), (6, 328, dt, 2, small(1), None),
-                  (6, 328, dt, 2, small(1), 4),            # rounds of 4 rows: rows 0-3, then 4-5
-                  (7, 168, dt, 3, small(2), 2),            # 11 tiles: 4 segments, rounds of 2 rows, 4 rounds
-                  (5, 168, dt, 3, small(2), 1),            # one row a round: 5 rounds and a last write
-                  (4, 40000, dt, None, None, None)]        # the launch table's tile, default segments
-    failed = 0
-    print("dry run (Triton CPU interpreter): stagger_split against torch.softmax in float64")
-    print("shape dtype | BLOCK warps | seg_tiles n_segs | rows a round | max abs err | NaN where ref | tol | ok")
-    for rows, cols, dt, st, cfg, per_round in cases:
-        x = _dry_input(rows, cols, dt)
-        out = torch.full_like(x, float("nan"))
-        ref = torch.softmax(x.double(), -1)
-        use = cfg or fs.config("split", cols, dt, rows, fs.num_sms(x.device))
-        seg_tiles = st or use.seg_tiles or fs.SPLIT_SEG_TILES
-        got = stagger_split(x, out, seg_tiles=st, cfg=cfg, rows_per_round=per_round)
-        err = (got.double() - ref).abs().nan_to_num(nan=0.0).max().item()
-        nan_ok = torch.equal(got.isnan(), ref.isnan())
-        ok = err <= TOL[dt] and nan_ok
-        failed += not ok
-        print(f"{rows}x{cols} {str(dt)[6:]} | {use.block} {use.num_warps} | {seg_tiles} "
-              f"{cdiv(cdiv(cols, use.block), seg_tiles)} | {per_round or rows} | {err:.3g} | {nan_ok} | "
-              f"{TOL[dt]:g} | {'ok' if ok else 'FAIL'}", flush=True)
-    x = _dry_input(3, 1025, torch.float16)                    # odd rows: the split kernel peels them
-    try:
-        stagger_split(x, torch.empty_like(x))
-        print("3x1025 float16: not refused: FAIL")
-        failed += 1
-    except ValueError as exc:
-        print(f"3x1025 float16: refused (ValueError: {exc})")
-    print(f"# {len(cases) + 1 - failed} of {len(cases) + 1} checks passed")
-    if failed:
-        sys.exit(1)
+    extra = [(rows, cols, dt, 3, small(2), per_round) for dt in (torch.float16, torch.bfloat16, torch.float32)
+             for rows, cols, per_round in ((7, 168, 2),    # 11 tiles: 4 segments, rounds of 2 rows, 4 rounds
+                                           (5, 168, 1))]   # one row a round: 5 rounds and a last write
+    check_split_variant("stagger_split", stagger_split, dry_run_cases() + extra)
 
 
 # ---- resources: compiled for sm_90, no GPU ----
@@ -321,14 +287,9 @@ def resources() -> None:
                        fs.PARTIALS_BLOCK, _FUSED.value, False, cfg.prefetch, False)
             for name, fn, args in ((f"stagger{label}", _stagger_kernel, stagger),
                                    (f"split{label}", fs._split_kernel, shipped)):
-                kernel = sm90.compile_for_sm90(fn, args, options)
-                usage, sass = sm90.cuobjdump(kernel, "-res-usage"), sm90.cuobjdump(kernel, "-sass")
-                regs, stack = (int(v) for v in re.search(r"REG:(\d+).*?STACK:(\d+)", usage).groups())
-                ins = re.findall(r"/\*[0-9a-f]{4,}\*/\s+([^;]*);", sass)
-                ldl, stl = sum(" LDL" in f" {i}" for i in ins), sum(" STL" in f" {i}" for i in ins)
-                per_sm = min(65536 // (-(-regs // 8) * 8 * 32 * cfg.num_warps), 2048 // (32 * cfg.num_warps))
-                print(f"{name} {str(dt)[6:]} | {cfg.block} {cfg.num_warps} | {regs} | {stack} | "
-                      f"{ldl} / {stl} | {per_sm}", flush=True)
+                r = sm90.usage(sm90.compile_for_sm90(fn, args, options))
+                print(f"{name} {str(dt)[6:]} | {cfg.block} {cfg.num_warps} | {r['regs']} | {r['stack']} | "
+                      f"{r['ldl']} / {r['stl']} | {sm90.programs_per_sm(r['regs'], cfg.num_warps)}", flush=True)
 
 
 # ---- the GPU probe ----
@@ -346,24 +307,8 @@ def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
 
 
 def main() -> None:
-    from softmax_small import (case, checked_and_copy, print_copy_shares, print_notes, record,  # noqa: E402
-                               within_budget, write_csv)  # the shared probe steps (probes/, beside this script)
-    from rooflab.timing import CudaTimer
-    os.makedirs(OUT, exist_ok=True)
-    t0 = time.perf_counter()
-    timer = CudaTimer()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows_out = []
-    for r, c, dt, label in within_budget(SHAPES, rows_out, t0, BUDGET_S):
-        x, out, ref, _ = case(r, c, dt, hostile=True)
-        good = checked_and_copy(rows_out, label, variants(x, out, sms), x, out, ref, TOL[dt])
-        del ref
-        record(rows_out, label, good, timer, t0)
-        del x, out, good
-        torch.cuda.empty_cache()
-    write_csv("softmax_split_stagger.csv", rows_out)
-    print_notes(rows_out, t0)
-    print_copy_shares(rows_out)
+    from softmax_small import long_row_probe   # the shared probe loop (probes/, beside this script)
+    long_row_probe(SHAPES, variants, "softmax_split_stagger.csv", BUDGET_S, TOL)
 
 
 if __name__ == "__main__":

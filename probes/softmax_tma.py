@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 import torch
 
@@ -24,10 +23,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
 import softmax_smem_split as sh  # noqa: E402  (probes/, beside this script)
-from softmax_small import (case, checked_and_copy, print_copy_shares, print_notes, record,  # noqa: E402
-                           within_budget, write_csv)  # the shared probe steps
+from softmax_small import long_row_probe  # noqa: E402  the shared probe steps
 from kernels._device import cdiv  # noqa: E402
-from rooflab.timing import CudaTimer  # noqa: E402
 
 OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "120"))
@@ -98,22 +95,17 @@ def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
     return fns
 
 
+def exchange_off(x, out, sms) -> dict:
+    """DIAG=exchange: the TMA kernel without its exchange (wrong results, timed unchecked)."""
+    r, c = x.shape
+    if DIAG != "exchange" or not sh.supports(x, out, sms):
+        return {}
+    return {f"tma S={s} no-exchange (unchecked)": tma_variant(x, out, sms, s, exchange=False)
+            for s in sorted({sh.segments(r, c, x.dtype, sms)[0], min(sms, sh.boxes_per_row(c, x.dtype))})}
+
+
 def main() -> None:
-    os.makedirs(OUT, exist_ok=True)
-    t0 = time.perf_counter()
-    timer = CudaTimer()
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    rows_out = []
-    for r, c, dt, label in within_budget(SHAPES, rows_out, t0, BUDGET_S):
-        x, out, ref, tol = case(r, c, dt, hostile=True)
-        good = checked_and_copy(rows_out, label, variants(x, out, sms), x, out, ref, tol)
-        if DIAG == "exchange" and sh.supports(x, out, sms):
-            for s in sorted({sh.segments(r, c, dt, sms)[0], min(sms, sh.boxes_per_row(c, dt))}):
-                good[f"tma S={s} no-exchange (unchecked)"] = tma_variant(x, out, sms, s, exchange=False)
-        record(rows_out, label, good, timer, t0)
-    write_csv("softmax_tma.csv", rows_out)
-    print_copy_shares(rows_out)
-    print_notes(rows_out, t0)
+    long_row_probe(SHAPES, variants, "softmax_tma.csv", BUDGET_S, extra=exchange_off)
 
 
 if __name__ == "__main__":

@@ -42,7 +42,8 @@ from __future__ import annotations
 import torch
 from triton import knobs
 
-from kernels import _lean_launch
+from kernels._lean_launch import module as lean_module
+from kernels._lean_launch import pack as lean_pack
 
 # torch's C getters of the current CUDA device and its current stream (the stream getter is the one
 # Triton's driver uses; the device getter skips torch.cuda.current_device's lazy-initialisation
@@ -117,10 +118,10 @@ class Launch:
         (`launcher(blob, stream, *addresses)`, kernels._lean_launch), or None where the lean
         launcher cannot be built or cannot describe the kernel. The caller keeps `args` alive
         (tensors among them are passed by address)."""
-        module = _lean_launch.module()
+        module = lean_module()
         if module is None:
             return None
-        blob = _lean_launch.pack(self.compiled, self.grid, args, slots, self.device)
+        blob = lean_pack(self.compiled, self.grid, args, slots, self.device)
         return None if blob is None else (module.launch, blob)
 
     def __call__(self, stream: int, *args) -> None:

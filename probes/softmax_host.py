@@ -32,6 +32,10 @@ the median of STUDY_CALLS; otherwise the mean of CALLS back to back, the median 
   launch through Triton's C launcher 5.28-7.77, through the lean one 4.28-5.79; the empty kernel
   5.34-7.75 against 4.43-6.06; the whole repeat call 10.85-15.63 against 9.22-15.10 (torch.softmax
   7.95-12.26), study_softmax 12.62-19.35 against 12.19-15.12 (study_torch 8.26-13.61).
+- DIAG=outliers at 58bac8a, softmax through the lean launcher (softmax_prev: Triton's C launcher),
+  seven shapes: softmax 7.01-10.89 against softmax_prev 8.21-13.36 and torch.softmax 6.20-9.87, so
+  0.88-1.19x torch's; study_softmax 7.98-13.31 against study_torch 7.15-11.10, 0.80-1.33x (512x512
+  fp16 1.33, 1048576x1 bf16 1.25, 512x512 bf16 1.20; the others 0.80-1.17).
 DIAG=outliers: the shapes whose plain call was above 1.2x torch's in a committed run, beside their
 other dtypes.
 

@@ -85,7 +85,12 @@ def test_a_kernel_without_its_source_is_refused():
 @pytest.mark.parametrize("shape,dtype", [((256, 256), torch.float32), ((4096, 1), torch.float16),
                                          ((64, 5000), torch.bfloat16), ((8, 262144), torch.float16)])
 def test_gpu_softmax_repeat_calls_go_through_the_lean_launcher(shape, dtype):
+    """On a GPU outside the interpreter (the suite's conftest turns it on: run this file with
+    --noconftest there), a repeat call launches through the lean launcher and matches the first."""
     from kernels import fused_softmax as fs
+    from kernels._checks import interpreting
+    if interpreting():
+        pytest.skip("Triton's interpreter launches no plans directly")
     x = (torch.randn(*shape, device="cuda") * 3).to(dtype)
     x[0, ::3] = float("-inf")
     first = fs.softmax(x)

@@ -55,6 +55,7 @@ class BenchConfig:
     kernel_below_bytes: float = 64e6  # cases moving fewer bytes are also timed kernel-only (`cupti` rows) and on the host (`host`)
     kernel_below_ms: float = 0.05     # ... and so are cases whose fastest call takes less than this
     flush_mib: int = 256              # L2 flush buffer read before every timed call
+    host_first: bool = True           # host rows from a pass over every case before any CUPTI session (host_pass)
     clock_drop: float = 0.9           # SM clock below this share of the steady clock: the case is re-measured
     case_timeout_s: float = 300.0     # a case (all impls at one shape) running longer is taken as a hang
     seed: int = 0                     # seeds the shuffled order of each trial
@@ -437,7 +438,8 @@ def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log
 
     log = log or sys.stderr
     out = list(rows)
-    host = [host_pass(sweep, shape, dtype) if sweep.timer is not None else None for shape, dtype in cases]
+    host = [host_pass(sweep, shape, dtype) if sweep.timer is not None and sweep.bench.host_first else None
+            for shape, dtype in cases]
     for (shape, dtype), case_host in zip(cases, host):
         wanted = tuple(shape.values())
         out = [r for r in out if not (r["dtype"] == dtype and key(r, shape) == wanted)]
@@ -451,8 +453,8 @@ def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log
 def run_sweep(sweep: Sweep, out_path: str | Path, log=None) -> int:
     """Measure every (shape, dtype, impl); write rows to out_path as they come. Returns row count.
 
-    The host pass (`host_pass`) goes over every case first, then each case is measured and its
-    rows written. A watchdog guards against a kernel that never returns: if one case runs past
+    The host pass (`host_pass`, with bench.host_first) goes over every case first, then each case
+    is measured and its rows written. A watchdog guards against a kernel that never returns: if one case runs past
     `case_timeout_s` (in either pass), the rows not yet measured are written as `error` rows
     saying so, and the process exits with status 0, keeping every row already measured (the
     driver ends the hung kernel with the process).
@@ -507,7 +509,7 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None) -> int:
     for index, (shape, dtype) in enumerate(cases):
         with lock:
             state.update(case=index, since=time.perf_counter())
-        host.append(host_pass(sweep, shape, dtype) if sweep.timer is not None else None)
+        host.append(host_pass(sweep, shape, dtype) if sweep.timer is not None and sweep.bench.host_first else None)
     for index, (shape, dtype) in enumerate(cases):
         with lock:
             state.update(case=index, since=time.perf_counter(), done=set(), **{"pass": "measure"})

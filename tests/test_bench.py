@@ -174,6 +174,17 @@ def test_host_rows_come_from_a_pass_before_any_kernel_only_sample(tmp_path):
     assert [c["host_pass"] for c in sweep.cases_log] == [{"ours": 21, "torch": 21}] * 2
 
 
+def test_without_host_first_each_case_times_its_host_rows_after_its_other_methods(tmp_path):
+    timer = FixedTimer(ms=0.01)
+    sweep = Sweep(study=_fake_study(), gpu="test-gpu", shapes=[{"rows": 4, "cols": 8}], dtypes=["float32"],
+                  impls=["ours"], ceilings={"copy_tbps": 4.0, "datasheet_bandwidth_tbps": 5.0}, device="cpu",
+                  timer=timer, bench=BenchConfig(max_calls=7, host_first=False))
+    run_sweep(sweep, tmp_path / "s.csv", log=open("/dev/null", "w"))
+    assert [mode for _, _, mode in timer.calls] == ["events", "cupti", "host"] * sweep.bench.trials
+    assert "host_pass" not in sweep.cases_log[0]
+    assert list(read_results(tmp_path / "s.csv")["timing"]) == ["events", "cupti", "host"]
+
+
 def test_trials_interleave_implementations_in_shuffled_orders():
     study = _fake_study()
     impls = {f"impl{i}": (lambda inputs: (lambda: torch.softmax(inputs["x"], -1))) for i in range(6)}

@@ -234,10 +234,15 @@ def test_harness_numbers_come_from_the_run_then_the_config():
     bench = {"profile": "full", "bench": {"full": {"trials": 5}, "min_reps": 30, "flush_mib": 512,
                                           "kernel_below_bytes": 32e6, "kernel_below_ms": 0.04}}
     assert context.harness({}, None, bench) == {"min_reps": "30", "min_trials": "5", "flush_mib": "512",
-                                                "cupti_mb": "32", "cupti_us": "40", "host_rows": False}
+                                                "cupti_mb": "32", "cupti_us": "40", "host_rows": False,
+                                                "host_first": False}
     rows = pd.DataFrame({"status": ["ok", "ok", "error"], "reps": [40, 25, 0], "trials": [4, 6, 0]})
     assert context.harness({"config": {"bench": {"flush_mib": 128}}}, rows, bench) == {
-        "min_reps": "25", "min_trials": "4", "flush_mib": "128", "cupti_mb": "32", "cupti_us": "40", "host_rows": False}
+        "min_reps": "25", "min_trials": "4", "flush_mib": "128", "cupti_mb": "32", "cupti_us": "40", "host_rows": False,
+        "host_first": False}
     assert context.harness({}) == {"min_reps": "20", "min_trials": "6", "flush_mib": "256", "cupti_mb": "64",
-                                   "cupti_us": "500", "host_rows": False}
+                                   "cupti_us": "500", "host_rows": False, "host_first": False}
     assert context.harness({}, rows.assign(timing=["events", "host", "events"]), bench)["host_rows"]
+    # host_first only from the run's own config: the workflow's setting says nothing of a committed run
+    assert not context.harness({}, None, {"bench": {"host_first": True}})["host_first"]
+    assert context.harness({"config": {"bench": {"host_first": True}}})["host_first"]

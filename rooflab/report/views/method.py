@@ -43,7 +43,9 @@ def harness(env: dict, rows: pd.DataFrame | None = None, config: dict | None = N
             "flush_mib": num(values["flush_mib"]), "cupti_mb": num(float(values["kernel_below_bytes"]) / 1e6),
             "cupti_us": num(float(values["kernel_below_ms"]) * 1e3),
             # whether the run also timed those calls on the host (`host` rows, the wrapper's own cost)
-            "host_rows": bool(rows is not None and "timing" in rows and (rows["timing"] == HOST_TIMING).any())}
+            "host_rows": bool(rows is not None and "timing" in rows and (rows["timing"] == HOST_TIMING).any()),
+            # whether its host rows came from a pass before any CUPTI session (as its own config records)
+            "host_first": recorded.get("host_first") is True}
 
 
 def tolerances(verify: pd.DataFrame | None) -> list[dict]:

@@ -172,7 +172,7 @@ def pack(compiled, grid: tuple, args: tuple, slots: tuple[int, ...], device: int
     `slots` (pointers) given per call. None where the kernel has what the blob does not describe."""
     types = parameters(compiled)
     meta = compiled.metadata
-    if (types is None or len(types) != len(args) or len(slots) > MAX_SLOTS
+    if (types is None or device is None or len(types) != len(args) or len(slots) > MAX_SLOTS
             or getattr(meta, "num_ctas", 1) != 1 or getattr(meta, "global_scratch_size", 0)
             or getattr(meta, "profile_scratch_size", 0) or getattr(meta, "tensordesc_meta", None)):
         return None
@@ -204,7 +204,10 @@ def pack(compiled, grid: tuple, args: tuple, slots: tuple[int, ...], device: int
         if ty.startswith("*") and index in slots:
             slot_offsets[index] = len(data)
         offsets.append(len(data))
-        data += struct.pack("<" + fmt, float(address) if fmt in "fd" else int(address))
+        try:
+            data += struct.pack("<" + fmt, float(address) if fmt in "fd" else int(address))
+        except (struct.error, TypeError, ValueError, OverflowError):
+            return None                                   # a value the parameter's type cannot hold
     for _ in range(2):                                    # Triton's global and profile scratch: none
         data += bytes(-len(data) % 8)
         offsets.append(len(data))

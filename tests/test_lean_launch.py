@@ -75,6 +75,12 @@ def test_slots_must_be_pointers_and_fit():
     assert lean.pack(compiled(), (5,), ARGS[:-1], (0, 1), device=0) is None       # arguments missing
 
 
+def test_values_the_parameter_types_cannot_hold_are_refused():
+    assert lean.pack(compiled(), (5,), ARGS[:2] + (2**40,) + ARGS[3:], (0, 1), device=0) is None   # i32
+    assert lean.pack(compiled(), (5,), ARGS[:5] + ("half",) + ARGS[6:], (0, 1), device=0) is None  # fp32
+    assert lean.pack(compiled(), (5,), ARGS, (0, 1), device=None) is None                         # no device
+
+
 def test_a_kernel_without_its_source_is_refused():
     kernel = compiled()
     kernel.src = None

@@ -159,22 +159,28 @@ def _estore_split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, tile_max_pt
                 fs._depart(arrive_ptr, depart_ptr, row, n_segs)
 
 
-def _args(x, out, parts, tile_max, arrive, depart, n_segs, seg_tiles, block, vec, mode):
-    """The kernel's arguments in signature order, constexprs included."""
+def kernel_args(x, out, parts, extra, arrive, depart, n_segs, seg_tiles, block, vec, mode):
+    """A split variant's arguments in signature order, constexprs included: fs._split_kernel's
+    leading ones, with the variant's own buffers (`extra`) after the partials."""
     rows, cols = x.shape
-    return (out, x, parts[0], parts[1], tile_max, arrive, depart, x.stride(0), out.stride(0),
+    return (out, x, parts[0], parts[1], *extra, arrive, depart, x.stride(0), out.stride(0),
             rows, cols, n_segs, seg_tiles, block, vec, fs.PARTIALS_BLOCK, mode.value)
 
 
-def estore_split(x: torch.Tensor, out: torch.Tensor, seg_tiles: int | None = None,
-                 cfg: fs.Config | None = None, rows_per_round: int | None = None,
-                 maxnreg: int | None = None) -> torch.Tensor:
-    """Softmax of each row of x (rows, cols) into out by the e-store split; returns out.
+def split_in_rounds(name: str, kernel, extra, x: torch.Tensor, out: torch.Tensor, seg_tiles: int | None = None,
+                    cfg: fs.Config | None = None, rows_per_round: int | None = None,
+                    options: dict | None = None) -> torch.Tensor:
+    """Softmax of each row of x (rows, cols) into out by a split variant of these probes; returns out.
 
-    seg_tiles: tiles a segment (None: fs._launch_split's choice for segments of several tiles);
-    cfg: tile and warps (None: fs.config("split")); rows_per_round: at most this many rows a
-    round (the dry run's rounds in the interpreter); maxnreg: a register cap (compile option) on
-    the GPU. Refuses rows the split kernel would peel.
+    kernel: the variant (kernel_args' signature, modes _PARTIALS / _FINISH / _FUSED); extra(rows,
+    n_segs, seg_tiles, device): its own buffers, after the partials. Sized as fs._launch_split sizes
+    segments of several tiles: the launch table's tile and warps (cfg None: fs.config("split")),
+    the driver's resident programs up to SPLIT_MAX_PER_SM an SM, SPLIT_SEG_TILES tiles a segment
+    unless the problem fits one round of two-tile segments (seg_tiles: fixed), rounds of at most
+    rows_per_round rows. On a GPU one persistent cooperative launch (_FUSED); in Triton's CPU
+    interpreter, or where the driver refuses every cooperative grid, two launches (_PARTIALS, then
+    _FINISH). options: compile options (maxnreg). Refuses rows the split kernel would peel, naming
+    itself `name`.
     """
     rows, cols = x.shape
     if x.dtype not in fs.DTYPES or out.shape != x.shape or out.dtype != x.dtype or out.device != x.device \
@@ -183,7 +189,7 @@ def estore_split(x: torch.Tensor, out: torch.Tensor, seg_tiles: int | None = Non
                          "device with a contiguous last dimension")
     vec, peel = fs._access(x, out)
     if peel:
-        raise ValueError(f"estore_split handles rows on the {vec * x.element_size()}-byte boundary only "
+        raise ValueError(f"{name} handles rows on the {vec * x.element_size()}-byte boundary only "
                          f"(row length and strides multiples of {vec} elements); {tuple(x.shape)} with "
                          f"strides {x.stride(0)}, {out.stride(0)} would peel")
     if rows == 0 or cols == 0:
@@ -191,17 +197,17 @@ def estore_split(x: torch.Tensor, out: torch.Tensor, seg_tiles: int | None = Non
     cfg = cfg or fs.config("split", cols, x.dtype, rows, fs.num_sms(x.device))
     tiles = cdiv(cols, cfg.block)
     fixed = seg_tiles or cfg.seg_tiles
-    cap = dict(maxnreg=maxnreg) if maxnreg else {}
+    options = options or {}
     if not interpreting():
         arrive, depart = fs._counters(x.device, rows)
         dummy = torch.empty(1, dtype=torch.float32, device=x.device)
         wide = max(rows, cols, abs(x.stride(0)), out.stride(0)) >= 2**31   # i64 size arguments
-        key = ("estore", x.device, x.dtype, cfg.block, cfg.num_warps, maxnreg, vec, wide,
+        key = (name, x.device, x.dtype, cfg.block, cfg.num_warps, tuple(sorted(options.items())), vec, wide,
                x.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)
-        resident = fs._resident_per_sm(key, x.device, lambda: _estore_split_kernel.warmup(
-            out, x, dummy, dummy, dummy, arrive, depart, x.stride(0), out.stride(0), rows, cols, 1, 1,
-            BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=fs.PARTIALS_BLOCK, MODE=_FUSED.value,
-            num_warps=cfg.num_warps, launch_cooperative_grid=True, grid=(1,), **cap))
+        resident = fs._resident_per_sm(key, x.device, lambda: kernel.warmup(
+            *kernel_args(x, out, (dummy, dummy), extra(1, 1, 1, x.device), arrive, depart, 1, 1, cfg.block, vec,
+                         _FUSED),
+            num_warps=cfg.num_warps, launch_cooperative_grid=True, grid=(1,), **options))
         capacity = min(resident, cfg.per_sm or fs.SPLIT_MAX_PER_SM) * fs.num_sms(x.device)
         multi = [t for t in fs.SPLIT_ONE_ROUND_TILES if t > 1]
         for st in (fixed,) if fixed else (*multi, fs.SPLIT_SEG_TILES):
@@ -209,12 +215,12 @@ def estore_split(x: torch.Tensor, out: torch.Tensor, seg_tiles: int | None = Non
             if n_segs > capacity or (not fixed and st in multi and rows * n_segs > capacity):
                 continue
             parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)
-            tile_max = torch.empty((rows, n_segs * st), dtype=torch.float32, device=x.device)
             per_round = min(capacity // n_segs, rows, rows_per_round or rows)
             try:
-                _estore_split_kernel[(per_round * n_segs,)](
-                    *_args(x, out, parts, tile_max, arrive, depart, n_segs, st, cfg.block, vec, _FUSED),
-                    num_warps=cfg.num_warps, launch_cooperative_grid=True, **cap)
+                kernel[(per_round * n_segs,)](
+                    *kernel_args(x, out, parts, extra(rows, n_segs, st, x.device), arrive, depart, n_segs, st,
+                                 cfg.block, vec, _FUSED),
+                    num_warps=cfg.num_warps, launch_cooperative_grid=True, **options)
                 return out
             except RuntimeError as exc:   # the driver refused the cooperative grid
                 if "cooperative" not in str(exc):
@@ -223,13 +229,32 @@ def estore_split(x: torch.Tensor, out: torch.Tensor, seg_tiles: int | None = Non
     st = fixed or fs.SPLIT_SEG_TILES
     n_segs = cdiv(tiles, st)
     parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)
-    tile_max = torch.empty((rows, n_segs * st), dtype=torch.float32, device=x.device)
+    buffers = extra(rows, n_segs, st, x.device)
     unused = torch.empty(1, dtype=torch.int32, device=x.device)
     grid = (min(rows, rows_per_round or rows) * n_segs,)
     for mode in (_PARTIALS, _FINISH):
-        _estore_split_kernel[grid](*_args(x, out, parts, tile_max, unused, unused, n_segs, st, cfg.block, vec,
-                                          mode), num_warps=cfg.num_warps, **cap)
+        kernel[grid](*kernel_args(x, out, parts, buffers, unused, unused, n_segs, st, cfg.block, vec, mode),
+                     num_warps=cfg.num_warps, **options)
     return out
+
+
+def _tile_max(rows: int, n_segs: int, seg_tiles: int, device) -> tuple:
+    """The e-store kernel's own buffer: each tile's max, (rows, n_segs * seg_tiles) fp32."""
+    return (torch.empty((rows, n_segs * seg_tiles), dtype=torch.float32, device=device),)
+
+
+def estore_split(x: torch.Tensor, out: torch.Tensor, seg_tiles: int | None = None,
+                 cfg: fs.Config | None = None, rows_per_round: int | None = None,
+                 maxnreg: int | None = None) -> torch.Tensor:
+    """Softmax of each row of x (rows, cols) into out by the e-store split (split_in_rounds); returns out.
+
+    seg_tiles: tiles a segment (None: fs._launch_split's choice for segments of several tiles);
+    cfg: tile and warps (None: fs.config("split")); rows_per_round: at most this many rows a
+    round (the dry run's rounds in the interpreter); maxnreg: a register cap (compile option) on
+    the GPU. Refuses rows the split kernel would peel.
+    """
+    return split_in_rounds("estore_split", _estore_split_kernel, _tile_max, x, out, seg_tiles, cfg, rows_per_round,
+                           dict(maxnreg=maxnreg) if maxnreg else None)
 
 
 # ---- PROBE_DRYRUN=1: the interpreter on small shapes ----
@@ -315,8 +340,8 @@ def resources() -> None:
         f32 = torch.empty(1, dtype=torch.float32)
         i32 = torch.empty(1, dtype=torch.int32)
         options = dict(num_warps=cfg.num_warps, launch_cooperative_grid=True)
-        estore = _args(x.expand(rows, cols), x.expand(rows, cols), (f32, f32), f32, i32, i32, 1, 1,
-                       cfg.block, vec, _FUSED)
+        estore = kernel_args(x.expand(rows, cols), x.expand(rows, cols), (f32, f32), (f32,), i32, i32, 1, 1,
+                             cfg.block, vec, _FUSED)
         shipped = (x, x, f32, f32, i32, i32, cols, cols, rows, cols, 1, 1, cfg.block, vec,
                    fs.PARTIALS_BLOCK, _FUSED.value, False, cfg.prefetch, False)
         for name, fn, args, opts in (("estore", _estore_split_kernel, estore, options),

@@ -101,11 +101,9 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 import sm90  # noqa: E402  (probes/, the script's directory)
-from softmax_split_estore import TOL  # noqa: E402  (probes/: the same tolerances)
+from softmax_split_estore import TOL, kernel_args, split_in_rounds  # noqa: E402  (probes/: the shared pieces)
 
 from kernels import fused_softmax as fs  # noqa: E402
-from kernels._checks import interpreting  # noqa: E402
-from kernels._device import cdiv  # noqa: E402
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "150"))
 SHAPES = [(r, c, dt) for dt in (torch.float16, torch.bfloat16, torch.float32)
@@ -181,72 +179,19 @@ def _stagger_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depa
                 fs._depart(arrive_ptr, depart_ptr, cur, n_segs)
 
 
-def _args(x, out, parts, arrive, depart, n_segs, seg_tiles, block, vec, mode):
-    """The kernel's arguments in signature order, constexprs included."""
-    rows, cols = x.shape
-    return (out, x, parts[0], parts[1], arrive, depart, x.stride(0), out.stride(0),
-            rows, cols, n_segs, seg_tiles, block, vec, fs.PARTIALS_BLOCK, mode.value)
-
-
 def stagger_split(x: torch.Tensor, out: torch.Tensor, seg_tiles: int | None = None,
                   cfg: fs.Config | None = None, rows_per_round: int | None = None) -> torch.Tensor:
     """Softmax of each row of x (rows, cols) into out by the staggered split; returns out.
 
+    Sized and launched as the e-store probe's split_in_rounds sizes it (no buffers of its own): on
+    a GPU one cooperative launch; in the interpreter, which cannot wait, a _PARTIALS launch
+    publishes every partial first, then a _FINISH launch runs the interleaved loop without waiting.
     seg_tiles: tiles a segment (None: the shipped split's choice for segments of several tiles);
     cfg: tile and warps (None: fs.config("split")); rows_per_round: at most this many rows a round
     (the dry run's rounds in the interpreter). Refuses rows the split kernel would peel.
     """
-    rows, cols = x.shape
-    if x.dtype not in fs.DTYPES or out.shape != x.shape or out.dtype != x.dtype or out.device != x.device \
-            or (cols > 1 and (x.stride(1) != 1 or out.stride(1) != 1)):
-        raise ValueError("x and out must be (rows, cols) fp32/fp16/bf16 tensors of one shape, dtype and "
-                         "device with a contiguous last dimension")
-    vec, peel = fs._access(x, out)
-    if peel:
-        raise ValueError(f"stagger_split handles rows on the {vec * x.element_size()}-byte boundary only "
-                         f"(row length and strides multiples of {vec} elements); {tuple(x.shape)} with "
-                         f"strides {x.stride(0)}, {out.stride(0)} would peel")
-    if rows == 0 or cols == 0:
-        return out
-    cfg = cfg or fs.config("split", cols, x.dtype, rows, fs.num_sms(x.device))
-    tiles = cdiv(cols, cfg.block)
-    fixed = seg_tiles or cfg.seg_tiles
-    if not interpreting():
-        arrive, depart = fs._counters(x.device, rows)
-        dummy = torch.empty(1, dtype=torch.float32, device=x.device)
-        wide = max(rows, cols, abs(x.stride(0)), out.stride(0)) >= 2**31   # i64 size arguments
-        key = ("stagger", x.device, x.dtype, cfg.block, cfg.num_warps, vec, wide,
-               x.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)
-        resident = fs._resident_per_sm(key, x.device, lambda: _stagger_kernel.warmup(
-            out, x, dummy, dummy, arrive, depart, x.stride(0), out.stride(0), rows, cols, 1, 1,
-            BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=fs.PARTIALS_BLOCK, MODE=_FUSED.value,
-            num_warps=cfg.num_warps, launch_cooperative_grid=True, grid=(1,)))
-        capacity = min(resident, cfg.per_sm or fs.SPLIT_MAX_PER_SM) * fs.num_sms(x.device)
-        multi = [t for t in fs.SPLIT_ONE_ROUND_TILES if t > 1]
-        for st in (fixed,) if fixed else (*multi, fs.SPLIT_SEG_TILES):
-            n_segs = cdiv(tiles, st)
-            if n_segs > capacity or (not fixed and st in multi and rows * n_segs > capacity):
-                continue
-            parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)
-            per_round = min(capacity // n_segs, rows, rows_per_round or rows)
-            try:
-                _stagger_kernel[(per_round * n_segs,)](
-                    *_args(x, out, parts, arrive, depart, n_segs, st, cfg.block, vec, _FUSED),
-                    num_warps=cfg.num_warps, launch_cooperative_grid=True)
-                return out
-            except RuntimeError as exc:   # the driver refused the cooperative grid
-                if "cooperative" not in str(exc):
-                    raise
-    # The interpreter: every partial first, then the interleaved loop without waiting.
-    st = fixed or fs.SPLIT_SEG_TILES
-    n_segs = cdiv(tiles, st)
-    parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)
-    unused = torch.empty(1, dtype=torch.int32, device=x.device)
-    grid = (min(rows, rows_per_round or rows) * n_segs,)
-    for mode in (_PARTIALS, _FINISH):
-        _stagger_kernel[grid](*_args(x, out, parts, unused, unused, n_segs, st, cfg.block, vec, mode),
-                              num_warps=cfg.num_warps)
-    return out
+    return split_in_rounds("stagger_split", _stagger_kernel, lambda rows, n_segs, seg_tiles, device: (),
+                           x, out, seg_tiles, cfg, rows_per_round)
 
 
 # ---- PROBE_DRYRUN=1: the interpreter on small shapes ----
@@ -281,8 +226,8 @@ def resources() -> None:
         i32 = torch.empty(1, dtype=torch.int32)
         for label, cfg in _tiles(dt):
             options = dict(num_warps=cfg.num_warps, launch_cooperative_grid=True)
-            stagger = _args(x.expand(rows, cols), x.expand(rows, cols), (f32, f32), i32, i32, 1, 1,
-                            cfg.block, vec, _FUSED)
+            stagger = kernel_args(x.expand(rows, cols), x.expand(rows, cols), (f32, f32), (), i32, i32, 1, 1,
+                                  cfg.block, vec, _FUSED)
             shipped = (x, x, f32, f32, i32, i32, cols, cols, rows, cols, 1, 1, cfg.block, vec,
                        fs.PARTIALS_BLOCK, _FUSED.value, False, cfg.prefetch, False)
             for name, fn, args in ((f"stagger{label}", _stagger_kernel, stagger),

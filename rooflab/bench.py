@@ -12,10 +12,10 @@ every case before any CUPTI session in the process (`host_pass`): once torch.pro
 CUPTI stays attached to the process and every later launch pays for it (H200,
 probes/softmax_host.py DIAG=profiler, host time of one call as the study takes it, five shapes,
 before -> after one profiler session: torch.softmax 6.5-7.0 -> 9.7-9.9 us, kernels.softmax 8.2-9.8
--> 10.4-13.2). Kineto's TEARDOWN_CUPTI=1 undoes it after one session but not after thirty. Every row carries its own bytes, FLOPs and
-the ceiling it is judged against. Failures become rows (`oom`, `error`, `unsupported`,
-`incorrect`) and the sweep goes on; every case's rows are flushed to the CSV as soon as
-they are measured.
+-> 10.4-13.2). Kineto's TEARDOWN_CUPTI=1 undoes it after one session but not after thirty.
+Every row carries its own bytes, FLOPs and the ceiling it is judged against. Failures become
+rows (`oom`, `error`, `unsupported`, `incorrect`) and the sweep goes on; every case's rows are
+flushed to the CSV as soon as they are measured.
 """
 from __future__ import annotations
 
@@ -146,6 +146,16 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
+def _first_call(sweep: Sweep, factory, inputs) -> tuple:
+    """(callable, its first output): the implementation built from the case's inputs and called
+    once, which compiles and autotunes it, the device synchronised after."""
+    fn = factory(inputs)
+    out = fn()
+    if sweep.device == "cuda":
+        torch.cuda.synchronize()
+    return fn, out
+
+
 def measure_case(sweep: Sweep, shape: dict, dtype: str, host: HostTimes | None = None) -> Iterable[dict]:
     """Rows for every implementation at one shape and dtype (inputs and reference built once).
 
@@ -185,10 +195,7 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str, host: HostTimes | None =
         row.update(bytes=nbytes, flops=flops, ceiling_name=ceiling.name)
         clock = time.perf_counter()
         try:
-            fn = factories[impl](inputs)
-            out = fn()                    # the first call compiles and autotunes: timed apart
-            if sweep.device == "cuda":
-                torch.cuda.synchronize()
+            fn, out = _first_call(sweep, factories[impl], inputs)   # compiles and autotunes: timed apart
             seconds["first_calls"][impl] = seconds["first_calls"].get(impl, 0.0) + time.perf_counter() - clock
             if impl == "ours" and hasattr(study, "strategy"):   # after the call: what autotuning chose too
                 row["strategy"] = study.strategy(shape, dtype, inputs)
@@ -263,15 +270,18 @@ class HostTimes:
     seconds: dict
 
 
-def host_pass(sweep: Sweep, shape: dict, dtype: str) -> HostTimes:
+def host_pass(sweep: Sweep, shape: dict, dtype: str) -> HostTimes | None:
     """Host times of one case's implementations, taken before any CUPTI session (see the module
-    docstring): each implementation is built and called once (which compiles it), warmed up, and,
-    where the case is timed kernel-only (`_kernel_only`), called in `trials` shuffled rounds on the
-    host (CudaTimer.host: the call's own wall-clock time, the L2 flush queued before it). No
-    reference is built or checked here: `measure_case` checks every implementation and keeps the
-    host rows of the correct ones. A case or implementation that fails here gets no host times;
+    docstring); None where nothing is timed (no timer) or bench.host_first is off. Each
+    implementation is built and called once (which compiles it), warmed up, and, where the case
+    is timed kernel-only (`_kernel_only`), called in `trials` shuffled rounds on the host
+    (CudaTimer.host: the call's own wall-clock time, the L2 flush queued before it). No reference
+    is built or checked here: `measure_case` checks every implementation and keeps the host rows
+    of the correct ones. A case or implementation that fails here gets no host times;
     `measure_case` records its failure."""
     cfg, timer, study = sweep.bench, sweep.timer, sweep.study
+    if timer is None or not cfg.host_first:
+        return None
     nbytes, _ = study.work(shape, dtype)
     seconds = {"inputs_reference": 0.0, "first_calls": {}, "warm_up": 0.0, "timing": 0.0}
     clock = time.perf_counter()
@@ -285,11 +295,7 @@ def host_pass(sweep: Sweep, shape: dict, dtype: str) -> HostTimes:
     for impl in sweep.impls:
         clock = time.perf_counter()
         try:
-            fn = factories[impl](inputs)
-            fn()
-            if sweep.device == "cuda":
-                torch.cuda.synchronize()
-            fns[impl] = fn
+            fns[impl] = _first_call(sweep, factories[impl], inputs)[0]      # its output freed at once
         except Exception:
             _release()
         seconds["first_calls"][impl] = time.perf_counter() - clock
@@ -438,8 +444,7 @@ def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log
 
     log = log or sys.stderr
     out = list(rows)
-    host = [host_pass(sweep, shape, dtype) if sweep.timer is not None and sweep.bench.host_first else None
-            for shape, dtype in cases]
+    host = [host_pass(sweep, shape, dtype) for shape, dtype in cases]
     for (shape, dtype), case_host in zip(cases, host):
         wanted = tuple(shape.values())
         out = [r for r in out if not (r["dtype"] == dtype and key(r, shape) == wanted)]
@@ -454,10 +459,10 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None) -> int:
     """Measure every (shape, dtype, impl); write rows to out_path as they come. Returns row count.
 
     The host pass (`host_pass`, with bench.host_first) goes over every case first, then each case
-    is measured and its rows written. A watchdog guards against a kernel that never returns: if one case runs past
-    `case_timeout_s` (in either pass), the rows not yet measured are written as `error` rows
-    saying so, and the process exits with status 0, keeping every row already measured (the
-    driver ends the hung kernel with the process).
+    is measured and its rows written. A watchdog guards against a kernel that never returns: if
+    one case runs past `case_timeout_s` (in either pass), the rows not yet measured are written
+    as `error` rows saying so, and the process exits with status 0, keeping every row already
+    measured (the driver ends the hung kernel with the process).
     """
     log = log or sys.stderr          # looked up now: a rule's script may have redirected it
     out_path = Path(out_path)
@@ -509,7 +514,7 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None) -> int:
     for index, (shape, dtype) in enumerate(cases):
         with lock:
             state.update(case=index, since=time.perf_counter())
-        host.append(host_pass(sweep, shape, dtype) if sweep.timer is not None and sweep.bench.host_first else None)
+        host.append(host_pass(sweep, shape, dtype))
     for index, (shape, dtype) in enumerate(cases):
         with lock:
             state.update(case=index, since=time.perf_counter(), done=set(), **{"pass": "measure"})

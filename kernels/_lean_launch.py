@@ -182,21 +182,18 @@ def pack(compiled, grid: tuple, args: tuple, slots: tuple[int, ...], device: int
             continue
         if not isinstance(ty, str):
             return None                                   # tuples and other composite arguments
-        if ty.startswith("*"):
-            if index in slots:
-                address = 0
+        if ty.startswith("*"):                            # an address: 0 in a slot (written per call)
+            if index in slots or value is None:
+                number = 0
             elif isinstance(value, int):
-                address = value
+                number = value
             elif hasattr(value, "data_ptr"):
-                address = value.data_ptr()
-            elif value is None:
-                address = 0
+                number = value.data_ptr()
             else:
                 return None
             fmt = "Q"
         elif ty in _SCALARS:
-            fmt = _SCALARS[ty]
-            address = value
+            fmt, number = _SCALARS[ty], value
         else:
             return None                                   # fp16/bf16 scalars, tensor descriptors
         size = struct.calcsize(fmt)
@@ -205,7 +202,7 @@ def pack(compiled, grid: tuple, args: tuple, slots: tuple[int, ...], device: int
             slot_offsets[index] = len(data)
         offsets.append(len(data))
         try:
-            data += struct.pack("<" + fmt, float(address) if fmt in "fd" else int(address))
+            data += struct.pack("<" + fmt, float(number) if fmt in "fd" else int(number))
         except (struct.error, TypeError, ValueError, OverflowError):
             return None                                   # a value the parameter's type cannot hold
     for _ in range(2):                                    # Triton's global and profile scratch: none

@@ -155,13 +155,7 @@ def after_profiler(timer: CudaTimer) -> None:
             for name in ("softmax", "torch"):
                 rows.append({"shape": shape, "step": f"{phase}_study_{name}",
                              "us": round(study_us(timer, calls[name]), 3), "ok": True})
-    path = os.path.join(OUT, "softmax_host_profiler.csv")
-    write_csv(path, rows)
-    names = list(dict.fromkeys(r["step"] for r in rows))
-    print(f"host us per call, before and after a profiler session -> {path}")
-    for shape in dict.fromkeys(r["shape"] for r in rows):
-        mine = {r["step"]: r["us"] for r in rows if r["shape"] == shape}
-        print(f"{shape:>20} " + " ".join(f"{n} {mine[n]:.2f}" for n in names))
+    report(rows, "softmax_host_profiler.csv")
 
 
 def report(rows: list, name: str) -> None:

@@ -125,16 +125,15 @@ class Launch:
         return None if blob is None else (module.launch, blob)
 
     def __call__(self, stream: int, *args) -> None:
-        runtime = _RUNTIME
-        hooked = runtime.launch_enter_hook.calls or runtime.launch_exit_hook.calls
-        if self.direct is not None and not hooked:
+        with_hooks = hooked()
+        if self.direct is not None and not with_hooks:
             self.direct(*self.grid, stream, *self.tail, *args)
             return
         grid, k = self.grid, self.compiled
-        if hooked:
+        if with_hooks:
             k.run(grid[0], grid[1], grid[2], stream, k.function, k.packed_metadata,
-                  k.launch_metadata(grid, stream, *args), runtime.launch_enter_hook,
-                  runtime.launch_exit_hook, *args)
+                  k.launch_metadata(grid, stream, *args), _RUNTIME.launch_enter_hook,
+                  _RUNTIME.launch_exit_hook, *args)
         else:   # the runner allocates the kernel's scratch; no metadata or hooks to pass
             k.run(grid[0], grid[1], grid[2], stream, k.function, k.packed_metadata, None, None, None, *args)
 

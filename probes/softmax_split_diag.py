@@ -13,6 +13,13 @@ DIAG=stages: split and looped with their tile loops software-pipelined by Triton
 num_stages: the next tiles stream into shared memory, cp.async, while one is reduced; `st3`, `st4`
 the running-stats loop, `st3n3` the normalising loop too, `st3_r64` and `st4_r64` capped at 64
 registers) and split with a relaxed depart (`depart_relaxed`: no fence after the segment's stores).
+With DIAG=looped_l2: does looped lose its second read to L2 capacity at long rows? One program a
+row keeps every resident program's row in flight (4-8 an SM: 528-1056 rows, 67-135 MB at
+2048x65537 16-bit, over the H200's 60 MB L2), and looped reads 4096x32768 16-bit (64 KB rows) at
+0.86-0.87 of the copy but 2048x65537 (128 KB) at 0.66. A persistent grid of per_sm programs an SM
+holds per_sm x SMs rows in flight (1: 132 rows, 17-40 MB at 128-304 KB rows); LOOPED_L2 times
+looped at per_sm 0-3 with 8 and 16 warps, and split's launch table, at the long-row shapes where
+split or looped ships (L2_SHAPES).
 Timing: triton.testing.do_bench median (L2 flushed before each call). Writes
 $OUT/softmax_split_diag.csv.
 
@@ -51,6 +58,11 @@ BIG_TILES = [("table", None, None, None, None), ("t32k_w16_s1", None, 16, 1, 327
              ("t32k_w16_s2", None, 16, 2, 32768), ("t32k_w8_s4", None, 8, 4, 32768)]
 # looped on a persistent grid of per_sm programs an SM (0: one program a row, the launch table's)
 LOOPED_PER_SM = (0, 2, 4, 8, 16)
+L2_ONLY = os.environ.get("DIAG") == "looped_l2"   # just split's table and looped at LOOPED_L2
+L2_SHAPES = [(2048, 65537, torch.float16), (2048, 65537, torch.bfloat16), (2048, 65537, torch.float32),
+             (1024, 131072, torch.float16), (1024, 131072, torch.float32), (512, 151936, torch.bfloat16),
+             (256, 262144, torch.float16), (4096, 32768, torch.float16)]
+LOOPED_L2 = [(0, None), (1, 8), (1, 16), (2, 8), (2, 16), (3, 8)]   # (per_sm, num_warps); None: the table's
 ONLY_LOOPED = os.environ.get("DIAG") == "looped"   # just split's table and looped at LOOPED_PER_SM
 BIG = os.environ.get("DIAG") == "bigtile"          # just split's table and BIG_TILES
 STAGES = os.environ.get("DIAG") == "stages"        # the tile loops software-pipelined (cp.async)
@@ -107,7 +119,7 @@ def main() -> None:
     edits = {**EDITS, **STAGE_EDITS} if STAGES else EDITS
     mods = {"main": fs, **{n: _module_copy(n, e) for n, e in edits.items()}}
     rows_out = []
-    for r, c, dt in SHAPES + (EXTRA_SHAPES if STAGES else []):
+    for r, c, dt in L2_SHAPES if L2_ONLY else SHAPES + (EXTRA_SHAPES if STAGES else []):
         if time.perf_counter() - t0 > BUDGET_S:
             rows_out.append(dict(shape=f"{r}x{c}", dtype=str(dt)[6:], variant="-", error="skipped (budget)"))
             continue
@@ -120,20 +132,23 @@ def main() -> None:
         copy_us = _bench(lambda: out.copy_(x))
         base = fs.config("split", c, dt, r, fs.num_sms(x.device))
         cases = []
-        settings = BIG_TILES if BIG else SETTINGS[:1] if ONLY_LOOPED or STAGES else SETTINGS
+        settings = BIG_TILES if BIG else SETTINGS[:1] if ONLY_LOOPED or STAGES or L2_ONLY else SETTINGS
         for name, per_sm, warps, seg, tile_bytes in settings:
             block = tile_bytes // x.element_size() if tile_bytes else base.block
             cfg = fs.Config(block=min(block, triton.next_power_of_2(c)), num_warps=warps or base.num_warps,
                             per_sm=per_sm or base.per_sm, prefetch=base.prefetch, seg_tiles=seg or base.seg_tiles)
             cases.append((f"split_{name}", fs, "split", cfg))
-        for mname in STAGE_EDITS if STAGES else () if ONLY_LOOPED or BIG else EDITS:
+        for mname in STAGE_EDITS if STAGES else () if ONLY_LOOPED or BIG or L2_ONLY else EDITS:
             cases.append((f"split_{mname}", mods[mname], "split", None))
         looped = fs.config("looped", c, dt, r, fs.num_sms(x.device))
         for mname in ("st3", "st3n3") if STAGES else ():
             cases.append((f"looped_{mname}", mods[mname], "looped", None))
-        for per_sm in (0,) if BIG or STAGES else LOOPED_PER_SM:
-            cases.append((f"looped_pm{per_sm}" if per_sm else "looped", fs, "looped",
-                          fs.Config(block=looped.block, num_warps=looped.num_warps, per_sm=per_sm)))
+        looped_settings = (LOOPED_L2 if L2_ONLY else
+                           [(per_sm, None) for per_sm in ((0,) if BIG or STAGES else LOOPED_PER_SM)])
+        for per_sm, warps in looped_settings:
+            name = (f"looped_pm{per_sm}" if per_sm else "looped") + (f"_w{warps}" if warps else "")
+            cases.append((name, fs, "looped",
+                          fs.Config(block=looped.block, num_warps=warps or looped.num_warps, per_sm=per_sm)))
         for variant, mod, strat, cfg in cases:
             row = dict(shape=f"{r}x{c}", dtype=str(dt)[6:], variant=variant)
             try:

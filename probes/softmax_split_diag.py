@@ -18,8 +18,10 @@ row keeps every resident program's row in flight (4-8 an SM: 528-1056 rows, 67-1
 2048x65537 16-bit, over the H200's 60 MB L2), and looped reads 4096x32768 16-bit (64 KB rows) at
 0.86-0.87 of the copy but 2048x65537 (128 KB) at 0.66. A persistent grid of per_sm programs an SM
 holds per_sm x SMs rows in flight (1: 132 rows, 17-40 MB at 128-304 KB rows); LOOPED_L2 times
-looped at per_sm 0-3 with 8 and 16 warps, and split's launch table, at the long-row shapes where
-split or looped ships (L2_SHAPES).
+looped at per_sm 0-3 with 8 and 16 warps at the long-row shapes where split or looped ships
+(L2_SHAPES), and L2_SPLIT split's launch table against 1-2 programs an SM and 2- or 8-tile
+segments there and at two few-long-row shapes (L2_SPLIT_SHAPES), whose 20% of second reads that
+miss L2 (Nsight Compute, kernels/fused_softmax.py) may be the same overflow.
 Timing: triton.testing.do_bench median (L2 flushed before each call). Writes
 $OUT/softmax_split_diag.csv.
 
@@ -63,6 +65,11 @@ L2_SHAPES = [(2048, 65537, torch.float16), (2048, 65537, torch.bfloat16), (2048,
              (1024, 131072, torch.float16), (1024, 131072, torch.float32), (512, 151936, torch.bfloat16),
              (256, 262144, torch.float16), (4096, 32768, torch.float16)]
 LOOPED_L2 = [(0, None), (1, 8), (1, 16), (2, 8), (2, 16), (3, 8)]   # (per_sm, num_warps); None: the table's
+# split's segments in flight are resident programs x segment bytes (528 x 64-128 KB at 4 an SM); the
+# same question for split at the few-long-row shapes (looped is not timed where rows < SMs)
+L2_SPLIT_SHAPES = [(16, 4194304, torch.float16), (64, 1048576, torch.float32)]
+L2_SPLIT = [("table", None, None, None, None), ("pm1", 1, None, None, None), ("pm1_w16", 1, 16, None, None),
+            ("pm2", 2, None, None, None), ("pm2_s2", 2, None, 2, None), ("pm2_s8", 2, None, 8, None)]
 ONLY_LOOPED = os.environ.get("DIAG") == "looped"   # just split's table and looped at LOOPED_PER_SM
 BIG = os.environ.get("DIAG") == "bigtile"          # just split's table and BIG_TILES
 STAGES = os.environ.get("DIAG") == "stages"        # the tile loops software-pipelined (cp.async)
@@ -119,7 +126,7 @@ def main() -> None:
     edits = {**EDITS, **STAGE_EDITS} if STAGES else EDITS
     mods = {"main": fs, **{n: _module_copy(n, e) for n, e in edits.items()}}
     rows_out = []
-    for r, c, dt in L2_SHAPES if L2_ONLY else SHAPES + (EXTRA_SHAPES if STAGES else []):
+    for r, c, dt in L2_SHAPES + L2_SPLIT_SHAPES if L2_ONLY else SHAPES + (EXTRA_SHAPES if STAGES else []):
         if time.perf_counter() - t0 > BUDGET_S:
             rows_out.append(dict(shape=f"{r}x{c}", dtype=str(dt)[6:], variant="-", error="skipped (budget)"))
             continue
@@ -132,7 +139,8 @@ def main() -> None:
         copy_us = _bench(lambda: out.copy_(x))
         base = fs.config("split", c, dt, r, fs.num_sms(x.device))
         cases = []
-        settings = BIG_TILES if BIG else SETTINGS[:1] if ONLY_LOOPED or STAGES or L2_ONLY else SETTINGS
+        settings = (BIG_TILES if BIG else L2_SPLIT if L2_ONLY else SETTINGS[:1] if ONLY_LOOPED or STAGES
+                    else SETTINGS)
         for name, per_sm, warps, seg, tile_bytes in settings:
             block = tile_bytes // x.element_size() if tile_bytes else base.block
             cfg = fs.Config(block=min(block, triton.next_power_of_2(c)), num_warps=warps or base.num_warps,
@@ -143,7 +151,7 @@ def main() -> None:
         looped = fs.config("looped", c, dt, r, fs.num_sms(x.device))
         for mname in ("st3", "st3n3") if STAGES else ():
             cases.append((f"looped_{mname}", mods[mname], "looped", None))
-        looped_settings = (LOOPED_L2 if L2_ONLY else
+        looped_settings = (LOOPED_L2 if L2_ONLY and r >= fs.num_sms(x.device) else [] if L2_ONLY else
                            [(per_sm, None) for per_sm in ((0,) if BIG or STAGES else LOOPED_PER_SM)])
         for per_sm, warps in looped_settings:
             name = (f"looped_pm{per_sm}" if per_sm else "looped") + (f"_w{warps}" if warps else "")

@@ -65,7 +65,7 @@ L2_SHAPES = [(2048, 65537, torch.float16), (2048, 65537, torch.bfloat16), (2048,
              (1024, 131072, torch.float16), (1024, 131072, torch.float32), (512, 151936, torch.bfloat16),
              (256, 262144, torch.float16), (4096, 32768, torch.float16)]
 LOOPED_L2 = [(0, None), (1, 8), (1, 16), (2, 8), (2, 16), (3, 8)]   # (per_sm, num_warps); None: the table's
-# split's segments in flight are resident programs x segment bytes (528 x 64-128 KB at 4 an SM); the
+# split's segments in flight are resident programs x segment bytes (528 x 64 KB at 4 an SM); the
 # same question for split at the few-long-row shapes (looped is not timed where rows < SMs)
 L2_SPLIT_SHAPES = [(16, 4194304, torch.float16), (64, 1048576, torch.float32)]
 L2_SPLIT = [("table", None, None, None, None), ("pm1", 1, None, None, None), ("pm1_w16", 1, 16, None, None),

@@ -1,6 +1,6 @@
-# Full run, call 2 of 3 (about 7 min): decode, e2e and attention sweeps, on the machine call 1
-# left warm (results/ stays there). Outputs already made are kept: mtime is not a rerun trigger
-# here, since the tree is copied anew each call.
+# Full run, call 2 of 3 (about 7 min): e2e and attention sweeps (and decode, if call 1 did not finish
+# it), on the machine call 1 left warm (results/ stays there). Outputs already made are kept: mtime
+# is not a rerun trigger here, since the tree is copied anew each call.
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
 G=results/nvidia-h200

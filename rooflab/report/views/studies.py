@@ -22,7 +22,7 @@ STUDY_TITLES = {"softmax": "Softmax", "attention": "Attention (prefill)", "decod
                 "e2e": "End-to-end decoder block"}
 KERNEL_MARK = " [kernel]"      # a table row whose values are the kernel's device time (CUPTI)
 DISPATCH_CLOSE = 0.95          # the dispatched softmax counts as matching the fastest forced strategy from here
-DISPATCH_MISS = 0.80           # and is listed as a dispatch miss below this
+DISPATCH_MISS = 0.80           # the floor the paper checks every shape against
 
 
 def _rank(table: pd.DataFrame, col: str, best: bool) -> dict | None:
@@ -166,7 +166,7 @@ def study_view(agg: Aggregate, tables: dict, study: str, gpu: str | None) -> dic
 def _softmax_extra(frame: pd.DataFrame, cases: pd.DataFrame, ceilings: dict, threshold: float) -> dict:
     cases = cases[cases["impl"].map(is_ours).astype(bool)]
     strategies = sorted(i for i in set(cases["impl"]) if i != "ours")
-    rows, misses, close, compared = [], [], 0, 0
+    rows, outside, close, compared = [], [], 0, 0
     for (dtype, r_, c_), group in cases.groupby(["dtype", "rows", "cols"], sort=True):
         ok = group[(group["status"] == "ok") & group["impl"].isin(strategies)]
         cells = {g["impl"]: num(g["tbps"]) if g["status"] == "ok" else g["status"] for _, g in group.iterrows()}
@@ -180,9 +180,9 @@ def _softmax_extra(frame: pd.DataFrame, cases: pd.DataFrame, ceilings: dict, thr
         if eff is not None:
             compared += 1
             close += eff >= DISPATCH_CLOSE
-            if eff < DISPATCH_MISS:
-                misses.append((eff, f"{shape}, {dt(dtype)}{', kernel time' if kernel else ''}: dispatched "
-                                    f"{num(mine['tbps'].iloc[0])} TB/s, {win['impl']} {num(win['tbps'])} TB/s ({pct(eff)})"))
+            if eff < DISPATCH_CLOSE:
+                outside.append((eff, f"{shape}, {dt(dtype)}{', kernel time' if kernel else ''}: dispatched "
+                                     f"{num(mine['tbps'].iloc[0])} TB/s, {win['impl']} {num(win['tbps'])} TB/s ({eff:.1%})"))
     strategy_table = Table(columns=["shape", "dtype"] + strategies + ["ours", "fastest strategy", "ours / fastest"],
                            rows=rows, caption="Each softmax strategy forced on its own (TB/s) and the dispatched kernel"
                                               f"; shapes marked{KERNEL_MARK} in kernel time (CUPTI).",
@@ -202,7 +202,8 @@ def _softmax_extra(frame: pd.DataFrame, cases: pd.DataFrame, ceilings: dict, thr
     return {"strategies": strategies, "strategy_names": [f"{s} ({label(s).split(', ', 1)[-1]})" for s in strategies],
             "strategy_table": strategy_table, "dispatch_close": close,
             "close_pct": pct(1 - DISPATCH_CLOSE), "miss_pct": pct(DISPATCH_MISS),
-            "dispatch_compared": compared, "dispatch_misses": [m for _, m in sorted(misses)], "launch_table": launch,
+            "dispatch_compared": compared, "dispatch_outside": [m for _, m in sorted(outside)],
+            "dispatch_floor_ok": all(eff >= DISPATCH_MISS for eff, _ in outside), "launch_table": launch,
             "launch_us": num(ceilings.get("launch_us")), "launch_graph_us": num(ceilings.get("launch_graph_us"))}
 
 

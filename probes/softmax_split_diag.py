@@ -18,7 +18,8 @@ row keeps every resident program's row in flight (4-8 an SM: 528-1056 rows, 67-1
 2048x65537 16-bit, over the H200's 60 MB L2), and looped reads 4096x32768 16-bit (64 KB rows) at
 0.86-0.87 of the copy but 2048x65537 (128 KB) at 0.66. A persistent grid of per_sm programs an SM
 holds per_sm x SMs rows in flight (1: 132 rows, 17-40 MB at 128-304 KB rows); LOOPED_L2 times
-looped at per_sm 0-3 with 8 and 16 warps at the long-row shapes where split or looped ships
+looped at per_sm 0-3 with 8-32 warps and 16-32 KB tiles (a program has one tile in flight, so few
+programs an SM need wide tiles) at the long-row shapes where split or looped ships
 (L2_SHAPES), and L2_SPLIT split's launch table against 1-2 programs an SM and 2- or 8-tile
 segments there and at two few-long-row shapes (L2_SPLIT_SHAPES), whose 20% of second reads that
 miss L2 (Nsight Compute, kernels/fused_softmax.py) may be the same overflow.
@@ -64,7 +65,10 @@ L2_ONLY = os.environ.get("DIAG") == "looped_l2"   # just split's table and loope
 L2_SHAPES = [(2048, 65537, torch.float16), (2048, 65537, torch.bfloat16), (2048, 65537, torch.float32),
              (1024, 131072, torch.float16), (1024, 131072, torch.float32), (512, 151936, torch.bfloat16),
              (256, 262144, torch.float16), (4096, 32768, torch.float16)]
-LOOPED_L2 = [(0, None), (1, 8), (1, 16), (2, 8), (2, 16), (3, 8)]   # (per_sm, num_warps); None: the table's
+# (per_sm, num_warps, tile bytes); None: the table's (16 KB tiles, 8 warps in 16 bits, 16 in fp32). A
+# looped program has one tile in flight, so 1-2 an SM need wider tiles to keep HBM busy.
+LOOPED_L2 = [(0, None, None), (1, 8, None), (1, 16, None), (1, 16, 32768), (1, 32, 32768), (2, 8, None),
+             (2, 16, None), (2, 16, 32768), (3, 8, None)]
 # split's segments in flight are resident programs x segment bytes (528 x 64 KB at 4 an SM); the
 # same question for split at the few-long-row shapes (looped is not timed where rows < SMs)
 L2_SPLIT_SHAPES = [(16, 4194304, torch.float16), (64, 1048576, torch.float32)]
@@ -152,11 +156,13 @@ def main() -> None:
         for mname in ("st3", "st3n3") if STAGES else ():
             cases.append((f"looped_{mname}", mods[mname], "looped", None))
         looped_settings = (LOOPED_L2 if L2_ONLY and r >= fs.num_sms(x.device) else [] if L2_ONLY else
-                           [(per_sm, None) for per_sm in ((0,) if BIG or STAGES else LOOPED_PER_SM)])
-        for per_sm, warps in looped_settings:
-            name = (f"looped_pm{per_sm}" if per_sm else "looped") + (f"_w{warps}" if warps else "")
+                           [(per_sm, None, None) for per_sm in ((0,) if BIG or STAGES else LOOPED_PER_SM)])
+        for per_sm, warps, tile_bytes in looped_settings:
+            name = ((f"looped_pm{per_sm}" if per_sm else "looped") + (f"_w{warps}" if warps else "")
+                    + (f"_t{tile_bytes >> 10}k" if tile_bytes else ""))
+            block = min(tile_bytes // x.element_size(), triton.next_power_of_2(c)) if tile_bytes else looped.block
             cases.append((name, fs, "looped",
-                          fs.Config(block=looped.block, num_warps=warps or looped.num_warps, per_sm=per_sm)))
+                          fs.Config(block=block, num_warps=warps or looped.num_warps, per_sm=per_sm)))
         for variant, mod, strat, cfg in cases:
             row = dict(shape=f"{r}x{c}", dtype=str(dt)[6:], variant=variant)
             try:

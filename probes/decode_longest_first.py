@@ -31,13 +31,12 @@ PROBE_DRYRUN=1 runs it in Triton's CPU interpreter on tiny ragged shapes.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decode_balance as db  # noqa: E402  (sets up the interpreter for PROBE_DRYRUN=1)
+from module_copy import import_source  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -57,14 +56,7 @@ def grid_order_module():
         src = handle.read()
     assert src.count(RANKED) == 1, "the decode kernel moved: update the probe"
     src = src.replace(RANKED, GRID_ORDER)
-    path = os.path.join(tempfile.mkdtemp(prefix="rooflab_probe_"), "flash_decoding_grid.py")
-    with open(path, "w") as handle:
-        handle.write(src)
-    spec = importlib.util.spec_from_file_location("flash_decoding_grid", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module          # dataclasses look their module up while it executes
-    spec.loader.exec_module(module)
-    return module
+    return import_source("flash_decoding_grid", src)
 
 
 GRID = None

@@ -37,10 +37,8 @@ and the copy's time over it, fastest first.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -52,6 +50,7 @@ if DRY:
 import torch  # noqa: E402
 
 from kernels import fused_softmax as fs  # noqa: E402
+from module_copy import import_source  # noqa: E402  (probes/, beside this script)
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "120"))
 HELPER = '''
@@ -76,15 +75,7 @@ def exp2_module():
     """A copy of kernels/fused_softmax.py with every tl.exp( calling _exp_ftz(, imported under its own name."""
     src = open(fs.__file__).read()
     assert "tl.exp(" in src and "_exp_ftz" not in src
-    src = src.replace("tl.exp(", "_exp_ftz(") + HELPER
-    path = os.path.join(tempfile.mkdtemp(), "fused_softmax_exp2.py")
-    with open(path, "w") as f:
-        f.write(src)
-    spec = importlib.util.spec_from_file_location("fused_softmax_exp2", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return import_source("fused_softmax_exp2", src.replace("tl.exp(", "_exp_ftz(") + HELPER)
 
 
 def strategies(rows: int, cols: int, dtype: torch.dtype, sms: int) -> tuple[str, ...]:

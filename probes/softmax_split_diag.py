@@ -31,10 +31,8 @@ $OUT/softmax_split_diag.csv.
 from __future__ import annotations
 
 import csv
-import importlib.util
 import os
 import sys
-import tempfile
 import time
 
 import torch
@@ -43,6 +41,7 @@ import triton
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
+from module_copy import import_source  # noqa: E402  (probes/, beside this script)
 
 OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
@@ -110,14 +109,7 @@ def _module_copy(name: str, edits):
     for old, new in edits:
         assert old in src, (name, old)
         src = src.replace(old, new)
-    path = os.path.join(tempfile.mkdtemp(), f"fused_softmax_{name}.py")
-    with open(path, "w") as f:
-        f.write(src)
-    spec = importlib.util.spec_from_file_location(f"fused_softmax_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return import_source(f"fused_softmax_{name}", src)
 
 
 def _bench(fn) -> float:
@@ -155,8 +147,10 @@ def main() -> None:
         looped = fs.config("looped", c, dt, r, fs.num_sms(x.device))
         for mname in ("st3", "st3n3") if STAGES else ():
             cases.append((f"looped_{mname}", mods[mname], "looped", None))
-        looped_settings = (LOOPED_L2 if L2_ONLY and r >= fs.num_sms(x.device) else [] if L2_ONLY else
-                           [(per_sm, None, None) for per_sm in ((0,) if BIG or STAGES else LOOPED_PER_SM)])
+        if L2_ONLY:
+            looped_settings = LOOPED_L2 if r >= fs.num_sms(x.device) else []
+        else:
+            looped_settings = [(per_sm, None, None) for per_sm in ((0,) if BIG or STAGES else LOOPED_PER_SM)]
         for per_sm, warps, tile_bytes in looped_settings:
             name = ((f"looped_pm{per_sm}" if per_sm else "looped") + (f"_w{warps}" if warps else "")
                     + (f"_t{tile_bytes >> 10}k" if tile_bytes else ""))

@@ -13,7 +13,6 @@ Writes $OUT/softmax_store_policy.csv; prints us per shape and the plain module o
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 import time
@@ -26,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from kernels import fused_softmax as fs  # noqa: E402
 from rooflab.timing import CudaTimer  # noqa: E402
 import softmax_small as ss  # noqa: E402  (case, checked, record, within_budget, times_by_shape, write_csv)
+from module_copy import import_source  # noqa: E402
 
 OUT = ss.OUT
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "90"))
@@ -41,13 +41,7 @@ def plain_module():
     n = src.count('cache_modifier=".cs"')
     assert n >= 3, f"expected the rows and row kernels' .cs stores, found {n}"
     os.makedirs(OUT, exist_ok=True)
-    path = os.path.join(OUT, "fused_softmax_plain.py")
-    with open(path, "w") as handle:
-        handle.write(src.replace('cache_modifier=".cs"', 'cache_modifier=""'))
-    spec = importlib.util.spec_from_file_location("fused_softmax_plain", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module          # dataclasses look their module up while it executes
-    spec.loader.exec_module(module)
+    module = import_source("fused_softmax_plain", src.replace('cache_modifier=".cs"', 'cache_modifier=""'), OUT)
     print(f"plain module: {n} stores changed", flush=True)
     return module
 

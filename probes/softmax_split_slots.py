@@ -1,0 +1,227 @@
+"""Probe: split with its exchange in one 64-bit word a segment, no counters and no fences.
+
+The question. The shipped split publishes a segment's (max, sum) with two relaxed exchanges, a
+barrier and a release add on the row's arrive counter, spins on that counter with acquire loads,
+reads the partials, and leaves through an acq_rel add on a depart counter (the last one out
+re-arms both). At 4096x32768 fp16, one segment a row (no partner to wait for), split reaches
+0.669 of the copy where looped, the same reads and writes without the exchange, reaches 0.859;
+with relaxed instead of release/acquire ordering the few-long-row shapes ran 0.673-0.759 against
+0.637-0.692 (probes/softmax_split_diag.py). Each round a program stalls on those serial round
+trips to L2 with nothing of its own in flight.
+
+The variant. A segment's partials are one 64-bit word: the max's fp32 bits high, the sum's low,
+and the sum's sign bit (a sum of exponentials is never negative) a tag. A program publishes
+with one relaxed 64-bit exchange, whose result it never reads, and waits by reading its row's
+words (volatile, PARTIALS_BLOCK at a time) until every one carries this launch's tag, merging
+them as they come: the data is its own flag, so no fence orders it. Every launch writes every
+word of its (rows, segments) buffer once, so after a launch all words carry its tag; the next
+launch reads its first word (which no other program writes) and takes the other tag. No counter
+to re-arm, no host-side state: the buffer starts zeroed (tag 0) and the first launch takes tag 1.
+LOOKAHEAD: a program reads and publishes round r + 1's segment before it waits on round r's
+partials, so HBM reads stay in flight while the row's other segments finish (two segments of a
+program in L2 instead of one). Exponentials are exp2(y log2 e) (`ex2.approx.ftz.f32`, see
+probes/softmax_exp2.py); `split` below is the shipped kernel (tl.exp), `split_exp2` the shipped
+kernel with exp2, so the exchange and the exponential are told apart.
+
+Shapes: the few-long-row shapes where split ships at 0.60-0.68 of the copy (aligned rows only:
+this probe does not peel). Every variant is checked against float64 on a hostile input with its
+output poisoned first (softmax_small.long_row_probe), then timed with CUPTI between L2 flushes.
+Writes $OUT/softmax_split_slots.csv; prints each variant's us and the copy's time over it.
+
+    PYTHONUNBUFFERED=1 python3 probes/softmax_split_slots.py              (a GPU)
+    PROBE_DRYRUN=1 python3 probes/softmax_split_slots.py                  (no GPU: compile for sm_90
+        and print registers and SASS instruction counts)
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+import triton
+import triton.language as tl
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from kernels import fused_softmax as fs  # noqa: E402
+from kernels._device import cdiv  # noqa: E402
+from kernels._device import sm_count as num_sms  # noqa: E402
+
+BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
+SHAPES = [(16, 4194304, torch.float16), (64, 1048576, torch.float32), (256, 262144, torch.float16),
+          (1024, 131072, torch.bfloat16), (1024, 131072, torch.float32), (512, 151936, torch.bfloat16)]
+# (name, programs an SM at most, tiles a segment, warps, lookahead); 16 KB tiles as the table's
+SETTINGS = [("sl_pm4_s4", 4, 4, 8, False), ("sl_pm4_s2", 4, 2, 8, False), ("sl_pm4_s2_la", 4, 2, 8, True),
+            ("sl_pm2_s4_la", 2, 4, 8, True), ("sl_pm4_s4_la", 4, 4, 8, True), ("sl_pm2_s8", 2, 8, 8, False),
+            ("sl_pm2_s4_w16_la", 2, 4, 16, True)]
+TILE_BYTES = 16384
+LOG2E = tl.constexpr(1.4426950408889634)
+PARTIALS_BLOCK = 128
+SPIN_LIMIT = tl.constexpr(1 << 24)   # reads of a block of words before giving up (about a second)
+TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-5}
+
+
+@triton.jit
+def _stats(x_row, start, n_tiles, n_cols, BLOCK: tl.constexpr, VEC: tl.constexpr):
+    """(max, sum of exp(x - max)) of n_tiles tiles from `start`; (-inf, 0) when all -inf."""
+    cols = tl.arange(0, BLOCK)
+    m = tl.full([], -float("inf"), tl.float32)
+    s = tl.full([], 0.0, tl.float32)
+    for t in range(0, n_tiles):
+        offs = start + t * BLOCK + cols
+        mask = tl.max_constancy(offs < n_cols, VEC)
+        x = tl.load(x_row + offs, mask=mask, other=-float("inf"), eviction_policy="evict_last").to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, axis=0))
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+        s = s * tl.exp2((m - m_safe) * LOG2E) + tl.sum(tl.exp2((x - m_safe) * LOG2E), axis=0)
+        m = m_new
+    return m, s
+
+
+@triton.jit
+def _normalize(o_row, x_row, start, n_tiles, n_cols, row_max, inv_sum, BLOCK: tl.constexpr, VEC: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    for t in range(0, n_tiles):
+        offs = start + (n_tiles - 1 - t) * BLOCK + cols
+        mask = tl.max_constancy(offs < n_cols, VEC)
+        x = tl.load(x_row + offs, mask=mask, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
+        y = tl.exp2((x - row_max) * LOG2E) * inv_sum
+        tl.store(o_row + offs, y.to(o_row.dtype.element_ty), mask=mask, eviction_policy="evict_first")
+
+
+@triton.jit
+def _publish(slots_ptr, slot, m, s, tag):
+    """One relaxed 64-bit exchange: max bits high, sum bits low with the tag in the sum's sign bit."""
+    hi = m.to(tl.int32, bitcast=True).to(tl.int64) << 32
+    lo = (s.to(tl.int32, bitcast=True) & 0x7FFFFFFF).to(tl.int64) | (tag.to(tl.int64) << 31)
+    tl.atomic_xchg(slots_ptr + slot, hi | lo, sem="relaxed")
+
+
+@triton.jit
+def _gather(slots_ptr, part, n_segs, tag, PARTIALS_BLOCK: tl.constexpr):
+    """Row max and sum from the row's n_segs words, each read until it carries `tag`."""
+    offs = tl.arange(0, PARTIALS_BLOCK)
+    neutral = (tl.full([], -float("inf"), tl.float32).to(tl.int32, bitcast=True).to(tl.int64) << 32) \
+        | (tag.to(tl.int64) << 31)                                   # masked lanes: (-inf, 0), ready
+    row_max = tl.full([], -float("inf"), tl.float32)
+    row_sum = tl.full([], 0.0, tl.float32)
+    for j in range(0, n_segs, PARTIALS_BLOCK):
+        mask = j + offs < n_segs
+        w = tl.load(slots_ptr + part + j + offs, mask=mask, other=neutral, volatile=True)
+        pending = tl.sum((((w >> 31) & 1) != tag).to(tl.int32), axis=0)
+        tries = 0
+        while (pending > 0) & (tries < SPIN_LIMIT):    # bounded: a probe's bug shows as a mismatch, not a hang
+            tries += 1
+            w = tl.load(slots_ptr + part + j + offs, mask=mask, other=neutral, volatile=True)
+            pending = tl.sum((((w >> 31) & 1) != tag).to(tl.int32), axis=0)
+        pm = (w >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+        ps = (w & 0x7FFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+        m_new = tl.maximum(row_max, tl.max(pm, axis=0))
+        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
+        row_sum = row_sum * tl.exp2((row_max - m_safe) * LOG2E) + tl.sum(ps * tl.exp2((pm - m_safe) * LOG2E), axis=0)
+        row_max = m_new
+    return row_max, row_sum
+
+
+@triton.jit(do_not_specialize=["x_row_stride", "out_row_stride", "n_rows", "n_cols", "n_segs", "seg_tiles"])
+def _split_slots_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride, n_rows, n_cols, n_segs,
+                        seg_tiles, BLOCK: tl.constexpr, VEC: tl.constexpr, PARTIALS_BLOCK: tl.constexpr,
+                        LOOKAHEAD: tl.constexpr):
+    pid = tl.program_id(0)
+    seg = pid % n_segs
+    first = pid // n_segs
+    rows_per_round = tl.num_programs(0) // n_segs
+    start = seg * seg_tiles * BLOCK
+    # this launch's tag: the other one than the previous launch left in every word (here: our first)
+    tag = 1 - ((tl.load(slots_ptr + tl.cast(first, tl.int64) * n_segs + seg, volatile=True) >> 31) & 1)
+    if LOOKAHEAD:
+        x_row = x_ptr + tl.multiple_of(tl.cast(first, tl.int64) * x_row_stride, VEC)
+        m, s = _stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
+        _publish(slots_ptr, tl.cast(first, tl.int64) * n_segs + seg, m, s, tag)
+    for row in range(first, n_rows, rows_per_round):
+        x_row = x_ptr + tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
+        o_row = out_ptr + tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
+        part = tl.cast(row, tl.int64) * n_segs
+        if LOOKAHEAD:
+            nxt = row + rows_per_round
+            if nxt < n_rows:
+                x_nxt = x_ptr + tl.multiple_of(tl.cast(nxt, tl.int64) * x_row_stride, VEC)
+                m, s = _stats(x_nxt, start, seg_tiles, n_cols, BLOCK, VEC)
+                _publish(slots_ptr, tl.cast(nxt, tl.int64) * n_segs + seg, m, s, tag)
+        else:
+            m, s = _stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
+            _publish(slots_ptr, part + seg, m, s, tag)
+        row_max, row_sum = _gather(slots_ptr, part, n_segs, tag, PARTIALS_BLOCK)
+        _normalize(o_row, x_row, start, seg_tiles, n_cols, row_max, 1.0 / row_sum, BLOCK, VEC)
+
+
+_SLOTS: dict = {}
+
+
+def split_slots(x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_tiles: int, warps: int, lookahead: bool):
+    """The probe's split on aligned rows: one cooperative launch, every segment of a round resident."""
+    rows, cols = x.shape
+    vec = 16 // x.element_size()
+    assert cols % vec == 0 and x.stride(0) % vec == 0 and out.stride(0) % vec == 0
+    block = TILE_BYTES // x.element_size()
+    n_segs = cdiv(cdiv(cols, block), seg_tiles)
+    key = (x.dtype, rows, cols, seg_tiles)
+    if key not in _SLOTS:
+        _SLOTS[key] = torch.zeros(rows * n_segs, dtype=torch.int64, device=x.device)   # tag 0
+    slots = _SLOTS[key]
+    consts = dict(BLOCK=block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, LOOKAHEAD=lookahead, num_warps=warps)
+    resident = fs._resident_per_sm(("slots", x.dtype, warps, lookahead), x.device, lambda: _split_slots_kernel.warmup(
+        out, x, slots, x.stride(0), out.stride(0), rows, cols, n_segs, seg_tiles, grid=(1,),
+        launch_cooperative_grid=True, **consts))
+    capacity = min(resident, per_sm) * num_sms(x.device)
+    if n_segs > capacity:
+        raise RuntimeError(f"{n_segs} segments a row > {capacity} resident programs")
+    grid = (min(capacity // n_segs, rows) * n_segs,)
+    _split_slots_kernel[grid](out, x, slots, x.stride(0), out.stride(0), rows, cols, n_segs, seg_tiles,
+                              launch_cooperative_grid=True, **consts)
+    return out
+
+
+def exp2_split():
+    """The shipped module with exp as exp2 (probes/softmax_exp2.py's copy)."""
+    from softmax_exp2 import exp2_module
+    return exp2_module()
+
+
+def make_variants(fx):
+    def variants(x, out, sms):
+        fns = {"split": lambda: fs.STRATEGIES["split"].run(x, out),
+               "split_exp2": lambda: fx.STRATEGIES["split"].run(x, out)}
+        if x.shape[0] >= 4 * sms:
+            fns["looped"] = lambda: fs.STRATEGIES["looped"].run(x, out)
+        for name, per_sm, seg_tiles, warps, la in SETTINGS:
+            fns[name] = lambda a=(per_sm, seg_tiles, warps, la): split_slots(x, out, *a)
+        return fns
+    return variants
+
+
+def dry_run() -> None:
+    """Compile for sm_90 offline: registers, spills and MUFU.EX2 count of each setting's kernel."""
+    from sm90 import compile_for_sm90, programs_per_sm, usage
+    for dtype in (torch.float16, torch.float32):
+        x = torch.empty(64, 1048576, dtype=dtype)
+        slots = torch.empty(1, dtype=torch.int64)
+        for warps, la in sorted({(w, la) for _, _, _, w, la in SETTINGS}):
+            consts = (TILE_BYTES // dtype.itemsize, 16 // dtype.itemsize, PARTIALS_BLOCK, la)
+            kernel = compile_for_sm90(_split_slots_kernel, (x, x, slots, 1048576, 1048576, 64, 1048576, 64, 4)
+                                      + consts, dict(num_warps=warps))
+            u = usage(kernel)
+            print(f"{str(dtype)[6:]:>8} warps {warps:>2} lookahead {la!s:>5}: {u}, "
+                  f"{programs_per_sm(u['regs'], warps)} an SM")
+
+
+def main() -> None:
+    if os.environ.get("PROBE_DRYRUN") == "1":
+        dry_run()
+        return
+    from softmax_small import long_row_probe   # the shared probe loop (probes/, beside this script)
+    long_row_probe(SHAPES, make_variants(exp2_split()), "softmax_split_slots.csv", BUDGET_S, TOL)
+
+
+if __name__ == "__main__":
+    main()

@@ -9,7 +9,13 @@ and achieved bandwidth is that count over the time (`traffic_bytes`, the one pla
 computed). `rows`, `row` and `split` with one tile per segment read the input from HBM once;
 `looped` and split's longer segments read a tile a second time, from L2 while it is still
 there (the tiles are read back in reverse order, most recent first). All arithmetic is in fp32;
-the output has the input's dtype. Loads and stores use 16-byte accesses wherever the row
+the output has the input's dtype. Exponentials are exp2(y * log2 e) (`_exp`: one MUFU.EX2 an
+element, no subnormal range test; compiled for sm_90 the kernels hold 18-20% fewer SASS
+instructions). H200 kernel time, CUPTI medians, us, tl.exp -> exp2 (probes/softmax_exp2.py, 1325d3f):
+looped 4096x32768 fp16 143.4 -> 135.5 (0.86 -> 0.91 of the copy), bf16 145.5 -> 136.3 (0.85 ->
+0.90), 2048x65537 fp16 187.5 -> 174.6; split 1024x131072 bf16 189.8 -> 174.6, 16x4194304 fp16
+100.1 -> 93.5; rows 65536x128 fp16 8.67 -> 8.58; fp32 unchanged (row 4096x32768 259.0 -> 258.0,
+8192x4096 60.85 -> 60.91, 1024x1000 2.93 -> 2.91). Loads and stores use 16-byte accesses wherever the row
 length, strides and base addresses allow (the VEC hint). `row`, `looped` and `split` also
 where the row length does not (an odd number of columns puts every row at another offset from
 the 16-byte boundary): they peel each row's head and tail, fewer than VEC elements each, around
@@ -48,7 +54,22 @@ last dimension is contiguous):
             across the wait, and the next round's segment is loaded during it. Rows longer than
             the resident programs can hold in registers get segments of several tiles, read a
             second time from L2. In Triton's CPU interpreter, which runs programs one after
-            another, the phases are two launches. Measured and not kept (H200, CUPTI kernel
+            another, the phases are two launches.
+            The exchange: a segment's (max, sum) is one 64-bit word, written with one relaxed
+            exchange, and a program waits by reading its row's words until each carries this
+            launch's tag (`_publish`, `_gather`, `_tag`): no counters, no fences, one round trip
+            to L2 a round when the row is ready. Before, each round published through two
+            exchanges, a barrier and a release add on an arrive counter, spun on it with acquire
+            loads, read the partials, and left through an acq_rel add on a depart counter.
+            H200, CUPTI medians, us (probes/softmax_split_slots.py, 1325d3f; both with exp2;
+            4 programs an SM, 4-tile segments): 16x4194304 fp16 87.8 against 92.4 (0.68 of the
+            copy against 0.65), 64x1048576 fp32 156.4 / 181.3 (0.79 / 0.68), 256x262144 fp16
+            80.8 / 88.5 (0.74 / 0.67), 1024x131072 bf16 157.6 / 172.5 (0.78 / 0.71), fp32 295.4
+            / 340.7 (0.86 / 0.75; 2-tile segments 279.8, 0.91), 512x151936 bf16 97.5 / 104.0
+            (0.72 / 0.68). Reading and publishing the next round's segment before waiting on
+            this one's partials (two segments a program in L2) was no faster: 16x4194304 fp16
+            93.5 against 87.8, 1024x131072 fp32 with 2-tile segments 317.8 against 279.8.
+            Measured and not kept before that exchange (H200, CUPTI kernel
             time, L2 flushed): a loop one round behind, which publishes the next row's partials
             before waiting on this row's and combines them in one pass of 512, ran 0.87-1.02x
             this loop's speed at the few-long-row shapes (16x4194304 fp16 0.579 of the copy
@@ -132,6 +153,8 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
                                                                 16384x4097 fp16 row 73.0, 1024-column
                                                                 looped 99.1, torch 236.5; fp32 132.4,
                                                                 142.1, 241.0)
+    fp16/bf16 rows over 8192 columns and rows       -> looped  (exp2 kernels, us: 8192x16384 fp16
+      >= 4 * SMs, else as above                                 looped 129.1, row 141.1)
     longer rows and rows >= 4 * SMs, the aligned    -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
       body at most 128 KiB                                      split 2.27; kernel time, us, bf4aa10
                                                                 run: 2048x65537 fp16 looped 192.7,
@@ -234,6 +257,8 @@ ROWS_MAX_COLS_16BIT = 1024   # ... and up to here for fp16/bf16 rows when there 
 ROWS_MIN_ROWS_PER_SM = 64    # at least this many per SM
 ROW_MAX_COLS = 16384         # one row per program up to here (fp32: ROW_MAX_COLS_FP32) ...
 ROW_MAX_COLS_FP32 = 32768    # ... fp32 rows keep one program a row up to here
+ROW_MAX_COLS_16BIT_MANY = 8192   # ... fp16/bf16 rows longer than this go looped when there are
+                                 # LOOPED_MIN_ROWS_PER_SM rows an SM
 ROW_MIN_ROWS_PER_SM = 2      # ... when there are at least this many rows per SM; else split
 ROW_MIN_FILL = 0.75          # ... and the columns it covers (covered_cols) fill at least this share
                              # of the power-of-two block;
@@ -267,6 +292,7 @@ PEEL_MIN_COLS = 1024         # row, looped: rows off the vector boundary peeled 
 PARTIALS_BLOCK = 128         # partials combined this many at a time by split's phase 2
 
 _PARTIALS, _FINISH, _FUSED = tl.constexpr(0), tl.constexpr(1), tl.constexpr(2)   # split kernel modes
+LOG2E = tl.constexpr(1.4426950408889634)
 
 
 def traffic_bytes(rows: int, cols: int, dtype: torch.dtype) -> int:
@@ -284,6 +310,14 @@ def reference(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
 # VEC is a power of two dividing n_cols and both row strides (and the base addresses, in
 # elements), so the compiler may use VEC-wide accesses without checking it.
 # --------------------------------------------------------------------------------------------
+
+@triton.jit
+def _exp(y):
+    """exp(y) as exp2(y * log2 e): `ex2.approx.ftz.f32`, one MUFU.EX2. tl.exp lowers to
+    `ex2.approx.f32`, which ptxas wraps in a subnormal range test (an FSETP and two predicated
+    FMULs an element). Results under 2^-126 flush to zero: an absolute change under 1.2e-38."""
+    return tl.exp2(y * LOG2E)
+
 
 @triton.jit
 def _rows_kernel(out_ptr, x_ptr,
@@ -317,7 +351,7 @@ def _rows_tile(out_ptr, x_ptr, tile, x_row_stride, out_row_stride, n_rows, n_col
         y = x - x + 1.0
     else:
         # A row of -inf gives max -inf and NaN throughout, as torch.softmax does.
-        e = tl.exp(x - tl.max(x, axis=1)[:, None])
+        e = _exp(x - tl.max(x, axis=1)[:, None])
         y = e * (1.0 / tl.sum(e, axis=1))[:, None]
     tl.store(out_ptr + o_off[:, None] + cols[None, :], y.to(out_ptr.dtype.element_ty),
              mask=mask, cache_modifier=".cs")
@@ -349,7 +383,7 @@ def _merge_stats(m1, s1, m2, s2):
     """(max, sum of exp(x - max)) of two parts from each part's own; (-inf, 0) if both are empty."""
     m = tl.maximum(m1, m2)
     m_safe = tl.where(m == -float("inf"), 0.0, m)
-    return m, s1 * tl.exp(m1 - m_safe) + s2 * tl.exp(m2 - m_safe)
+    return m, s1 * _exp(m1 - m_safe) + s2 * _exp(m2 - m_safe)
 
 
 @triton.jit
@@ -380,8 +414,8 @@ def _row_one(out_ptr, x_ptr, row, x_row_stride, out_row_stride, n_cols,
         x = tl.load(x_ptr + x_off + cols, mask=mask, other=-float("inf")).to(tl.float32)   # (BLOCK,)
         xe = tl.load(x_ptr + x_off + e_offs, mask=e_mask, other=-float("inf")).to(tl.float32)
         m = tl.maximum(tl.max(x, axis=0), tl.max(xe, axis=0))
-        e = tl.exp(x - m)
-        ee = tl.exp(xe - m)
+        e = _exp(x - m)
+        ee = _exp(xe - m)
         inv = 1.0 / (tl.sum(e, axis=0) + tl.sum(ee, axis=0))
         tl.store(out_ptr + o_off + cols, (e * inv).to(out_ptr.dtype.element_ty), mask=mask,
                  cache_modifier=".cs")
@@ -391,7 +425,7 @@ def _row_one(out_ptr, x_ptr, row, x_row_stride, out_row_stride, n_cols,
         x_off = tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
         o_off = tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
         x = tl.load(x_ptr + x_off + cols, mask=mask, other=-float("inf")).to(tl.float32)   # (BLOCK,)
-        e = tl.exp(x - tl.max(x, axis=0))
+        e = _exp(x - tl.max(x, axis=0))
         y = e * (1.0 / tl.sum(e, axis=0))
         tl.store(out_ptr + o_off + cols, y.to(out_ptr.dtype.element_ty), mask=mask, cache_modifier=".cs")
 
@@ -413,7 +447,7 @@ def _tiles_stats(x_row, start, n_tiles, n_cols, BLOCK: tl.constexpr, VEC: tl.con
                     eviction_policy="evict_last").to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=0))
         m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)   # no -inf - -inf while all -inf
-        s = s * tl.exp(m - m_safe) + tl.sum(tl.exp(x - m_safe), axis=0)
+        s = s * _exp(m - m_safe) + tl.sum(_exp(x - m_safe), axis=0)
         m = m_new
     return m, s
 
@@ -428,7 +462,7 @@ def _tiles_normalize(o_row, x_row, start, n_tiles, n_cols, row_max, inv_sum,
         mask = tl.max_constancy(offs < n_cols, VEC)
         x = tl.load(x_row + offs, mask=mask, other=-float("inf"),
                     eviction_policy="evict_first").to(tl.float32)
-        y = tl.exp(x - row_max) * inv_sum          # row_max == -inf (all -inf row) gives NaN
+        y = _exp(x - row_max) * inv_sum          # row_max == -inf (all -inf row) gives NaN
         tl.store(o_row + offs, y.to(o_row.dtype.element_ty), mask=mask, eviction_policy="evict_first")
 
 
@@ -456,7 +490,7 @@ def _looped_kernel(out_ptr, x_ptr,
             m, s = _merge_stats(m_e, s_e, m_b, s_b)
             inv = 1.0 / s                                                # all -inf: NaN below
             _tiles_normalize(o_row, x_row, 0, n_tiles, n_body, m, inv, BLOCK, VEC)
-            tl.store(o_row + e_offs, (tl.exp(xe - m) * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
+            tl.store(o_row + e_offs, (_exp(xe - m) * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
     else:
         n_tiles = tl.cdiv(n_cols, BLOCK)
         for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
@@ -471,55 +505,51 @@ def _block_stats(x):
     """(max, sum of exp(x - max)) of a block held in registers; (-inf, 0) if it is all -inf."""
     m = tl.max(x, axis=0)
     m_safe = tl.where(m == -float("inf"), 0.0, m)
-    return m, tl.sum(tl.exp(x - m_safe), axis=0)
+    return m, tl.sum(_exp(x - m_safe), axis=0)
 
 
 @triton.jit
-def _publish(part_max_ptr, part_sum_ptr, arrive_ptr, slot, row, m, s, MODE: tl.constexpr):
-    """Write a segment's partials; in the fused mode also announce them to the row's programs."""
-    if MODE == _PARTIALS:
-        tl.store(part_max_ptr + slot, m)
-        tl.store(part_sum_ptr + slot, s)
-    else:
-        tl.atomic_xchg(part_max_ptr + slot, m, sem="relaxed")
-        tl.atomic_xchg(part_sum_ptr + slot, s, sem="relaxed")
-        tl.debug_barrier()
-        tl.atomic_add(arrive_ptr + row, 1, sem="release")
+def _tag(slots_ptr, slot, MODE: tl.constexpr):
+    """This launch's tag: the one its partials carry. Every launch writes every word of its buffer,
+    so all carry the previous launch's tag, read here from a word only this program writes; the
+    fused and partials launches take the other one, the finishing launch the partials' own."""
+    last = (tl.load(slots_ptr + slot, volatile=True) >> 31) & 1
+    if MODE != _FINISH:
+        last = 1 - last
+    return last
 
 
 @triton.jit
-def _wait(arrive_ptr, row, n_segs):
-    """Spin until every segment of `row` has published (its programs are all resident)."""
-    arrived = tl.atomic_add(arrive_ptr + row, 0, sem="acquire")
-    while arrived < n_segs:
-        arrived = tl.atomic_add(arrive_ptr + row, 0, sem="acquire")
+def _publish(slots_ptr, slot, m, s, tag):
+    """A segment's partials as one 64-bit word, written with one relaxed exchange whose result is
+    not read: the max's fp32 bits high, the sum's low with `tag` in the sum's sign bit (a sum of
+    exponentials is never negative; a NaN sum loses only its sign)."""
+    hi = m.to(tl.int32, bitcast=True).to(tl.int64) << 32
+    lo = (s.to(tl.int32, bitcast=True) & 0x7FFFFFFF).to(tl.int64) | (tag << 31)
+    tl.atomic_xchg(slots_ptr + slot, hi | lo, sem="relaxed")
 
 
 @triton.jit
-def _combine(part_max_ptr, part_sum_ptr, part, n_segs, PARTIALS_BLOCK: tl.constexpr):
-    """Row max M = max m_j and sum S = sum s_j * exp(m_j - M) from the row's partials."""
+def _gather(slots_ptr, part, n_segs, tag, PARTIALS_BLOCK: tl.constexpr):
+    """Row max M and sum S = sum s_j exp(m_j - M) from the row's n_segs words, each block read
+    again until every word carries `tag` (the row's segments are all resident: in the fused
+    launch they publish before they wait). The data is its own flag, so no fence orders it."""
     offs = tl.arange(0, PARTIALS_BLOCK)
+    ready = (tl.full([], -float("inf"), tl.float32).to(tl.int32, bitcast=True).to(tl.int64) << 32) \
+        | (tag << 31)                                             # masked lanes: (-inf, 0), ready
     row_max = tl.full([], -float("inf"), tl.float32)
-    for j in range(0, n_segs, PARTIALS_BLOCK):
-        pm = tl.load(part_max_ptr + part + j + offs, mask=j + offs < n_segs, other=-float("inf"),
-                     volatile=True)
-        row_max = tl.maximum(row_max, tl.max(pm, axis=0))
     row_sum = tl.full([], 0.0, tl.float32)
     for j in range(0, n_segs, PARTIALS_BLOCK):
-        pm = tl.load(part_max_ptr + part + j + offs, mask=j + offs < n_segs, other=-float("inf"),
-                     volatile=True)
-        ps = tl.load(part_sum_ptr + part + j + offs, mask=j + offs < n_segs, other=0.0, volatile=True)
-        row_sum += tl.sum(ps * tl.exp(pm - row_max), axis=0)    # all -inf segments add 0
+        mask = j + offs < n_segs
+        w = tl.load(slots_ptr + part + j + offs, mask=mask, other=ready, volatile=True)
+        while tl.sum((((w >> 31) & 1) != tag).to(tl.int32), axis=0) > 0:
+            w = tl.load(slots_ptr + part + j + offs, mask=mask, other=ready, volatile=True)
+        pm = (w >> 32).to(tl.int32).to(tl.float32, bitcast=True)
+        ps = (w & 0x7FFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
+        bm = tl.max(pm, axis=0)
+        bm_safe = tl.where(bm == -float("inf"), 0.0, bm)          # all -inf segments add 0
+        row_max, row_sum = _merge_stats(row_max, row_sum, bm, tl.sum(ps * _exp(pm - bm_safe), axis=0))
     return row_max, row_sum
-
-
-@triton.jit
-def _depart(arrive_ptr, depart_ptr, row, n_segs):
-    """The last program to leave a row re-arms its counters (zero) for the next launch."""
-    departed = tl.atomic_add(depart_ptr + row, 1, sem="acq_rel")
-    if departed == n_segs - 1:
-        tl.atomic_xchg(arrive_ptr + row, 0, sem="relaxed")
-        tl.atomic_xchg(depart_ptr + row, 0, sem="relaxed")
 
 
 # Sizes and strides are not specialised on (the VEC hints carry their divisibility), so one
@@ -547,15 +577,15 @@ def _segment(x_ptr, row, x_row_stride, out_row_stride, n_rows, n_cols, seg, star
 # Sizes and strides are not specialised on (the VEC hints carry their divisibility), so one
 # compiled kernel, and one occupancy, serves every shape of a dtype and configuration.
 @triton.jit(do_not_specialize=["x_row_stride", "out_row_stride", "n_rows", "n_cols", "n_segs", "seg_tiles"])
-def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart_ptr,
+def _split_kernel(out_ptr, x_ptr, slots_ptr,
                   x_row_stride, out_row_stride,
                   n_rows, n_cols, n_segs, seg_tiles,
                   BLOCK: tl.constexpr, VEC: tl.constexpr, PARTIALS_BLOCK: tl.constexpr,
                   MODE: tl.constexpr, ONE_TILE: tl.constexpr, PREFETCH: tl.constexpr, PEEL: tl.constexpr):
     """Each row cut into n_segs segments of seg_tiles tiles of BLOCK columns, one program a segment.
 
-    part_max, part_sum: (n_rows, n_segs) fp32; arrive, depart: (n_rows,) int32, zero on entry and
-    left zero on exit. Program p handles segment p % n_segs of rows p // n_segs, p // n_segs + R,
+    slots: (n_rows, n_segs) int64, a segment's partials a word (`_publish`), zero before a buffer's
+    first launch, every word written by every launch (`_tag`). Program p handles segment p % n_segs of rows p // n_segs, p // n_segs + R,
     ... with R = num_programs // n_segs (a single row unless MODE is _FUSED). With ONE_TILE the
     segment stays in registers between the phases (and the next round's segment is loaded while
     waiting if PREFETCH); otherwise phase 2 reads the segment again, from L2 where it still is.
@@ -569,6 +599,7 @@ def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart
     first = pid // n_segs
     rows_per_round = tl.num_programs(0) // n_segs
     start = seg * seg_tiles * BLOCK
+    tag = _tag(slots_ptr, tl.cast(first, tl.int64) * n_segs + seg, MODE)
     if PEEL:
         x, xe, x_off, o_off, n_body, mask, e_offs, e_mask = _segment(
             x_ptr, first, x_row_stride, out_row_stride, n_rows, n_cols, seg, start, BLOCK, VEC, ONE_TILE)
@@ -585,24 +616,21 @@ def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart
                     m, s = _tiles_stats(x_row, start, seg_tiles, n_body, BLOCK, VEC)
                 m_e, s_e = _block_stats(xe32)
                 m, s = _merge_stats(m, s, m_e, s_e)
-                _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + seg, row, m, s, MODE)
+                _publish(slots_ptr, part + seg, m, s, tag)
                 if MODE == _FUSED:
                     if ONE_TILE and PREFETCH:   # the next round's segment streams in during the wait
                         x_n, xe_n, x_off_n, o_off_n, n_body_n, mask_n, e_offs_n, e_mask_n = _segment(
                             x_ptr, nxt, x_row_stride, out_row_stride, n_rows, n_cols, seg, start, BLOCK, VEC, ONE_TILE)
-                    _wait(arrive_ptr, row, n_segs)
             if MODE != _PARTIALS:                                 # phase 2: combine, normalise, write
-                row_max, row_sum = _combine(part_max_ptr, part_sum_ptr, part, n_segs, PARTIALS_BLOCK)
+                row_max, row_sum = _gather(slots_ptr, part, n_segs, tag, PARTIALS_BLOCK)
                 inv = 1.0 / row_sum
                 if ONE_TILE:
-                    y = tl.exp(x.to(tl.float32) - row_max) * inv
+                    y = _exp(x.to(tl.float32) - row_max) * inv
                     tl.store(o_row + start + tl.arange(0, BLOCK), y.to(out_ptr.dtype.element_ty), mask=mask,
                              eviction_policy="evict_first")
                 else:
                     _tiles_normalize(o_row, x_row, start, seg_tiles, n_body, row_max, inv, BLOCK, VEC)
-                tl.store(o_row + e_offs, (tl.exp(xe32 - row_max) * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
-                if MODE == _FUSED:
-                    _depart(arrive_ptr, depart_ptr, row, n_segs)
+                tl.store(o_row + e_offs, (_exp(xe32 - row_max) * inv).to(out_ptr.dtype.element_ty), mask=e_mask)
             if MODE == _FUSED and ONE_TILE and PREFETCH:
                 x, xe, x_off, o_off, n_body, mask, e_offs, e_mask = \
                     x_n, xe_n, x_off_n, o_off_n, n_body_n, mask_n, e_offs_n, e_mask_n
@@ -625,24 +653,21 @@ def _split_kernel(out_ptr, x_ptr, part_max_ptr, part_sum_ptr, arrive_ptr, depart
                     m, s = _block_stats(x.to(tl.float32))
                 else:
                     m, s = _tiles_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
-                _publish(part_max_ptr, part_sum_ptr, arrive_ptr, part + seg, row, m, s, MODE)
+                _publish(slots_ptr, part + seg, m, s, tag)
                 if MODE == _FUSED:
                     if ONE_TILE and PREFETCH:   # the next round's segment streams in during the wait
                         x_next = tl.load(x_ptr + tl.multiple_of(tl.cast(nxt, tl.int64) * x_row_stride, VEC)
                                          + cols, mask=mask & (nxt < n_rows), other=-float("inf"),
                                          eviction_policy="evict_first")
-                    _wait(arrive_ptr, row, n_segs)
             if MODE != _PARTIALS:                                 # phase 2: combine, normalise, write
-                row_max, row_sum = _combine(part_max_ptr, part_sum_ptr, part, n_segs, PARTIALS_BLOCK)
+                row_max, row_sum = _gather(slots_ptr, part, n_segs, tag, PARTIALS_BLOCK)
                 if ONE_TILE:
-                    y = tl.exp(x.to(tl.float32) - row_max) * (1.0 / row_sum)
+                    y = _exp(x.to(tl.float32) - row_max) * (1.0 / row_sum)
                     tl.store(o_row + cols, y.to(out_ptr.dtype.element_ty), mask=mask,
                              eviction_policy="evict_first")
                 else:
                     _tiles_normalize(o_row, x_row, start, seg_tiles, n_cols, row_max, 1.0 / row_sum,
                                      BLOCK, VEC)
-                if MODE == _FUSED:
-                    _depart(arrive_ptr, depart_ptr, row, n_segs)
             if MODE == _FUSED and ONE_TILE:
                 if PREFETCH:
                     x = x_next
@@ -854,33 +879,9 @@ def _one_launch(arguments):
     return launch
 
 
-_COUNTERS: dict = {}
-
-
 def _capturing() -> bool:
     """True while the current CUDA stream is being captured into a CUDA graph."""
     return torch.cuda.is_current_stream_capturing()
-
-
-def _counters(device: torch.device, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-row arrive/depart counters of the fused split, one zeroed buffer per device and stream.
-
-    The kernel leaves them zero (the last program to leave a row resets both, `_depart`), so they
-    are allocated (and zeroed) once, not on every call; launches on one stream run one after
-    another, launches on two streams never share counters. Inside a CUDA graph capture a call
-    gets counters of its own instead, allocated in the graph's pool and zeroed by a memset the
-    graph replays: a graph shares them with no other launch, and no stream's cached buffer is
-    left to be zeroed by a replay.
-    """
-    if _capturing():
-        buf = torch.zeros((2, cdiv(rows, 64) * 64), dtype=torch.int32, device=device)
-        return buf[0], buf[1]
-    key = (device, torch.cuda.current_stream(device).stream_id)
-    buf = _COUNTERS.get(key)
-    if buf is None or buf.shape[1] < rows:
-        buf = torch.zeros((2, cdiv(max(rows, 1024), 64) * 64), dtype=torch.int32, device=device)
-        _COUNTERS[key] = buf
-    return buf[0], buf[1]
 
 
 def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | None:
@@ -888,11 +889,11 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | No
 
     On a GPU the fused (cooperative) launch is tried with one-tile segments, then with segments
     of several tiles; its arguments are (out, x, then the rest in signature order, constexprs
-    included), as `_one_launch` returns them. They hold the launch's workspace (`parts`, the
-    (2, rows, n_segs) fp32 partials, allocated here) and the current stream's counters
-    (`_counters`), so a plan that keeps them (`_Plan`) may launch them again only on that stream:
-    the kernel writes a row's partials before any program reads them and leaves the counters
-    zero, so launches one after another on a stream can share both. The cooperative launch is a
+    included), as `_one_launch` returns them. They hold the launch's workspace (`slots`, the
+    (rows, n_segs) int64 partials, allocated zeroed here), so a plan that keeps them (`_Plan`) may
+    launch them again only on the stream of its first launch: each launch writes every word
+    with the other tag than the launch before (`_tag`), so launches one after another on a
+    stream can share the buffer, and launches on two streams at once cannot. The cooperative launch is a
     compile option (`launch_cooperative_grid`, in the compiled kernel's metadata), which
     Triton's launcher applies to every launch of the compiled kernel, the plan's included.
     Where the driver refuses every cooperative grid, and in the interpreter (which runs programs
@@ -905,32 +906,31 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | No
     common = dict(BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, PREFETCH=cfg.prefetch, PEEL=peel,
                   num_warps=cfg.num_warps)
 
-    def arguments(mode, one_tile, seg_tiles, parts, arrive, depart):
+    def arguments(mode, one_tile, seg_tiles, slots):
         """The kernel's arguments in signature order, constexprs included."""
-        return (out, x, parts[0], parts[1], arrive, depart, x.stride(0), out.stride(0),
+        return (out, x, slots, x.stride(0), out.stride(0),
                 rows, cols, cdiv(tiles, seg_tiles), seg_tiles,
                 cfg.block, vec, PARTIALS_BLOCK, mode.value, one_tile, cfg.prefetch, peel)
 
     if not interpreting():
-        arrive, depart = _counters(x.device, rows)
-        dummy = torch.empty(1, dtype=torch.float32, device=x.device)
+        dummy = torch.empty(1, dtype=torch.int64, device=x.device)
         wide = max(rows, cols, abs(x.stride(0)), out.stride(0)) >= 2**31   # i64 size arguments
         for seg_tiles in (cfg.seg_tiles,) if cfg.seg_tiles else (*SPLIT_ONE_ROUND_TILES, SPLIT_SEG_TILES):
             one_tile = seg_tiles == 1
             key = ("split", x.device, x.dtype, cfg.block, cfg.num_warps, cfg.prefetch, vec, peel, one_tile,
                    wide, x.data_ptr() % 16 == 0, out.data_ptr() % 16 == 0)
             resident = _resident_per_sm(key, x.device, lambda: _split_kernel.warmup(
-                out, x, dummy, dummy, arrive, depart, x.stride(0), out.stride(0), rows, cols, 1, 1,
+                out, x, dummy, x.stride(0), out.stride(0), rows, cols, 1, 1,
                 MODE=_FUSED.value, ONE_TILE=one_tile, launch_cooperative_grid=True, grid=(1,), **common))
             capacity = min(resident, cfg.per_sm or SPLIT_MAX_PER_SM) * num_sms(x.device)
             n_segs = cdiv(tiles, seg_tiles)
             if n_segs > capacity or (not cfg.seg_tiles and seg_tiles in SPLIT_ONE_ROUND_TILES
                                      and rows * n_segs > capacity):
                 continue
-            parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)  # max, sum
+            slots = torch.zeros((rows, n_segs), dtype=torch.int64, device=x.device)
             # Rounds of rows_per_round rows, every segment of a round resident at once.
             grid = (min(capacity // n_segs, rows) * n_segs,)
-            args = arguments(_FUSED, one_tile, seg_tiles, parts, arrive, depart)
+            args = arguments(_FUSED, one_tile, seg_tiles, slots)
             try:
                 compiled = _split_kernel[grid](*args, launch_cooperative_grid=True,
                                                num_warps=cfg.num_warps)
@@ -941,10 +941,9 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | No
     # Two launches (the interpreter runs programs one after another): partials, then the rest.
     seg_tiles = cfg.seg_tiles or SPLIT_SEG_TILES
     n_segs = cdiv(tiles, seg_tiles)
-    parts = torch.empty((2, rows, n_segs), dtype=torch.float32, device=x.device)        # max, sum
-    unused = torch.empty(1, dtype=torch.int32, device=x.device)                         # counters
+    slots = torch.zeros((rows, n_segs), dtype=torch.int64, device=x.device)
     for mode in (_PARTIALS, _FINISH):
-        _split_kernel[(rows * n_segs,)](*arguments(mode, seg_tiles == 1, seg_tiles, parts, unused, unused),
+        _split_kernel[(rows * n_segs,)](*arguments(mode, seg_tiles == 1, seg_tiles, slots),
                                         num_warps=cfg.num_warps)
     return None
 
@@ -1002,7 +1001,9 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
     if cols <= row_max and rows >= ROW_MIN_ROWS_PER_SM * sms:
         large = (dtype == torch.float32 and cols <= LOOPED_LARGE_MAX_COLS
                  and rows * cols * dtype.itemsize >= LOOPED_MIN_BYTES)
-        return "row" if fills_row_block(cols, dtype) and not large else "looped"
+        long16 = (dtype != torch.float32 and cols > ROW_MAX_COLS_16BIT_MANY
+                  and rows >= LOOPED_MIN_ROWS_PER_SM * sms)
+        return "row" if fills_row_block(cols, dtype) and not large and not long16 else "looped"
     if (cols > row_max and rows >= LOOPED_MIN_ROWS_PER_SM * sms
             and wide_body(cols, dtype) * dtype.itemsize <= LOOPED_MAX_ROW_BYTES):
         return "looped"
@@ -1020,13 +1021,12 @@ class _Plan:
     args): (Launch, the launch's arguments after out and x), replayed with a fresh output of x's
     shape on the current stream (`fast_stream`).
 
-    A `stream_bound` plan (split: its arguments hold the first launch's partials workspace and
-    that stream's arrive/depart counters, kept for the plan's lifetime) records that stream's
-    handle in `stream` and replays only there, where stream order keeps its launches apart;
-    on another stream or device, and while a CUDA graph is being captured, calls take the normal
-    path (fresh workspace, that stream's or that graph's own counters). Such a plan gets no
-    `fast` from a launch inside a capture (its buffers would belong to the graph's pool, the
-    counters zeroed only by a replay) nor from a launch on a device other than x's.
+    A `stream_bound` plan (split: its arguments hold the first launch's partials workspace, kept
+    for the plan's lifetime) records that stream's handle in `stream` and replays only there,
+    where stream order keeps its launches apart; on another stream or device, and while a CUDA
+    graph is being captured, calls take the normal path (a fresh workspace). Such a plan gets no
+    `fast` from a launch inside a capture (its workspace would belong to the graph's pool, zeroed
+    by each replay) nor from a launch on a device other than x's.
     """
     __slots__ = ("launch", "cfg", "moved_dim", "rows", "cols", "stream_bound", "fast", "stream", "like", "lean")
 
@@ -1070,10 +1070,10 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     (kernels._plans: at most PLAN_CACHE_SIZE plans, the oldest dropped first). A repeat call does
     one dict lookup, allocates the output and, on a GPU, launches the compiled kernel directly
     (on a tensor viewed as (rows, cols) without a copy: rows, row, looped, and split's fused
-    cooperative launch, which reuses the plan's workspace and counters and so launches directly
+    cooperative launch, which reuses the plan's workspace and so launches directly
     only on the stream of the plan's first launch and outside CUDA graph captures); other repeat
     calls skip the checks and launch through Triton as the first did (split: with a fresh
-    workspace, the current stream's counters, and two launches where the fused one is refused).
+    workspace, and two launches where the fused one is refused).
     Measured on an H200 host (median host time of a repeat call): split shapes (8x2048 bf16,
     16x262144 fp16, 64x65537 bf16, 4x1048576 fp16, 1x4194304 fp32) 15-23 us with the direct
     launch, against ~120 us through Triton before (torch.softmax 7-9 us); 4096x2048 fp16 (row) 22 us.

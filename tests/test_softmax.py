@@ -9,7 +9,7 @@ input: fp32 rtol 1e-5 / atol 1e-6, fp16 rtol 2e-3 / atol 1e-5, bf16 rtol 1.6e-2 
 The GPU-only launch paths run on CPU tensors with stand-ins: a plan's direct launch (`Launch`)
 and, for split, the fused cooperative launch, which the interpreter cannot run (its programs run
 one after another, so a row's wait never ends): a stand-in runs the fused launch's arguments as
-the partials and finishing phases, on fake streams and counters.
+the partials and finishing phases, on fake streams.
 """
 import importlib
 
@@ -267,6 +267,9 @@ def test_dispatch_rule():
     assert choose(16384, 3001, torch.float16, sms) == "looped"      # body fills under 3/4 of 4096
     assert choose(16384, 6144, torch.float16, sms) == "row"         # three quarters full
     assert choose(4096, 16384, torch.float32, sms) == "row"
+    assert choose(8192, 16384, torch.float16, sms) == "looped"      # 16-bit, over 8192 columns, >= 4 rows an SM
+    assert choose(300, 16384, torch.bfloat16, sms) == "row"         # ... fewer rows: row as before
+    assert choose(8192, 8192, torch.bfloat16, sms) == "row"
     assert choose(4096, 32768, torch.bfloat16, sms) == "looped"
     assert choose(4096, 32768, torch.float32, sms) == "row"         # fp32 keeps row up to 32768
     assert choose(512, 32768, torch.float32, sms) == "row"
@@ -684,7 +687,7 @@ class FusedStandIn:
         assert len(args) == len(SPLIT_ARGS)
         a = dict(zip(SPLIT_ARGS, args))
         assert a["out_ptr"].shape == a["x_ptr"].shape == (a["n_rows"], a["n_cols"])
-        assert a["part_max_ptr"].shape == a["part_sum_ptr"].shape == (a["n_rows"], a["n_segs"])
+        assert a["slots_ptr"].shape == (a["n_rows"], a["n_segs"]) and a["slots_ptr"].dtype == torch.int64
         assert a["n_segs"] == triton_cdiv(triton_cdiv(a["n_cols"], a["BLOCK"]), a["seg_tiles"])
         assert grid[0] % a["n_segs"] == 0 and grid[0] <= a["n_rows"] * a["n_segs"]
         assert a["ONE_TILE"] == (a["seg_tiles"] == 1)
@@ -726,12 +729,8 @@ class StreamLaunch:
 
 @pytest.fixture
 def gpu_split(fresh_plans, monkeypatch, replay):
-    """softmax's GPU path for split on CPU tensors: a fused stand-in, fake streams and counters."""
-    counters, calls = {}, []
-
-    def fake_counters(device, rows):                    # per (fake) stream, as _counters keys them
-        buf = counters.setdefault(StreamLaunch.current, torch.zeros(2, max(rows, 64), dtype=torch.int32))
-        return buf[0], buf[1]
+    """softmax's GPU path for split on CPU tensors: a fused stand-in and fake streams."""
+    calls = []
 
     def counting(x, out, cfg, launch=sm._launch_split):
         calls.append(x.shape)
@@ -739,7 +738,6 @@ def gpu_split(fresh_plans, monkeypatch, replay):
 
     monkeypatch.setattr(sm, "interpreting", lambda: False)
     monkeypatch.setattr(sm, "_split_kernel", FusedStandIn(sm._split_kernel))
-    monkeypatch.setattr(sm, "_counters", fake_counters)
     monkeypatch.setattr(sm, "_resident_per_sm", lambda key, device, warmup: 2)
     monkeypatch.setattr(sm, "_capturing", lambda: False)
     monkeypatch.setattr(sm, "Launch", StreamLaunch)
@@ -793,12 +791,12 @@ def test_split_plan_replays_only_on_its_stream(gpu_split, poison, monkeypatch):
     first = softmax(x)                               # stream 7: planned, launched, kept
     (plan,) = sm._PLANS.values()
     assert gpu_split == [(3, 20000)] and plan.stream == 7 and plan.fast is not None
-    workspace = plan.fast[1][:4]                     # part_max, part_sum, arrive, depart
+    workspace = plan.fast[1][:1]                     # the partials' words
     for n in range(1, 3):                            # repeat calls on stream 7: direct launches
         again = softmax(x)
         assert len(replays) == n and len(gpu_split) == 1
         assert replays[-1][0] is again and replays[-1][1] is x
-        assert all(a is b for a, b in zip(replays[-1][2:6], workspace))   # the plan's own buffers
+        assert replays[-1][2] is workspace[0]        # the plan's own buffer, its tags alternating
         torch.testing.assert_close(again, first, rtol=0, atol=0, equal_nan=True)
         check(again, x)
     for n, current in enumerate((8, None, 0), 2):    # another stream, another device, the default stream
@@ -897,15 +895,19 @@ def test_split_strategy_is_stream_bound_and_the_others_are_not():
     assert sm._plan(x, -1).stream_bound and not sm._plan(logits(2, 40, torch.float32), -1).stream_bound
 
 
-def test_counters_inside_a_graph_capture_belong_to_the_call(monkeypatch):
-    """While capturing, _counters gives each call zeroed counters of its own (the graph's) and
-    leaves the per-stream cache alone; widths stay multiples of 64 (256-byte aligned rows)."""
-    monkeypatch.setattr(sm, "_capturing", lambda: True)
-    monkeypatch.setattr(sm, "_COUNTERS", {})
-    a = sm._counters(torch.device("cpu"), 100)
-    b = sm._counters(torch.device("cpu"), 100)
-    assert a[0].data_ptr() != b[0].data_ptr() and sm._COUNTERS == {}
-    for arrive, depart in (a, b):
-        assert arrive.shape == depart.shape == (128,) and arrive.dtype == torch.int32
-        assert not arrive.any() and not depart.any()
-        assert depart.data_ptr() - arrive.data_ptr() == 128 * 4
+def test_split_partials_carry_one_tag_a_launch(gpu_split, poison):
+    """Every launch writes every word of the plan's partials buffer, all with the other tag than the
+    launch before (the buffer starts zeroed: the first takes tag 1), so a launch tells its own
+    partials from the last launch's by the tag alone, with no counters to re-arm."""
+    x = StreamLaunch.track(logits(3, 20000, torch.float32))
+    check(softmax(x), x)
+    (plan,) = sm._PLANS.values()
+    slots = plan.fast[1][0]
+    assert slots.dtype == torch.int64 and slots.shape[0] == 3 and slots.shape[1] > 1
+    tags = []
+    for _ in range(4):
+        tag = (slots >> 31) & 1
+        assert (tag == tag[0, 0]).all()
+        tags.append(int(tag[0, 0]))
+        check(softmax(x), x)
+    assert tags == [1, 0, 1, 0] and len(StreamLaunch.replays) == 4

@@ -20,4 +20,4 @@ for spec in "$@"; do
         > "$OUT/$name.log" 2>&1
     echo "rc=$? in $((SECONDS - s)) s" >> "$OUT/$name.log"
 done
-for name in "${names[@]}"; do echo "== $name"; tail -40 "$OUT/$name.log" | cut -c1-160; done
+for name in "${names[@]}"; do echo "== $name"; tail -40 "$OUT/$name.log" | cut -c1-600; done

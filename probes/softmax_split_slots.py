@@ -20,8 +20,19 @@ to re-arm, no host-side state: the buffer starts zeroed (tag 0) and the first la
 LOOKAHEAD: a program reads and publishes round r + 1's segment before it waits on round r's
 partials, so HBM reads stay in flight while the row's other segments finish (two segments of a
 program in L2 instead of one). Exponentials are exp2(y log2 e) (`ex2.approx.ftz.f32`, see
-probes/softmax_exp2.py); `split` below is the shipped kernel (tl.exp), `split_exp2` the shipped
-kernel with exp2, so the exchange and the exponential are told apart.
+probes/softmax_exp2.py). At 1325d3f `split` was the shipped kernel with the old exchange and
+tl.exp; since c899ebb the shipped split has this exchange and exp2, so `split` and `sl_pm4_s4`
+(its launch table) time the same design, and the other settings ask what is left: segments of
+2-8 tiles, lookahead on 2-4 programs an SM (two segments a program in L2 at 17-34 MB in all), and
+6-8 programs an SM on 4 warps.
+
+Measured at 1325d3f (H200, CUPTI medians, us, share of the copy; old split with exp2 in brackets):
+16x4194304 fp16 sl_pm4_s4 87.8 (0.68) [92.4], sl_pm4_s2_la 90.9, sl_pm4_s4_la 93.5; 64x1048576
+fp32 sl_pm4_s2_la 154.3 (0.80), sl_pm4_s4 156.4 (0.79), sl_pm4_s2 171.5 [181.3]; 256x262144 fp16
+sl_pm4_s2 80.1 (0.74), sl_pm4_s4 80.8, sl_pm4_s2_la 82.9 [88.5]; 1024x131072 bf16 sl_pm4_s4 157.6
+(0.78), sl_pm4_s2 159.9, sl_pm4_s2_la 168.8 [172.5]; 1024x131072 fp32 sl_pm4_s2 279.8 (0.91),
+sl_pm4_s4 295.4, sl_pm4_s2_la 317.8 [340.7]; 512x151936 bf16 sl_pm4_s4 97.5 (0.72), sl_pm4_s2
+101.3, sl_pm4_s2_la 101.7 [104.0]. The other settings' times were cut from that call's output.
 
 Shapes: the few-long-row shapes where split ships at 0.60-0.68 of the copy (aligned rows only:
 this probe does not peel). Every variant is checked against float64 on a hostile input with its
@@ -48,12 +59,14 @@ from kernels._device import cdiv  # noqa: E402
 from kernels._device import sm_count as num_sms  # noqa: E402
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
-SHAPES = [(16, 4194304, torch.float16), (64, 1048576, torch.float32), (256, 262144, torch.float16),
-          (1024, 131072, torch.bfloat16), (1024, 131072, torch.float32), (512, 151936, torch.bfloat16)]
-# (name, programs an SM at most, tiles a segment, warps, lookahead); 16 KB tiles as the table's
-SETTINGS = [("sl_pm4_s4", 4, 4, 8, False), ("sl_pm4_s2", 4, 2, 8, False), ("sl_pm4_s2_la", 4, 2, 8, True),
-            ("sl_pm2_s4_la", 2, 4, 8, True), ("sl_pm4_s4_la", 4, 4, 8, True), ("sl_pm2_s8", 2, 8, 8, False),
-            ("sl_pm2_s4_w16_la", 2, 4, 16, True)]
+SHAPES = [(16, 4194304, torch.float16), (16, 4194304, torch.float32), (64, 1048576, torch.float32),
+          (256, 262144, torch.float16), (1024, 131072, torch.bfloat16), (1024, 131072, torch.float32),
+          (512, 151936, torch.bfloat16)]
+# (name, programs an SM at most, tiles a segment, warps, lookahead); 16 KB tiles as the table's.
+# sl_pm4_s4 is the exchange the shipped split has had since c899ebb, with its launch table.
+SETTINGS = [("sl_pm4_s4", 4, 4, 8, False), ("sl_pm4_s2", 4, 2, 8, False), ("sl_pm4_s8", 4, 8, 8, False),
+            ("sl_pm2_s4_la", 2, 4, 8, True), ("sl_pm2_s2_la", 2, 2, 8, True), ("sl_pm3_s4_la", 3, 4, 8, True),
+            ("sl_pm4_s2_la", 4, 2, 8, True), ("sl_pm6_s4_w4", 6, 4, 4, False), ("sl_pm8_s2_w4", 8, 2, 4, False)]
 TILE_BYTES = 16384
 LOG2E = tl.constexpr(1.4426950408889634)
 PARTIALS_BLOCK = 128
@@ -182,16 +195,9 @@ def split_slots(x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_tiles: int,
     return out
 
 
-def exp2_split():
-    """The shipped module with exp as exp2 (probes/softmax_exp2.py's copy)."""
-    from softmax_exp2 import exp2_module
-    return exp2_module()
-
-
-def make_variants(fx):
+def make_variants():
     def variants(x, out, sms):
-        fns = {"split": lambda: fs.STRATEGIES["split"].run(x, out),
-               "split_exp2": lambda: fx.STRATEGIES["split"].run(x, out)}
+        fns = {"ours": lambda: fs.softmax(x), "split": lambda: fs.STRATEGIES["split"].run(x, out)}
         if x.shape[0] >= 4 * sms:
             fns["looped"] = lambda: fs.STRATEGIES["looped"].run(x, out)
         for name, per_sm, seg_tiles, warps, la in SETTINGS:
@@ -220,7 +226,7 @@ def main() -> None:
         dry_run()
         return
     from softmax_small import long_row_probe   # the shared probe loop (probes/, beside this script)
-    long_row_probe(SHAPES, make_variants(exp2_split()), "softmax_split_slots.csv", BUDGET_S, TOL)
+    long_row_probe(SHAPES, make_variants(), "softmax_split_slots.csv", BUDGET_S, TOL)
 
 
 if __name__ == "__main__":

@@ -68,71 +68,31 @@ SETTINGS = [("sl_pm4_s4", 4, 4, 8, False), ("sl_pm4_s2", 4, 2, 8, False), ("sl_p
             ("sl_pm2_s4_la", 2, 4, 8, True), ("sl_pm2_s2_la", 2, 2, 8, True), ("sl_pm3_s4_la", 3, 4, 8, True),
             ("sl_pm4_s2_la", 4, 2, 8, True), ("sl_pm6_s4_w4", 6, 4, 4, False), ("sl_pm8_s2_w4", 8, 2, 4, False)]
 TILE_BYTES = 16384
-LOG2E = tl.constexpr(1.4426950408889634)
 PARTIALS_BLOCK = 128
 SPIN_LIMIT = tl.constexpr(1 << 24)   # reads of a block of words before giving up (about a second)
 TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-5}
 
 
 @triton.jit
-def _stats(x_row, start, n_tiles, n_cols, BLOCK: tl.constexpr, VEC: tl.constexpr):
-    """(max, sum of exp(x - max)) of n_tiles tiles from `start`; (-inf, 0) when all -inf."""
-    cols = tl.arange(0, BLOCK)
-    m = tl.full([], -float("inf"), tl.float32)
-    s = tl.full([], 0.0, tl.float32)
-    for t in range(0, n_tiles):
-        offs = start + t * BLOCK + cols
-        mask = tl.max_constancy(offs < n_cols, VEC)
-        x = tl.load(x_row + offs, mask=mask, other=-float("inf"), eviction_policy="evict_last").to(tl.float32)
-        m_new = tl.maximum(m, tl.max(x, axis=0))
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
-        s = s * tl.exp2((m - m_safe) * LOG2E) + tl.sum(tl.exp2((x - m_safe) * LOG2E), axis=0)
-        m = m_new
-    return m, s
-
-
-@triton.jit
-def _normalize(o_row, x_row, start, n_tiles, n_cols, row_max, inv_sum, BLOCK: tl.constexpr, VEC: tl.constexpr):
-    cols = tl.arange(0, BLOCK)
-    for t in range(0, n_tiles):
-        offs = start + (n_tiles - 1 - t) * BLOCK + cols
-        mask = tl.max_constancy(offs < n_cols, VEC)
-        x = tl.load(x_row + offs, mask=mask, other=-float("inf"), eviction_policy="evict_first").to(tl.float32)
-        y = tl.exp2((x - row_max) * LOG2E) * inv_sum
-        tl.store(o_row + offs, y.to(o_row.dtype.element_ty), mask=mask, eviction_policy="evict_first")
-
-
-@triton.jit
-def _publish(slots_ptr, slot, m, s, tag):
-    """One relaxed 64-bit exchange: max bits high, sum bits low with the tag in the sum's sign bit."""
-    hi = m.to(tl.int32, bitcast=True).to(tl.int64) << 32
-    lo = (s.to(tl.int32, bitcast=True) & 0x7FFFFFFF).to(tl.int64) | (tag.to(tl.int64) << 31)
-    tl.atomic_xchg(slots_ptr + slot, hi | lo, sem="relaxed")
-
-
-@triton.jit
 def _gather(slots_ptr, part, n_segs, tag, PARTIALS_BLOCK: tl.constexpr):
-    """Row max and sum from the row's n_segs words, each read until it carries `tag`."""
+    """fs._gather with its spin bounded: a probe's bug shows as a mismatch, not a hang."""
     offs = tl.arange(0, PARTIALS_BLOCK)
-    neutral = (tl.full([], -float("inf"), tl.float32).to(tl.int32, bitcast=True).to(tl.int64) << 32) \
-        | (tag.to(tl.int64) << 31)                                   # masked lanes: (-inf, 0), ready
+    ready = (tl.full([], -float("inf"), tl.float32).to(tl.int32, bitcast=True).to(tl.int64) << 32) \
+        | (tag << 31)                                             # masked lanes: (-inf, 0), ready
     row_max = tl.full([], -float("inf"), tl.float32)
     row_sum = tl.full([], 0.0, tl.float32)
     for j in range(0, n_segs, PARTIALS_BLOCK):
         mask = j + offs < n_segs
-        w = tl.load(slots_ptr + part + j + offs, mask=mask, other=neutral, volatile=True)
-        pending = tl.sum((((w >> 31) & 1) != tag).to(tl.int32), axis=0)
+        w = tl.load(slots_ptr + part + j + offs, mask=mask, other=ready, volatile=True)
         tries = 0
-        while (pending > 0) & (tries < SPIN_LIMIT):    # bounded: a probe's bug shows as a mismatch, not a hang
+        while (tl.sum((((w >> 31) & 1) != tag).to(tl.int32), axis=0) > 0) & (tries < SPIN_LIMIT):
             tries += 1
-            w = tl.load(slots_ptr + part + j + offs, mask=mask, other=neutral, volatile=True)
-            pending = tl.sum((((w >> 31) & 1) != tag).to(tl.int32), axis=0)
+            w = tl.load(slots_ptr + part + j + offs, mask=mask, other=ready, volatile=True)
         pm = (w >> 32).to(tl.int32).to(tl.float32, bitcast=True)
         ps = (w & 0x7FFFFFFF).to(tl.int32).to(tl.float32, bitcast=True)
-        m_new = tl.maximum(row_max, tl.max(pm, axis=0))
-        m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)
-        row_sum = row_sum * tl.exp2((row_max - m_safe) * LOG2E) + tl.sum(ps * tl.exp2((pm - m_safe) * LOG2E), axis=0)
-        row_max = m_new
+        bm = tl.max(pm, axis=0)
+        bm_safe = tl.where(bm == -float("inf"), 0.0, bm)
+        row_max, row_sum = fs._merge_stats(row_max, row_sum, bm, tl.sum(ps * fs._exp(pm - bm_safe), axis=0))
     return row_max, row_sum
 
 
@@ -145,12 +105,11 @@ def _split_slots_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride,
     first = pid // n_segs
     rows_per_round = tl.num_programs(0) // n_segs
     start = seg * seg_tiles * BLOCK
-    # this launch's tag: the other one than the previous launch left in every word (here: our first)
-    tag = 1 - ((tl.load(slots_ptr + tl.cast(first, tl.int64) * n_segs + seg, volatile=True) >> 31) & 1)
+    tag = fs._tag(slots_ptr, tl.cast(first, tl.int64) * n_segs + seg, fs._FUSED)
     if LOOKAHEAD:
         x_row = x_ptr + tl.multiple_of(tl.cast(first, tl.int64) * x_row_stride, VEC)
-        m, s = _stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
-        _publish(slots_ptr, tl.cast(first, tl.int64) * n_segs + seg, m, s, tag)
+        m, s = fs._tiles_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
+        fs._publish(slots_ptr, tl.cast(first, tl.int64) * n_segs + seg, m, s, tag)
     for row in range(first, n_rows, rows_per_round):
         x_row = x_ptr + tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
         o_row = out_ptr + tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
@@ -159,13 +118,13 @@ def _split_slots_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride,
             nxt = row + rows_per_round
             if nxt < n_rows:
                 x_nxt = x_ptr + tl.multiple_of(tl.cast(nxt, tl.int64) * x_row_stride, VEC)
-                m, s = _stats(x_nxt, start, seg_tiles, n_cols, BLOCK, VEC)
-                _publish(slots_ptr, tl.cast(nxt, tl.int64) * n_segs + seg, m, s, tag)
+                m, s = fs._tiles_stats(x_nxt, start, seg_tiles, n_cols, BLOCK, VEC)
+                fs._publish(slots_ptr, tl.cast(nxt, tl.int64) * n_segs + seg, m, s, tag)
         else:
-            m, s = _stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
-            _publish(slots_ptr, part + seg, m, s, tag)
+            m, s = fs._tiles_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
+            fs._publish(slots_ptr, part + seg, m, s, tag)
         row_max, row_sum = _gather(slots_ptr, part, n_segs, tag, PARTIALS_BLOCK)
-        _normalize(o_row, x_row, start, seg_tiles, n_cols, row_max, 1.0 / row_sum, BLOCK, VEC)
+        fs._tiles_normalize(o_row, x_row, start, seg_tiles, n_cols, row_max, 1.0 / row_sum, BLOCK, VEC)
 
 
 _SLOTS: dict = {}

@@ -729,14 +729,22 @@ class StreamLaunch:
 
 @pytest.fixture
 def gpu_split(fresh_plans, monkeypatch, replay):
-    """softmax's GPU path for split on CPU tensors: a fused stand-in and fake streams."""
-    calls = []
+    """softmax's GPU path for split on CPU tensors: a fused stand-in, fake streams and partials
+    buffers kept per fake stream, as _slots keeps them per stream."""
+    calls, buffers = [], {}
+
+    def fake_slots(device, rows, n_segs):
+        if sm._capturing():
+            return torch.zeros((rows, n_segs), dtype=torch.int64)
+        return buffers.setdefault((StreamLaunch.current, rows, n_segs),
+                                  torch.zeros((rows, n_segs), dtype=torch.int64))
 
     def counting(x, out, cfg, launch=sm._launch_split):
         calls.append(x.shape)
         return launch(x, out, cfg)
 
     monkeypatch.setattr(sm, "interpreting", lambda: False)
+    monkeypatch.setattr(sm, "_slots", fake_slots)
     monkeypatch.setattr(sm, "_split_kernel", FusedStandIn(sm._split_kernel))
     monkeypatch.setattr(sm, "_resident_per_sm", lambda key, device, warmup: 2)
     monkeypatch.setattr(sm, "_capturing", lambda: False)
@@ -911,3 +919,24 @@ def test_split_partials_carry_one_tag_a_launch(gpu_split, poison):
         tags.append(int(tag[0, 0]))
         check(softmax(x), x)
     assert tags == [1, 0, 1, 0] and len(StreamLaunch.replays) == 4
+
+
+def test_split_partials_buffers_are_kept_per_stream_and_layout(monkeypatch):
+    """_slots zeroes a buffer once per (device, stream, rows, segments) and hands it out again (no
+    memset in a repeat call); a capture gets its own; the oldest is dropped beyond the cache size."""
+    monkeypatch.setattr(sm, "_SLOTS", {})
+    monkeypatch.setattr(sm, "_capturing", lambda: False)
+    cpu = torch.device("cpu")
+    a = sm._slots(cpu, 3, 5)
+    assert a.shape == (3, 5) and a.dtype == torch.int64 and not a.any()
+    a.fill_(1 << 31)                                   # a launch's tag in every word
+    assert sm._slots(cpu, 3, 5) is a                   # kept, not zeroed again
+    assert sm._slots(cpu, 5, 3) is not a               # another layout: a buffer of its own
+    monkeypatch.setattr(sm, "_capturing", lambda: True)
+    inside = sm._slots(cpu, 3, 5)
+    assert inside is not a and not inside.any() and len(sm._SLOTS) == 2
+    monkeypatch.setattr(sm, "_capturing", lambda: False)
+    monkeypatch.setattr(sm, "SLOTS_CACHE_SIZE", 2)
+    assert sm._slots(cpu, 3, 5) is a                   # used last: (5, 3) is now the oldest
+    sm._slots(cpu, 7, 7)                               # drops the least recently used, (5, 3)
+    assert sm._slots(cpu, 3, 5) is a and len(sm._SLOTS) == 2

@@ -927,8 +927,10 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | No
     them directly.
     """
     rows, cols = x.shape
-    tiles = cdiv(cols, cfg.block)
     vec, peel = _access(x, out)
+    # Segments cover a peeled row's aligned body (segment 0 takes its edges): 65537 columns are
+    # eight 8192-column tiles, two 4-tile segments, not nine tiles and a third, empty segment.
+    tiles = cdiv(covered_cols(cols, vec), cfg.block)
     common = dict(BLOCK=cfg.block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, PREFETCH=cfg.prefetch, PEEL=peel,
                   num_warps=cfg.num_warps)
 

@@ -688,7 +688,8 @@ class FusedStandIn:
         a = dict(zip(SPLIT_ARGS, args))
         assert a["out_ptr"].shape == a["x_ptr"].shape == (a["n_rows"], a["n_cols"])
         assert a["slots_ptr"].shape == (a["n_rows"], a["n_segs"]) and a["slots_ptr"].dtype == torch.int64
-        assert a["n_segs"] == triton_cdiv(triton_cdiv(a["n_cols"], a["BLOCK"]), a["seg_tiles"])
+        covered = sm.covered_cols(a["n_cols"], a["VEC"]) if a["PEEL"] else a["n_cols"]   # a peeled row's body
+        assert a["n_segs"] == triton_cdiv(triton_cdiv(covered, a["BLOCK"]), a["seg_tiles"])
         assert grid[0] % a["n_segs"] == 0 and grid[0] <= a["n_rows"] * a["n_segs"]
         assert a["ONE_TILE"] == (a["seg_tiles"] == 1)
         for mode in (sm._PARTIALS, sm._FINISH):
@@ -940,3 +941,16 @@ def test_split_partials_buffers_are_kept_per_stream_and_layout(monkeypatch):
     assert sm._slots(cpu, 3, 5) is a                   # used last: (5, 3) is now the oldest
     sm._slots(cpu, 7, 7)                               # drops the least recently used, (5, 3)
     assert sm._slots(cpu, 3, 5) is a and len(sm._SLOTS) == 2
+
+
+@pytest.mark.parametrize("cols,dtype,segs", [(65537, torch.float16, 2), (65537, torch.float32, 4),
+                                             (65536, torch.float16, 2), (70001, torch.bfloat16, 3)])
+def test_split_segments_cover_a_peeled_body(gpu_split, poison, cols, dtype, segs):
+    """A row off the vector boundary is its aligned body in whole segments and its edges in segment
+    0: no segment of a launch is left with nothing but masked lanes."""
+    x = logits(2, cols, dtype)                       # an odd length: row 1 starts off the boundary
+    out = torch.empty(2, cols, dtype=dtype)
+    compiled, grid, args = sm._launch_split(x, out, Config(block=16384 // dtype.itemsize, num_warps=8, seg_tiles=4))
+    a = dict(zip(SPLIT_ARGS, args))
+    assert a["n_segs"] == segs and a["PEEL"] == (cols % (16 // dtype.itemsize) != 0)
+    check(out, x)

@@ -585,14 +585,14 @@ def _split_kernel(out_ptr, x_ptr, slots_ptr,
     """Each row cut into n_segs segments of seg_tiles tiles of BLOCK columns, one program a segment.
 
     slots: (n_rows, n_segs) int64, a segment's partials a word (`_publish`), zero before a buffer's
-    first launch, every word written by every launch (`_tag`). Program p handles segment p % n_segs of rows p // n_segs, p // n_segs + R,
-    ... with R = num_programs // n_segs (a single row unless MODE is _FUSED). With ONE_TILE the
-    segment stays in registers between the phases (and the next round's segment is loaded while
-    waiting if PREFETCH); otherwise phase 2 reads the segment again, from L2 where it still is.
-    With PEEL segments cover each row's aligned body (`_row_body`) and segment 0 also takes the
-    row's edges; without, every row is on the VEC boundary (`_access`) and its own code runs (the
-    edges' code cost aligned rows 2-12%: 2048x2048 fp16 36.4 us against 32.6, 64x1048576 105.3
-    against 102.7, H200 kernel time).
+    first launch, every word written by every launch (`_tag`). Program p handles segment p % n_segs
+    of rows p // n_segs, p // n_segs + R, ... with R = num_programs // n_segs (a single row unless
+    MODE is _FUSED). With ONE_TILE the segment stays in registers between the phases (and the next
+    round's segment is loaded while waiting if PREFETCH); otherwise phase 2 reads the segment
+    again, from L2 where it still is. With PEEL segments cover each row's aligned body
+    (`_row_body`) and segment 0 also takes the row's edges; without, every row is on the VEC
+    boundary (`_access`) and its own code runs (the edges' code cost aligned rows 2-12%: 2048x2048
+    fp16 36.4 us against 32.6, 64x1048576 105.3 against 102.7, H200 kernel time).
     """
     pid = tl.program_id(0)
     seg = pid % n_segs
@@ -913,18 +913,17 @@ def _slots(device: torch.device, rows: int, n_segs: int) -> torch.Tensor:
 def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | None:
     """Launcher of `split`: (compiled kernel, grid, arguments) of the fused launch, else None.
 
-    On a GPU the fused (cooperative) launch is tried with one-tile segments, then with segments
-    of several tiles; its arguments are (out, x, then the rest in signature order, constexprs
-    included), as `_one_launch` returns them. They hold the launch's workspace (`slots`, the
-    (rows, n_segs) int64 partials, `_slots`), so a plan that keeps them (`_Plan`) may launch them
-    again only on the stream of its first launch: each launch writes every word
-    with the other tag than the launch before (`_tag`), so launches one after another on a
-    stream can share the buffer, and launches on two streams at once cannot. The cooperative launch is a
-    compile option (`launch_cooperative_grid`, in the compiled kernel's metadata), which
-    Triton's launcher applies to every launch of the compiled kernel, the plan's included.
-    Where the driver refuses every cooperative grid, and in the interpreter (which runs programs
-    one after another), the phases are two launches and the result is None: no plan launches
-    them directly.
+    On a GPU the fused (cooperative) launch is tried with one-tile segments, then with segments of
+    several tiles; its arguments are (out, x, then the rest in signature order, constexprs
+    included), as `_one_launch` returns them. They hold the launch's workspace (`slots`, the (rows,
+    n_segs) int64 partials, `_slots`), so a plan that keeps them (`_Plan`) may launch them again
+    only on the stream of its first launch: each launch writes every word with the other tag than
+    the launch before (`_tag`), so launches one after another on a stream can share the buffer, and
+    launches on two streams at once cannot. The cooperative launch is a compile option
+    (`launch_cooperative_grid`, in the compiled kernel's metadata), which Triton's launcher applies
+    to every launch of the compiled kernel, the plan's included. Where the driver refuses every
+    cooperative grid, and in the interpreter (which runs programs one after another), the phases
+    are two launches and the result is None: no plan launches them directly.
     """
     rows, cols = x.shape
     vec, peel = _access(x, out)

@@ -57,9 +57,9 @@ PLAN_CACHE_SIZE = 512        # plans kept per wrapper; the oldest is dropped bey
 ALIGN = 16                   # bytes: Triton specialises pointer arguments on this alignment
 
 
-def remember(plans: dict, key, plan) -> None:
-    """Store `plan` under `key`, dropping the oldest plan once PLAN_CACHE_SIZE are held."""
-    if len(plans) >= PLAN_CACHE_SIZE:
+def remember(plans: dict, key, plan, size: int | None = None) -> None:
+    """Store `plan` under `key`, dropping the oldest entry once `size` (PLAN_CACHE_SIZE) are held."""
+    if len(plans) >= (size or PLAN_CACHE_SIZE):
         del plans[next(iter(plans))]
     plans[key] = plan
 

@@ -901,12 +901,10 @@ def _slots(device: torch.device, rows: int, n_segs: int) -> torch.Tensor:
         return torch.zeros((rows, n_segs), dtype=torch.int64, device=device)
     stream = torch.cuda.current_stream(device).stream_id if device.type == "cuda" else None
     key = (device, stream, rows, n_segs)
-    buf = _SLOTS.pop(key, None)
+    buf = _SLOTS.get(key)
     if buf is None:
-        if len(_SLOTS) >= SLOTS_CACHE_SIZE:
-            _SLOTS.pop(next(iter(_SLOTS)))
         buf = torch.zeros((rows, n_segs), dtype=torch.int64, device=device)
-    _SLOTS[key] = buf            # most recent last
+        remember(_SLOTS, key, buf, SLOTS_CACHE_SIZE)
     return buf
 
 

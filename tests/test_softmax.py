@@ -938,9 +938,11 @@ def test_split_partials_buffers_are_kept_per_stream_and_layout(monkeypatch):
     assert inside is not a and not inside.any() and len(sm._SLOTS) == 2
     monkeypatch.setattr(sm, "_capturing", lambda: False)
     monkeypatch.setattr(sm, "SLOTS_CACHE_SIZE", 2)
-    assert sm._slots(cpu, 3, 5) is a                   # used last: (5, 3) is now the oldest
-    sm._slots(cpu, 7, 7)                               # drops the least recently used, (5, 3)
-    assert sm._slots(cpu, 3, 5) is a and len(sm._SLOTS) == 2
+    b = sm._slots(cpu, 5, 3)
+    sm._slots(cpu, 7, 7)                               # drops the oldest made, (3, 5)
+    assert sm._slots(cpu, 5, 3) is b and len(sm._SLOTS) == 2
+    fresh = sm._slots(cpu, 3, 5)                       # made again, zeroed
+    assert fresh is not a and not fresh.any()
 
 
 @pytest.mark.parametrize("cols,dtype,segs", [(65537, torch.float16, 2), (65537, torch.float32, 4),

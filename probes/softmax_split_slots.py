@@ -69,7 +69,9 @@ SHAPES = [(16, 4194304, torch.float16), (16, 4194304, torch.float32), (64, 10485
 # sl_pm4_s4 is the exchange the shipped split has had since c899ebb, with its launch table.
 SETTINGS = [("sl_pm4_s4", 4, 4, 8, False), ("sl_pm4_s2", 4, 2, 8, False), ("sl_pm4_s8", 4, 8, 8, False),
             ("sl_pm2_s4_la", 2, 4, 8, True), ("sl_pm2_s2_la", 2, 2, 8, True), ("sl_pm3_s4_la", 3, 4, 8, True),
-            ("sl_pm4_s2_la", 4, 2, 8, True), ("sl_pm6_s4_w4", 6, 4, 4, False), ("sl_pm8_s2_w4", 8, 2, 4, False)]
+            ("sl_pm4_s2_la", 4, 2, 8, True), ("sl_pm6_s4_w4", 6, 4, 4, False), ("sl_pm8_s2_w4", 8, 2, 4, False),
+            ("sl_pm8_s4_w4", 8, 4, 4, False), ("sl_pm6_s2_w4", 6, 2, 4, False), ("sl_pm8_s2_w8", 8, 2, 8, False),
+            ("sl_pm12_s2_w4", 12, 2, 4, False), ("sl_pm8_s3_w4", 8, 3, 4, False)]
 TILE_BYTES = 16384
 PARTIALS_BLOCK = 128
 SPIN_LIMIT = tl.constexpr(1 << 24)   # reads of a block of words before giving up (about a second)

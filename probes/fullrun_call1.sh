@@ -1,9 +1,9 @@
 # Full run, call 1 of 3 (about 9 min): environment record, ceilings, the softmax and decode sweeps.
 # bash probes/fullrun_call1.sh COMMIT   (carry .whl; nothing else may use the device until call 3)
-# At c899ebb on an H200 the jobs took: env_before and calibrate 22 s, softmax 337 s with its merge,
-# decode 164 s with its merge, e2e 83 s, attention 305 s with its merge; call 1 ran 523 s of jobs
-# (552 s of wall clock with a 30 s check before it), within 48 s of a call's 10 minutes, and call 2
-# 394 s. If softmax grows, move decode to call 2 (which takes it when call 1 did not finish it).
+# At 0d069c1 on an H200 the jobs took: env_before and calibrate 23 s, softmax 313 s with its merge,
+# decode 150 s with its merge, e2e 85 s, attention 293 s with its merge; call 1 ran 487 s of jobs
+# (512 s of wall clock with the GPU check of split before it), and call 2 386 s. If softmax grows
+# past about 60 s more, move decode to call 2 (which takes it when call 1 did not finish it).
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
 G=results/nvidia-h200

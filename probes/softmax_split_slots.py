@@ -132,9 +132,6 @@ def _split_slots_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride,
         fs._tiles_normalize(o_row, x_row, start, seg_tiles, n_cols, row_max, 1.0 / row_sum, BLOCK, VEC)
 
 
-_SLOTS: dict = {}
-
-
 def split_slots(x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_tiles: int, warps: int, lookahead: bool):
     """The probe's split on aligned rows: one cooperative launch, every segment of a round resident."""
     rows, cols = x.shape
@@ -142,10 +139,7 @@ def split_slots(x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_tiles: int,
     assert cols % vec == 0 and x.stride(0) % vec == 0 and out.stride(0) % vec == 0
     block = TILE_BYTES // x.element_size()
     n_segs = cdiv(cdiv(cols, block), seg_tiles)
-    key = (x.dtype, rows, cols, seg_tiles)
-    if key not in _SLOTS:
-        _SLOTS[key] = torch.zeros(rows * n_segs, dtype=torch.int64, device=x.device)   # tag 0
-    slots = _SLOTS[key]
+    slots = fs._slots(x.device, rows, n_segs)    # the shipped split's buffers: the same tags and layout
     consts = dict(BLOCK=block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, LOOKAHEAD=lookahead, num_warps=warps)
     resident = fs._resident_per_sm(("slots", x.dtype, warps, lookahead), x.device, lambda: _split_slots_kernel.warmup(
         out, x, slots, x.stride(0), out.stride(0), rows, cols, n_segs, seg_tiles, grid=(1,),

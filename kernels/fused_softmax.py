@@ -156,10 +156,14 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
     fp16/bf16 rows over 8192 columns and rows       -> looped  (exp2 kernels, us: 8192x16384 fp16
       >= 4 * SMs, else as above                                 looped 129.1, row 141.1)
     longer rows and rows >= 4 * SMs, the aligned    -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
-      body at most 128 KiB                                      split 2.27; kernel time, us, bf4aa10
-                                                                run: 2048x65537 fp16 looped 192.7,
-                                                                split 267.3; 4096x32768 fp16 147.4
-                                                                vs 190.9)
+      body at most 64 KiB                                       split 2.27; 0d069c1 run, share of the
+                                                                copy, looped / split: 4096x32768 fp16
+                                                                0.917 / 0.852, bf16 0.912 / 0.808;
+                                                                2048x65537 (128 KiB) fp16 0.715 /
+                                                                0.803, bf16 0.713 / 0.789, since split's
+                                                                segments cover the aligned body; at
+                                                                bf4aa10 looped led there, 192.7 against
+                                                                267.3 us)
     otherwise (a few long rows, or longer rows)     -> split   (256x262144 fp32: split 2.80, looped
                                                                 2.62; 64x1048576 fp32: 2.76 vs 1.38;
                                                                 bf4aa10 run, us: 1024x131072 split
@@ -225,6 +229,15 @@ resident at once (one round) takes shorter segments: one tile if they all fit, e
 16x131072 8.5 / 9.8 / 12.5, 16x262144 (two rounds of one-tile) 15.2 / 14.4 / 17.1. The
 thresholds and the table are first settings, to
 be checked against the study's ours_<strategy> rows, which time every strategy at every shape.
+A problem of several rounds whose rows hold at most SPLIT_ROUNDS_MAX_SEGS (128) two-tile segments
+takes two-tile segments on 4 warps, up to 6 programs an SM (fp32: 56 registers, 9 would fit;
+fp16/bf16: 86 registers, 5 fit). probes/softmax_split_slots.py at 0d069c1 (H200, CUPTI medians,
+share of the copy; the table's 4-tile segments on 8 warps, 4 an SM / this setting): 64x1048576
+fp32 (128 segments a row) 0.79 / 0.81, 256x262144 fp16 0.75 / 0.78, 1024x131072 fp32 0.86 / 0.93,
+bf16 0.78 / 0.83, 512x151936 bf16 0.72 / 0.76. 16x4194304 (256-512 segments a row: each program
+reads all of its row's partials) keeps the table's: fp16 0.70 / 0.63, fp32 0.66-0.70 / 0.53. Two-tile
+segments on 8 warps, 4 an SM: 0.74, 0.74-0.75, 0.90-0.91, 0.77-0.78, 0.69-0.70; fp32 at 8 (4
+warps) or 9 an SM: 0.79 / 0.72, 0.85 / 0.81 at 64x1048576 and 1024x131072.
 
 Rows and row take one tile a program, with no loop, where the grid holds a program a tile (every
 setting of the table: Config.per_sm 0); a persistent grid (per_sm > 0) strides over the tiles.
@@ -265,7 +278,7 @@ ROW_MIN_FILL = 0.75          # ... and the columns it covers (covered_cols) fill
                              # emptier blocks go to looped in LOOPED_SHORT_BLOCK tiles
 LOOPED_SHORT_BLOCK = 1024    # looped tile for rows that would waste a quarter of a row block
 LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows per SM ...
-LOOPED_MAX_ROW_BYTES = 128 << 10  # ... and the aligned body holds at most this many bytes; else split
+LOOPED_MAX_ROW_BYTES = 64 << 10   # ... and the aligned body holds at most this many bytes; else split
 LOOPED_MIN_BYTES = 256 << 20  # fp32 rows of up to LOOPED_LARGE_MAX_COLS go looped from this input size ...
 LOOPED_LARGE_MAX_COLS = 4096  # ... (the range measured; row keeps longer ones)
 LOOPED_THREAD_BYTES = 64     # looped: input bytes each thread loads per tile (sets the warps)
@@ -286,6 +299,10 @@ SPLIT_SEG_TILES = 4          # split: tiles per segment on a GPU (64 KB of input
                              # takes more than one round; shorter segments when it fits one:
 SPLIT_ONE_ROUND_TILES = (1, 2)  # ... the first of these whose segments are all resident at once
 SPLIT_WARPS = 8              # split: warps of a full tile
+SPLIT_ROUNDS_SEG_TILES = 2   # split in several rounds whose rows hold at most SPLIT_ROUNDS_MAX_SEGS segments
+SPLIT_ROUNDS_MAX_SEGS = 128  # of this many tiles: segments of SPLIT_ROUNDS_SEG_TILES tiles on
+SPLIT_ROUNDS_WARPS = 4       # SPLIT_ROUNDS_WARPS warps, up to SPLIT_ROUNDS_PER_SM programs an SM (fp16/bf16
+SPLIT_ROUNDS_PER_SM = 6      # kernels hold 86 registers, 5 an SM); longer rows keep the table's (module docstring)
 VECTOR_BYTES = 16            # widest global access (ld.global.v4.b32)
 PEEL_MIN_COLS = 1024         # row, looped: rows off the vector boundary peeled from this length on
                              # (4096x7 fp32 looped 4.7 us unpeeled, 7.4 peeled; 4097 columns gain)
@@ -758,6 +775,11 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
         return Config(block=tile, num_warps=_clamp(tile * elem // (32 * LOOPED_THREAD_BYTES), 4, 16))
     if strategy == "split":
         tile = min(block, SPLIT_TILE_BYTES // elem)
+        if rows is not None:     # rounds of short-segment rows (2-tile segments do not fit in one round)
+            segs = cdiv(cdiv(wide_body(cols, dtype), tile), SPLIT_ROUNDS_SEG_TILES)
+            if rows * segs > SPLIT_MAX_PER_SM * sms and segs <= SPLIT_ROUNDS_MAX_SEGS:
+                return Config(block=tile, num_warps=SPLIT_ROUNDS_WARPS, per_sm=SPLIT_ROUNDS_PER_SM,
+                              seg_tiles=SPLIT_ROUNDS_SEG_TILES)
         return Config(block=tile, num_warps=_clamp(tile // (32 * ELEMS_PER_THREAD), 4, SPLIT_WARPS))
     raise ValueError(f"unknown strategy {strategy!r}; expected one of {tuple(STRATEGIES)}")
 

@@ -1,5 +1,6 @@
-"""GPU check of split's fused launch before a run: forced split (one-, two- and four-tile segments,
-with and without prefetch, aligned and peeled rows) and softmax() called again and again on one
+"""GPU check of split's fused launch before a run: forced split (the launch table's setting, which
+gives problems of several rounds 2-tile segments on 4 warps up to 6 an SM, then one-, two- and
+four-tile segments on its warps, with and without prefetch, aligned and peeled rows) and softmax() called again and again on one
 plan (its partials' tags alternating launch after launch), each output poisoned first and compared
 with a float64 softmax of a hostile input (-inf entries, a row of -inf, a huge entry). Exits 1 on a
 mismatch; a hang (a wait that never ends) is the caller's timeout.

@@ -29,6 +29,22 @@ kernel does not take) it times the shipped split, whose segments cover the align
 the branch `next-run` (two 4-tile segments a 16-bit row where there were three, one empty),
 against looped, which ships there at 0.71 of the copy.
 
+Measured at 0d069c1 (the shipped split as in the run at that commit; two calls on GPU-37f0fe30,
+CUPTI medians, share of the copy; the probe's settings are "programs an SM at most": the fp16/bf16
+kernel holds 86 registers on 4 warps and 48 on 8, 5 an SM either way, fp32 56 and 40, 9 and 6, so
+pm6-pm12 on 4 warps are 5 an SM in 16 bits). 16x4194304 fp16: split 0.70, sl_pm4_s4 0.69-0.70,
+every 2-tile or 4-warp setting 0.59-0.64; fp32: split 0.66-0.70, sl_pm8_s2_w4 0.67-0.69,
+sl_pm6_s2_w4 0.53 (512 segments a row, one row a round). 64x1048576 fp32: split 0.78-0.79,
+sl_pm6_s2_w4 0.81, sl_pm8_s2_w4 0.79-0.81, sl_pm12_s2_w4 0.72. 256x262144 fp16: split 0.75,
+sl_pm8_s2_w4 0.79 (and pm6, pm12: 0.78). 1024x131072 bf16: split 0.78, pm6-pm12 s2 w4 0.83-0.84;
+fp32: split 0.86, sl_pm6_s2_w4 and sl_pm8_s2_w8 (6 an SM) 0.93, sl_pm4_s2 0.90-0.91, sl_pm8_s2_w4
+0.84-0.85, sl_pm12_s2_w4 0.81. 512x151936 bf16: split 0.72, pm6-pm12 s2 w4 0.76-0.77. 2048x65537:
+split 0.81 fp16, 0.79-0.80 bf16, against looped (and ours) 0.72. Hence, on the branch after it,
+`config("split")` gives problems of several rounds whose rows hold at most 128 two-tile segments
+2-tile segments on 4 warps, up to 6 an SM, and `choose` sends 2048x65537 in 16 bits to split.
+`split_table` times the launch table before that (4-tile segments on 8 warps, 4 an SM, through the
+shipped split, which peels), `split` the table as shipped, so at every shape the two face each other.
+
 Measured at 1325d3f (H200, CUPTI medians, us, share of the copy; old split with exp2 in brackets):
 16x4194304 fp16 sl_pm4_s4 87.8 (0.68) [92.4], sl_pm4_s2_la 90.9, sl_pm4_s4_la 93.5; 64x1048576
 fp32 sl_pm4_s2_la 154.3 (0.80), sl_pm4_s4 156.4 (0.79), sl_pm4_s2 171.5 [181.3]; 256x262144 fp16
@@ -64,7 +80,10 @@ from kernels._device import sm_count as num_sms  # noqa: E402
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
 SHAPES = [(16, 4194304, torch.float16), (16, 4194304, torch.float32), (64, 1048576, torch.float32),
           (256, 262144, torch.float16), (1024, 131072, torch.bfloat16), (1024, 131072, torch.float32),
-          (512, 151936, torch.bfloat16), (2048, 65537, torch.float16), (2048, 65537, torch.bfloat16)]
+          (512, 151936, torch.bfloat16), (2048, 65537, torch.float16), (2048, 65537, torch.bfloat16),
+          (64, 1048576, torch.float16), (256, 262144, torch.float32), (512, 151936, torch.float32),
+          (1024, 131072, torch.float16), (2048, 65537, torch.float32), (64, 65537, torch.float32),
+          (16, 262144, torch.float32)]
 # (name, programs an SM at most, tiles a segment, warps, lookahead); 16 KB tiles as the table's.
 # sl_pm4_s4 is the exchange the shipped split has had since c899ebb, with its launch table.
 SETTINGS = [("sl_pm4_s4", 4, 4, 8, False), ("sl_pm4_s2", 4, 2, 8, False), ("sl_pm4_s8", 4, 8, 8, False),
@@ -155,7 +174,9 @@ def split_slots(x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_tiles: int,
 
 def make_variants():
     def variants(x, out, sms):
-        fns = {"ours": lambda: fs.softmax(x), "split": lambda: fs.STRATEGIES["split"].run(x, out)}
+        table = fs.Config(block=fs.SPLIT_TILE_BYTES // x.element_size(), num_warps=fs.SPLIT_WARPS)
+        fns = {"ours": lambda: fs.softmax(x), "split": lambda: fs.STRATEGIES["split"].run(x, out),
+               "split_table": lambda: fs.STRATEGIES["split"].run(x, out, table)}
         if x.shape[0] >= 4 * sms:
             fns["looped"] = lambda: fs.STRATEGIES["looped"].run(x, out)
         if x.shape[1] % (16 // x.element_size()) == 0:      # the probe's own kernel does not peel

@@ -170,9 +170,28 @@ def test_one_column_rows_take_bigger_tiles():
 
 def test_split_tiles_hold_the_same_bytes_in_every_dtype():
     for dtype, block in [(torch.float32, 4096), (torch.float16, 8192), (torch.bfloat16, 8192)]:
-        cfg = config("split", 1 << 20, dtype, rows=64, sms=132)
-        assert (cfg.block, cfg.num_warps, cfg.seg_tiles) == (block, sm.SPLIT_WARPS, 0)   # chosen at launch
-        assert cfg.block * torch.tensor([], dtype=dtype).element_size() == sm.SPLIT_TILE_BYTES
+        for rows, cols in [(16, 1 << 22), (64, 1 << 20)]:
+            cfg = config("split", cols, dtype, rows=rows, sms=132)
+            assert cfg.block == block
+            assert cfg.block * torch.tensor([], dtype=dtype).element_size() == sm.SPLIT_TILE_BYTES
+
+
+def test_split_rounds_of_short_segment_rows_take_two_tile_segments_on_four_warps():
+    """Several rounds of rows of at most SPLIT_ROUNDS_MAX_SEGS 2-tile segments: 2-tile segments on 4
+    warps, up to 6 programs an SM; longer rows, and problems that fit one round, keep the table's."""
+    rounds = Config(block=4096, num_warps=sm.SPLIT_ROUNDS_WARPS, per_sm=sm.SPLIT_ROUNDS_PER_SM,
+                    seg_tiles=sm.SPLIT_ROUNDS_SEG_TILES)
+    assert config("split", 1 << 20, torch.float32, rows=64, sms=132) == rounds        # 128 segments a row
+    assert config("split", 131072, torch.float32, rows=1024, sms=132) == rounds
+    assert config("split", 65537, torch.float16, rows=2048, sms=132) == Config(      # 4 segments of the body
+        block=8192, num_warps=4, per_sm=sm.SPLIT_ROUNDS_PER_SM, seg_tiles=2)
+    table = Config(block=4096, num_warps=sm.SPLIT_WARPS)                               # chosen at launch
+    assert config("split", 1 << 22, torch.float32, rows=16, sms=132) == table          # 512 segments a row
+    assert config("split", 1 << 22, torch.float16, rows=16, sms=132).seg_tiles == 0   # 256
+    assert config("split", 262144, torch.float32, rows=8, sms=132) == table           # one round: 256 <= 528
+    assert config("split", 262144, torch.float32) == table                             # rows unknown
+    x = logits(3, 5 * 4096 + 8, torch.float32)    # the rounds' config through the interpreter's launches
+    check(run_poisoned("split", x, Config(block=4096, num_warps=4, per_sm=6, seg_tiles=2)), x)
 
 
 @pytest.mark.parametrize("name", ["row", "looped"])
@@ -274,7 +293,8 @@ def test_dispatch_rule():
     assert choose(4096, 32768, torch.float32, sms) == "row"         # fp32 keeps row up to 32768
     assert choose(512, 32768, torch.float32, sms) == "row"
     assert choose(1024, 32768, torch.float16, sms) == "looped"
-    assert choose(2048, 65537, torch.float16, sms) == "looped"        # a 128 KiB body and edges
+    assert choose(2048, 65537, torch.float16, sms) == "split"         # a 128 KiB body: over LOOPED_MAX_ROW_BYTES
+    assert choose(4096, 32768, torch.float16, sms) == "looped"        # a 64 KiB body
     assert choose(2048, 65537, torch.float32, sms) == "split"         # a 256 KiB body: over LOOPED_MAX_ROW_BYTES
     assert choose(1024, 65536, torch.float32, sms) == "split"
     assert choose(64, 4096, torch.float16, sms) == "split"          # too few rows to fill the GPU

@@ -230,8 +230,8 @@ resident at once (one round) takes shorter segments: one tile if they all fit, e
 thresholds and the table are first settings, to
 be checked against the study's ours_<strategy> rows, which time every strategy at every shape.
 A problem of several rounds whose rows hold at most SPLIT_ROUNDS_MAX_SEGS (128) two-tile segments
-takes two-tile segments on 4 warps, up to 6 programs an SM (fp32: 56 registers, 9 would fit;
-fp16/bf16: 86 registers, 5 fit). probes/softmax_split_slots.py at 0d069c1 (H200, CUPTI medians,
+takes two-tile segments on 4 warps, up to 6 programs an SM (sm_90, aligned rows: fp32 56
+registers, 9 would fit; fp16/bf16 86, 5 fit; peeled rows: 61 and 117 registers, 8 and 4 fit). probes/softmax_split_slots.py at 0d069c1 (H200, CUPTI medians,
 share of the copy; the table's 4-tile segments on 8 warps, 4 an SM / this setting): 64x1048576
 fp32 (128 segments a row) 0.79 / 0.81, 256x262144 fp16 0.75 / 0.78, 1024x131072 fp32 0.86 / 0.93,
 bf16 0.78 / 0.83, 512x151936 bf16 0.72 / 0.76. 16x4194304 (256-512 segments a row: each program

@@ -231,13 +231,16 @@ thresholds and the table are first settings, to
 be checked against the study's ours_<strategy> rows, which time every strategy at every shape.
 A problem of several rounds whose rows hold at most SPLIT_ROUNDS_MAX_SEGS (128) two-tile segments
 takes two-tile segments on 4 warps, up to 6 programs an SM (sm_90, aligned rows: fp32 56
-registers, 9 would fit; fp16/bf16 86, 5 fit; peeled rows: 61 and 117 registers, 8 and 4 fit). probes/softmax_split_slots.py at 0d069c1 (H200, CUPTI medians,
+registers, 9 would fit; fp16/bf16 86, 5 fit; peeled rows: 61 and 117 registers, 8 and 4 fit).
+probes/softmax_split_slots.py at 0d069c1 (H200, CUPTI medians,
 share of the copy; the table's 4-tile segments on 8 warps, 4 an SM / this setting): 64x1048576
 fp32 (128 segments a row) 0.79 / 0.81, 256x262144 fp16 0.75 / 0.78, 1024x131072 fp32 0.86 / 0.93,
 bf16 0.78 / 0.83, 512x151936 bf16 0.72 / 0.76. 16x4194304 (256-512 segments a row: each program
 reads all of its row's partials) keeps the table's: fp16 0.70 / 0.63, fp32 0.66-0.70 / 0.53. Two-tile
 segments on 8 warps, 4 an SM: 0.74, 0.74-0.75, 0.90-0.91, 0.77-0.78, 0.69-0.70; fp32 at 8 (4
-warps) or 9 an SM: 0.79 / 0.72, 0.85 / 0.81 at 64x1048576 and 1024x131072.
+warps) or 9 an SM: 0.79 / 0.72, 0.85 / 0.81 at 64x1048576 and 1024x131072. Peeled rows take
+it in fp32 only (2048x65537 at 7608909, table / this setting: fp32 0.84 / 0.90; fp16 0.81 / 0.79,
+bf16 0.80 / 0.77, where only 4 of the 16-bit peeled kernel fit an SM).
 
 Rows and row take one tile a program, with no loop, where the grid holds a program a tile (every
 setting of the table: Config.per_sm 0); a persistent grid (per_sm > 0) strides over the tiles.
@@ -775,7 +778,10 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
         return Config(block=tile, num_warps=_clamp(tile * elem // (32 * LOOPED_THREAD_BYTES), 4, 16))
     if strategy == "split":
         tile = min(block, SPLIT_TILE_BYTES // elem)
-        if rows is not None:     # rounds of short-segment rows (2-tile segments do not fit in one round)
+        # rounds of short-segment rows (2-tile segments do not fit in one round); a peeled 16-bit
+        # row's kernel holds 117 registers, fewer than SPLIT_ROUNDS_PER_SM programs an SM: table
+        peeled_16bit = wide_body(cols, dtype) != cols and elem < 4
+        if rows is not None and not peeled_16bit:
             segs = cdiv(cdiv(wide_body(cols, dtype), tile), SPLIT_ROUNDS_SEG_TILES)
             if rows * segs > SPLIT_MAX_PER_SM * sms and segs <= SPLIT_ROUNDS_MAX_SEGS:
                 return Config(block=tile, num_warps=SPLIT_ROUNDS_WARPS, per_sm=SPLIT_ROUNDS_PER_SM,

@@ -178,14 +178,18 @@ def test_split_tiles_hold_the_same_bytes_in_every_dtype():
 
 def test_split_rounds_of_short_segment_rows_take_two_tile_segments_on_four_warps():
     """Several rounds of rows of at most SPLIT_ROUNDS_MAX_SEGS 2-tile segments: 2-tile segments on 4
-    warps, up to 6 programs an SM; longer rows, and problems that fit one round, keep the table's."""
+    warps, up to 6 programs an SM; longer rows, peeled 16-bit rows and problems that fit one round keep
+    the table's."""
     rounds = Config(block=4096, num_warps=sm.SPLIT_ROUNDS_WARPS, per_sm=sm.SPLIT_ROUNDS_PER_SM,
                     seg_tiles=sm.SPLIT_ROUNDS_SEG_TILES)
     assert config("split", 1 << 20, torch.float32, rows=64, sms=132) == rounds        # 128 segments a row
     assert config("split", 131072, torch.float32, rows=1024, sms=132) == rounds
-    assert config("split", 65537, torch.float16, rows=2048, sms=132) == Config(      # 4 segments of the body
-        block=8192, num_warps=4, per_sm=sm.SPLIT_ROUNDS_PER_SM, seg_tiles=2)
+    assert config("split", 65537, torch.float32, rows=2048, sms=132) == rounds       # peeled fp32
     table = Config(block=4096, num_warps=sm.SPLIT_WARPS)                               # chosen at launch
+    for dtype in (torch.float16, torch.bfloat16):                  # peeled 16-bit: 4 an SM, the table's
+        assert config("split", 65537, dtype, rows=2048, sms=132) == Config(block=8192, num_warps=sm.SPLIT_WARPS)
+    assert config("split", 65536, torch.float16, rows=2048, sms=132) == Config(      # aligned: 4 segments
+        block=8192, num_warps=4, per_sm=sm.SPLIT_ROUNDS_PER_SM, seg_tiles=2)
     assert config("split", 1 << 22, torch.float32, rows=16, sms=132) == table          # 512 segments a row
     assert config("split", 1 << 22, torch.float16, rows=16, sms=132).seg_tiles == 0   # 256
     assert config("split", 262144, torch.float32, rows=8, sms=132) == table           # one round: 256 <= 528

@@ -1,10 +1,11 @@
-# Full run, call 3 of 3 (about 6 min): the run record and quality flags, publish into
+# Full run, call 3 of 3 (about 6 min): the e2e sweep, the run record and quality flags, publish into
 # data/results/ here, keep a copy of the full run, then the quick profile against it (reproduce).
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
 G=results/nvidia-h200
 T="--rerun-triggers params input software-env code"
 test -s $G/attention.csv || { echo "call3: no attention.csv from call 2 on this machine"; exit 3; }
+. probes/same_gpu.sh $G || exit 5
 python3 -m snakemake --cores 1 $G/env.json $G/qa.csv $T 2>&1 | tee "$OUT/call3_full.log" | grep -E "^(rule|Finished|Error|.*steps)" || exit 4
 cat $G/qa.csv
 python3 -m snakemake --cores 1 publish --config allow_flags=true $T 2>&1 | tail -3

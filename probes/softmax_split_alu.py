@@ -19,6 +19,16 @@ table's (4-tile segments, 8 warps, 4 an SM), the shipped exchange and phase 1:
 If noexp runs near the copy, the arithmetic is what is left; if it runs where ship does, the
 exchange, the rounds and the bytes in flight are.
 
+Measured at 0fa46d8 (H200 GPU-63611104, CUPTI medians, share of the copy; rounds setting ship /
+fold / noexp2 / noexp): 1024x131072 fp16 0.85 / 0.85 / 0.90 / 0.91; 512x151936 bf16 0.77 / 0.79 /
+0.83 / 0.86; 256x262144 fp16 0.78 / 0.78 / 0.81 / 0.82; 64x1048576 fp16 0.73 / 0.74 / 0.75 /
+0.78; 16x4194304 fp16 (table setting, which ships there) 0.70 / 0.69 / 0.71 / 0.73; fp32 at the
+same shapes: every variant within 0.01-0.02 of ship (1024x131072 0.92, 64x1048576 0.82-0.84,
+16x4194304 0.71). Folding 1 / sum into the exponent (sm_90: 1272 SASS instructions against 1312,
+64 FMUL an element-tile become FFMA) is no faster; dropping every exponential gains 5-11% in 16
+bits and 1-3% in fp32, and leaves all of these shapes below 0.92 of the copy. The arithmetic is a
+small part of the gap; not kept.
+
     PYTHONUNBUFFERED=1 python3 probes/softmax_split_alu.py           (a GPU; $OUT/softmax_split_alu.csv)
     PROBE_DRYRUN=1 python3 probes/softmax_split_alu.py               (no GPU: sm_90 registers and MUFU.EX2)
 """

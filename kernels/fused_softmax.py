@@ -108,7 +108,11 @@ last dimension is contiguous):
             a copy): 0.35-0.66 of the copy, 0.46-0.66 at its best tiling, against this loop's
             0.58-0.69 at the five aligned few-long-row shapes, slower in every dtype and tiling
             tried (8 and 16 KB tiles, 32-64 KB segments); its two tiles in flight cost registers
-            (121 a thread in fp16 at 16 KB tiles, 2 programs an SM).
+            (121 a thread in fp16 at 16 KB tiles, 2 programs an SM). Nor is it the arithmetic
+            (probes/softmax_split_alu.py, 0fa46d8): with no exponential in either phase (wrong,
+            timing only) the 16-bit shapes gain 5-11% (1024x131072 fp16 0.85 -> 0.91 of the
+            copy, 16x4194304 fp16 0.70 -> 0.73), fp32 1-3%; 1 / sum folded into phase 2's
+            exponent (one multiply fewer an element) gains nothing.
 
 Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the
 strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kernel time):

@@ -44,9 +44,7 @@ import triton.language as tl
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
-from kernels._device import cdiv  # noqa: E402
-from kernels._device import sm_count as num_sms  # noqa: E402
-from softmax_split_slots import _gather  # noqa: E402  (fs._gather with a bounded spin)
+from softmax_split_slots import _gather, launch_split  # noqa: E402  (_gather: a bounded spin)
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
 SHAPES = [(1024, 131072, torch.float16), (512, 151936, torch.bfloat16), (256, 262144, torch.float16),
@@ -121,25 +119,9 @@ def _split_alu_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride, n
 
 
 def split_alu(x: torch.Tensor, out: torch.Tensor, setting: str, math: str):
-    """One cooperative launch of the probe's split, every segment of a round resident."""
-    rows, cols = x.shape
+    """One cooperative launch of the probe's split at a setting (`launch_split`)."""
     per_sm, seg_tiles, warps = SETTINGS[setting]
-    vec = 16 // x.element_size()
-    assert cols % vec == 0 and x.stride(0) % vec == 0 and out.stride(0) % vec == 0
-    block = fs.SPLIT_TILE_BYTES // x.element_size()
-    n_segs = cdiv(cdiv(cols, block), seg_tiles)
-    slots = fs._slots(x.device, rows, n_segs)
-    consts = dict(BLOCK=block, VEC=vec, PARTIALS_BLOCK=fs.PARTIALS_BLOCK, MATH=MATHS[math], num_warps=warps)
-    resident = fs._resident_per_sm(("alu", x.dtype, warps, math), x.device, lambda: _split_alu_kernel.warmup(
-        out, x, slots, x.stride(0), out.stride(0), rows, cols, n_segs, seg_tiles, grid=(1,),
-        launch_cooperative_grid=True, **consts))
-    capacity = min(resident, per_sm) * num_sms(x.device)
-    if n_segs > capacity:
-        raise RuntimeError(f"{n_segs} segments a row > {capacity} resident programs")
-    grid = (min(capacity // n_segs, rows) * n_segs,)
-    _split_alu_kernel[grid](out, x, slots, x.stride(0), out.stride(0), rows, cols, n_segs, seg_tiles,
-                            launch_cooperative_grid=True, **consts)
-    return out
+    return launch_split(_split_alu_kernel, x, out, per_sm, seg_tiles, warps, MATH=MATHS[math])
 
 
 def _fns(x, out, maths):

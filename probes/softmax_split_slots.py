@@ -151,25 +151,32 @@ def _split_slots_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride,
         fs._tiles_normalize(o_row, x_row, start, seg_tiles, n_cols, row_max, 1.0 / row_sum, BLOCK, VEC)
 
 
-def split_slots(x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_tiles: int, warps: int, lookahead: bool):
-    """The probe's split on aligned rows: one cooperative launch, every segment of a round resident."""
+def launch_split(kernel, x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_tiles: int, warps: int,
+                 **consts):
+    """A probe's split kernel (arguments as `_split_slots_kernel`'s, then `consts`) on aligned rows:
+    one cooperative launch, every segment of a round resident, the shipped split's 16 KB tiles and
+    partials buffers (the same tags and layout)."""
     rows, cols = x.shape
     vec = 16 // x.element_size()
     assert cols % vec == 0 and x.stride(0) % vec == 0 and out.stride(0) % vec == 0
     block = TILE_BYTES // x.element_size()
     n_segs = cdiv(cdiv(cols, block), seg_tiles)
-    slots = fs._slots(x.device, rows, n_segs)    # the shipped split's buffers: the same tags and layout
-    consts = dict(BLOCK=block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, LOOKAHEAD=lookahead, num_warps=warps)
-    resident = fs._resident_per_sm(("slots", x.dtype, warps, lookahead), x.device, lambda: _split_slots_kernel.warmup(
-        out, x, slots, x.stride(0), out.stride(0), rows, cols, n_segs, seg_tiles, grid=(1,),
-        launch_cooperative_grid=True, **consts))
+    slots = fs._slots(x.device, rows, n_segs)
+    consts = dict(BLOCK=block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, num_warps=warps, **consts)
+    args = (out, x, slots, x.stride(0), out.stride(0), rows, cols, n_segs, seg_tiles)
+    key = (kernel.fn.__name__, x.dtype, *sorted(consts.items()))
+    resident = fs._resident_per_sm(key, x.device, lambda: kernel.warmup(
+        *args, grid=(1,), launch_cooperative_grid=True, **consts))
     capacity = min(resident, per_sm) * num_sms(x.device)
     if n_segs > capacity:
         raise RuntimeError(f"{n_segs} segments a row > {capacity} resident programs")
-    grid = (min(capacity // n_segs, rows) * n_segs,)
-    _split_slots_kernel[grid](out, x, slots, x.stride(0), out.stride(0), rows, cols, n_segs, seg_tiles,
-                              launch_cooperative_grid=True, **consts)
+    kernel[(min(capacity // n_segs, rows) * n_segs,)](*args, launch_cooperative_grid=True, **consts)
     return out
+
+
+def split_slots(x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_tiles: int, warps: int, lookahead: bool):
+    """The probe's split on aligned rows (`launch_split`)."""
+    return launch_split(_split_slots_kernel, x, out, per_sm, seg_tiles, warps, LOOKAHEAD=lookahead)
 
 
 def make_variants():

@@ -44,7 +44,7 @@ import triton.language as tl
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
-from softmax_split_slots import _gather, launch_split  # noqa: E402  (_gather: a bounded spin)
+from softmax_split_slots import _gather, launch_split, program_segment  # noqa: E402  (_gather: a bounded spin)
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
 SHAPES = [(1024, 131072, torch.float16), (512, 151936, torch.bfloat16), (256, 262144, torch.float16),
@@ -102,12 +102,7 @@ def _split_alu_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride, n
                       seg_tiles, BLOCK: tl.constexpr, VEC: tl.constexpr, PARTIALS_BLOCK: tl.constexpr,
                       MATH: tl.constexpr):
     """The shipped fused split on aligned rows (no peel, no one-tile path), phases by MATH."""
-    pid = tl.program_id(0)
-    seg = pid % n_segs
-    first = pid // n_segs
-    rows_per_round = tl.num_programs(0) // n_segs
-    start = seg * seg_tiles * BLOCK
-    tag = fs._tag(slots_ptr, tl.cast(first, tl.int64) * n_segs + seg, fs._FUSED)
+    seg, first, rows_per_round, start, tag = program_segment(slots_ptr, n_segs, seg_tiles, BLOCK)
     for row in range(first, n_rows, rows_per_round):
         x_row = x_ptr + tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
         o_row = out_ptr + tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)

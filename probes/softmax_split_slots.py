@@ -120,16 +120,21 @@ def _gather(slots_ptr, part, n_segs, tag, PARTIALS_BLOCK: tl.constexpr):
     return row_max, row_sum
 
 
+@triton.jit
+def program_segment(slots_ptr, n_segs, seg_tiles, BLOCK: tl.constexpr):
+    """(segment, first row, rows a round, first column, tag) of this program, as the shipped split."""
+    pid = tl.program_id(0)
+    seg = pid % n_segs
+    first = pid // n_segs
+    tag = fs._tag(slots_ptr, tl.cast(first, tl.int64) * n_segs + seg, fs._FUSED)
+    return seg, first, tl.num_programs(0) // n_segs, seg * seg_tiles * BLOCK, tag
+
+
 @triton.jit(do_not_specialize=["x_row_stride", "out_row_stride", "n_rows", "n_cols", "n_segs", "seg_tiles"])
 def _split_slots_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride, n_rows, n_cols, n_segs,
                         seg_tiles, BLOCK: tl.constexpr, VEC: tl.constexpr, PARTIALS_BLOCK: tl.constexpr,
                         LOOKAHEAD: tl.constexpr):
-    pid = tl.program_id(0)
-    seg = pid % n_segs
-    first = pid // n_segs
-    rows_per_round = tl.num_programs(0) // n_segs
-    start = seg * seg_tiles * BLOCK
-    tag = fs._tag(slots_ptr, tl.cast(first, tl.int64) * n_segs + seg, fs._FUSED)
+    seg, first, rows_per_round, start, tag = program_segment(slots_ptr, n_segs, seg_tiles, BLOCK)
     if LOOKAHEAD:
         x_row = x_ptr + tl.multiple_of(tl.cast(first, tl.int64) * x_row_stride, VEC)
         m, s = fs._tiles_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)

@@ -112,7 +112,11 @@ last dimension is contiguous):
             (probes/softmax_split_alu.py, 0fa46d8): with no exponential in either phase (wrong,
             timing only) the 16-bit shapes gain 5-11% (1024x131072 fp16 0.85 -> 0.91 of the
             copy, 16x4194304 fp16 0.70 -> 0.73), fp32 1-3%; 1 / sum folded into phase 2's
-            exponent (one multiply fewer an element) gains nothing.
+            exponent (one multiply fewer an element) gains nothing. A row spread over the CTAs
+            of a thread-block cluster, its max and sum exchanged in distributed shared memory,
+            does not compile at Triton 3.6 (probes/softmax_cluster_compile.py: Triton's CTA
+            planner and Gluon's reduction lowering both reject a reduction across CTAs, and
+            Gluon exposes no DSMEM access), so the exchange stays in global memory.
 
 Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the
 strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kernel time):

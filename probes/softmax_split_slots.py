@@ -157,10 +157,11 @@ def _split_slots_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride,
 
 
 def launch_split(kernel, x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_tiles: int, warps: int,
-                 **consts):
+                 balance: bool = False, **consts):
     """A probe's split kernel (arguments as `_split_slots_kernel`'s, then `consts`) on aligned rows:
     one cooperative launch, every segment of a round resident, the shipped split's 16 KB tiles and
-    partials buffers (the same tags and layout)."""
+    partials buffers (the same tags and layout). balance: the same number of rounds with the rows
+    dealt out evenly over them (the shipped grid fills every round but the last)."""
     rows, cols = x.shape
     vec = 16 // x.element_size()
     assert cols % vec == 0 and x.stride(0) % vec == 0 and out.stride(0) % vec == 0
@@ -175,7 +176,10 @@ def launch_split(kernel, x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_ti
     capacity = min(resident, per_sm) * num_sms(x.device)
     if n_segs > capacity:
         raise RuntimeError(f"{n_segs} segments a row > {capacity} resident programs")
-    kernel[(min(capacity // n_segs, rows) * n_segs,)](*args, launch_cooperative_grid=True, **consts)
+    per_round = min(capacity // n_segs, rows)
+    if balance:
+        per_round = cdiv(rows, cdiv(rows, per_round))
+    kernel[(per_round * n_segs,)](*args, launch_cooperative_grid=True, **consts)
     return out
 
 

@@ -11,6 +11,13 @@ The variants, on aligned rows (probes/softmax_split_slots.py's kernel, no lookah
 setting (2-tile segments, 4 warps, up to 6 an SM) and the table's (4-tile segments, 8 warps, 4 an
 SM), each with the shipped grid and with the even deal (`_bal`), beside `ours`.
 
+Measured at 858666a (H200 GPU-ccc68a72, CUPTI medians, share of the copy, shipped grid / even
+deal): rounds setting 256x262144 fp16 0.80 / 0.79, 512x151936 bf16 0.76 / 0.77, fp32 0.89 / 0.90,
+1024x131072 fp16 0.86 / 0.83, fp32 0.92 / 0.92, 64x1048576 fp16 0.73 / 0.73 (its 7 rounds of at
+most 10 rows keep their last round of 4 either way); the table's setting 0.00-0.03 apart the same
+way. No gain beyond a trial's spread and one loss: not kept. Where the even deal does change the
+grid, its rows a round are fewer, so what it saves in the thin last round it pays in every other.
+
     PYTHONUNBUFFERED=1 python3 probes/softmax_split_balance.py      (a GPU; $OUT/softmax_split_balance.csv)
 """
 from __future__ import annotations

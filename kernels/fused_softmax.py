@@ -313,7 +313,7 @@ SPLIT_WARPS = 8              # split: warps of a full tile
 SPLIT_ROUNDS_SEG_TILES = 2   # split in several rounds whose rows hold at most SPLIT_ROUNDS_MAX_SEGS segments
 SPLIT_ROUNDS_MAX_SEGS = 128  # of this many tiles: segments of SPLIT_ROUNDS_SEG_TILES tiles on
 SPLIT_ROUNDS_WARPS = 4       # SPLIT_ROUNDS_WARPS warps, up to SPLIT_ROUNDS_PER_SM programs an SM (fp16/bf16
-SPLIT_ROUNDS_PER_SM = 6      # kernels hold 86 registers, 5 an SM); longer rows keep the table's (module docstring)
+SPLIT_ROUNDS_PER_SM = 6      # kernels hold 86 registers, 5 an SM); longer rows and peeled 16-bit ones keep the table's
 VECTOR_BYTES = 16            # widest global access (ld.global.v4.b32)
 PEEL_MIN_COLS = 1024         # row, looped: rows off the vector boundary peeled from this length on
                              # (4096x7 fp32 looped 4.7 us unpeeled, 7.4 peeled; 4097 columns gain)

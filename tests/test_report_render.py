@@ -81,7 +81,6 @@ def test_the_committed_paper_keeps_its_main_text_short_and_its_abstract_under_25
 
 
 def test_numbers_come_from_the_data(rendered):
-    frame = rendered["agg"].study("softmax").query("gpu == 'fixture-gpu'")
     table = derive.select(rendered["tables"]["comparisons"], "softmax", "peer", "fixture-gpu")
     expected = f"{geomean(table['vs_best']):.2f}x"
     assert f"our kernel is {expected} the fastest peer on geometric mean over {table['vs_best'].notna().sum()} shapes" \
@@ -165,7 +164,6 @@ def test_method_says_what_the_harness_does(rendered):
 
 
 def test_method_without_rows_states_the_harness_floor(tmp_path):
-    agg = load.collect([], None, None)
     md = _paper([])
     assert "Each row is the median of at least 20 timed calls from at least 6 trials" in md
 

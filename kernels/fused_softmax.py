@@ -113,10 +113,13 @@ last dimension is contiguous):
             timing only) the 16-bit shapes gain 5-11% (1024x131072 fp16 0.85 -> 0.91 of the
             copy, 16x4194304 fp16 0.70 -> 0.73), fp32 1-3%; 1 / sum folded into phase 2's
             exponent (one multiply fewer an element) gains nothing. A row spread over the CTAs
-            of a thread-block cluster, its max and sum exchanged in distributed shared memory,
-            does not compile at Triton 3.6 (probes/softmax_cluster_compile.py: Triton's CTA
-            planner and Gluon's reduction lowering both reject a reduction across CTAs, and
-            Gluon exposes no DSMEM access), so the exchange stays in global memory.
+            of a thread-block cluster, its max and sum exchanged in distributed shared memory:
+            Triton 3.6 lowers no reduction across CTAs (probes/softmax_cluster_compile.py), but
+            a one-CTA kernel launched in clusters with the exchange in inline PTX
+            (probes/softmax_cluster_row.py, each CTA's slice in registers, read and written
+            once) matched float64 and ran 0.51-0.85 of the copy where split ran 0.77-0.92
+            (1024x131072 fp32 0.85 against 0.92, fp16 0.72 against 0.86): one slice a CTA at
+            1-2 CTAs an SM leaves HBM idle while a CTA reduces and waits for its cluster.
 
 Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the
 strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kernel time):

@@ -20,6 +20,16 @@ for a non-portable size at 16. Its dynamic shared memory is Triton's plus C pair
 Variants: clusterC_sS_wW (C CTAs a row, S columns a CTA, W warps), each checked against float64
 with its output poisoned first, beside `ours`, the shipped strategies that apply, and a copy.
 
+Measured at 084939d (H200 GPU-2602221f, CUPTI medians, share of the copy; every cluster variant
+matched float64 on the hostile input with its output poisoned): 1024x131072 fp16 C=8 on 8 warps
+0.72, on 16 0.68, C=4 0.61, against ours (split) 0.86; fp32 C=8 on 16 warps 0.85, C=16 on 4 warps
+0.84, on 8 0.77, against 0.92; 512x151936 bf16 C=5 0.51 against 0.77; 256x262144 fp16 C=16 0.63,
+C=8 0.56, against 0.80; fp32 C=16 0.54 against 0.87; 4096x32768 fp16 C=4 on 4 warps 0.80, C=2
+0.71, against looped 0.91. The exchange works; the kernel does not keep bytes in flight: each
+CTA loads its slice, reduces, waits for its cluster, then stores, at 1-2 CTAs an SM (57-128
+registers a thread), with nothing loading behind it. Not kept; a persistent cluster that loads
+its next row (into shared memory, by TMA) while it finishes this one is the design left to try.
+
     PYTHONUNBUFFERED=1 python3 probes/softmax_cluster_row.py       (a GPU; $OUT/softmax_cluster_row.csv)
     PROBE_DRYRUN=1 python3 probes/softmax_cluster_row.py           (no GPU: sm_90 registers, the PTX's
                                                                     cluster instructions)

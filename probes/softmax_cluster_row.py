@@ -48,25 +48,26 @@ sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
-# (rows, cols, dtype, [(C, columns a CTA, warps), ...])
-SHAPES = [
-    (1024, 131072, torch.float16, [(8, 16384, 8), (8, 16384, 16), (4, 32768, 16)]),
-    (1024, 131072, torch.float32, [(8, 16384, 16), (16, 8192, 8), (16, 8192, 4)]),
-    (512, 151936, torch.bfloat16, [(5, 32768, 16), (8, 32768, 16)]),
-    (256, 262144, torch.float16, [(16, 16384, 8), (8, 32768, 16)]),
-    (256, 262144, torch.float32, [(16, 16384, 16)]),
-    (4096, 32768, torch.float16, [(2, 16384, 8), (4, 8192, 4)]),
-    (512, 151936, torch.float32, [(8, 32768, 32)]),
+# (rows, cols, dtype, [(C, columns a CTA, warps, clusters an SM's worth: 0 one row a cluster), ...])
+SHAPES = [   # persistent settings at the clusters an SM holds (sm_90 registers, PROBE_DRYRUN=1)
+    (1024, 131072, torch.float16, [(8, 16384, 8, 0), (8, 16384, 8, 1), (8, 16384, 16, 1), (16, 8192, 4, 2)]),
+    (1024, 131072, torch.float32, [(8, 16384, 16, 0), (16, 8192, 8, 2), (8, 16384, 16, 1)]),
+    (256, 262144, torch.float16, [(16, 16384, 8, 0), (16, 16384, 8, 1), (16, 16384, 16, 1)]),
+    (256, 262144, torch.float32, [(16, 16384, 16, 0), (16, 16384, 16, 1)]),
+    (4096, 32768, torch.float16, [(4, 8192, 4, 0), (4, 8192, 4, 3), (2, 16384, 8, 1)]),
+    (512, 151936, torch.bfloat16, [(5, 32768, 16, 0), (16, 16384, 8, 1)]),
+    (512, 151936, torch.float32, [(16, 16384, 16, 1)]),
 ]
 TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-5}
 NEG_INF = "0fFF800000"
 LOG2E_HEX = "0f3FB8AA3B"
 
 
-def merge_asm(ctas: int) -> str:
+def merge_asm(ctas: int, start_wait: bool = True) -> str:
     """PTX: $0, $1 = the row's (max, sum) from this CTA's ($2, $3), the pairs of all `ctas` CTAs of
     the cluster written at shared offset $4 of each (thread 0 writes; every thread reads), once the
-    kernel's first cluster barrier (arrived at its start) says every CTA of the cluster runs."""
+    kernel's first cluster barrier (arrived at its start) says every CTA of the cluster runs
+    (start_wait; else the caller has waited on it)."""
     lines = ["{",
              ".reg .u32 %cx_base, %cx_slot, %cx_far, %cx_j;",
              ".reg .f32 %cx_pm, %cx_ps, %cx_M, %cx_Ms, %cx_S, %cx_t;",
@@ -76,8 +77,9 @@ def merge_asm(ctas: int) -> str:
              "mov.u32 %cx_j, %cluster_ctarank;",
              "mad.lo.u32 %cx_slot, %cx_j, 8, %cx_base;",
              "mov.u32 %cx_j, %tid.x;",
-             "setp.eq.u32 %cx_lead, %cx_j, 0;",
-             "barrier.cluster.wait.aligned;"]          # every CTA of the cluster has started
+             "setp.eq.u32 %cx_lead, %cx_j, 0;"]
+    if start_wait:
+        lines.append("barrier.cluster.wait.aligned;")    # every CTA of the cluster has started
     for j in range(ctas):
         lines += [f"mov.u32 %cx_j, {j};",
                   "mapa.shared::cluster.u32 %cx_far, %cx_slot, %cx_j;",
@@ -123,26 +125,69 @@ def _cluster_row_kernel(out_ptr, x_ptr, x_row_stride, out_row_stride, n_cols, sm
              mask=mask, cache_modifier=".cs")
 
 
+@triton.jit
+def _cluster_rows_kernel(out_ptr, x_ptr, x_row_stride, out_row_stride, n_rows, n_cols, smem_off,
+                         SLICE: tl.constexpr, CTAS: tl.constexpr, MERGE: tl.constexpr):
+    """Persistent clusters: cluster k takes rows k, k + K, ... (K clusters in the grid) and loads its
+    slice of the next row before it exchanges and stores this one's. The pairs alternate between
+    two sets of slots by the row's parity, so a CTA a row ahead never overwrites pairs a CTA of its
+    cluster has not read (it passes the next cluster barrier only after they all did)."""
+    pid = tl.inline_asm_elementwise("barrier.cluster.arrive.relaxed.aligned;\nmov.u32 $0, $1;", "=r,r",
+                                    [tl.program_id(0)], dtype=tl.int32, is_pure=False, pack=1)
+    first = pid // CTAS
+    n_clusters = tl.num_programs(0) // CTAS
+    offs = (pid % CTAS) * SLICE + tl.arange(0, SLICE)
+    mask = offs < n_cols
+    x = tl.load(x_ptr + tl.cast(first, tl.int64) * x_row_stride + offs, mask=mask & (first < n_rows),
+                other=-float("inf"), eviction_policy="evict_first")
+    first = tl.inline_asm_elementwise("barrier.cluster.wait.aligned;\nmov.u32 $0, $1;", "=r,r", [first],
+                                      dtype=tl.int32, is_pure=False, pack=1)   # the cluster runs
+    parity = 0
+    for row in range(first, n_rows, n_clusters):
+        xf = x.to(tl.float32)
+        m = tl.max(xf, axis=0)
+        m_safe = tl.where(m == -float("inf"), 0.0, m)
+        e = tl.exp2((xf - m_safe) * fs.LOG2E)
+        s = tl.sum(e, axis=0)
+        nxt = row + n_clusters
+        x = tl.load(x_ptr + tl.cast(nxt, tl.int64) * x_row_stride + offs, mask=mask & (nxt < n_rows),
+                    other=-float("inf"), eviction_policy="evict_first")
+        row_max, row_sum = tl.inline_asm_elementwise(MERGE, "=f,=f,f,f,r", [m, s, smem_off + parity * (8 * CTAS)],
+                                                     dtype=(tl.float32, tl.float32), is_pure=False, pack=1)
+        parity = 1 - parity
+        scale = tl.where(m == -float("inf"), 0.0 / row_sum, tl.exp2((m_safe - row_max) * fs.LOG2E) / row_sum)
+        tl.store(out_ptr + tl.cast(row, tl.int64) * out_row_stride + offs, (e * scale).to(out_ptr.dtype.element_ty),
+                 mask=mask, cache_modifier=".cs")
+
+
 _COMPILED: dict = {}
 
 
-def cluster_row(x: torch.Tensor, out: torch.Tensor, ctas: int, slice_cols: int, warps: int):
-    """softmax of x's rows into out: a cluster of `ctas` CTAs a row, `slice_cols` columns each."""
+def cluster_row(x: torch.Tensor, out: torch.Tensor, ctas: int, slice_cols: int, warps: int, per_sm: int = 0):
+    """softmax of x's rows into out: a cluster of `ctas` CTAs a row, `slice_cols` columns each; per_sm
+    0: a cluster a row (`_cluster_row_kernel`), else per_sm * SMs / ctas persistent clusters
+    (`_cluster_rows_kernel`)."""
     rows, cols = x.shape
-    if ctas * slice_cols < cols or ctas * slice_cols - cols >= slice_cols:
-        raise ValueError(f"{ctas} x {slice_cols} columns do not cover {cols} with every CTA used")
-    key = (x.dtype, ctas, slice_cols, warps, x.stride(0) % 16, cols % 16)
+    if ctas * slice_cols < cols:
+        raise ValueError(f"{ctas} x {slice_cols} columns do not cover {cols}")
+    persistent = per_sm > 0
+    kernel = _cluster_rows_kernel if persistent else _cluster_row_kernel
+    merge = merge_asm(ctas, start_wait=not persistent)
+    sizes = (rows, cols) if persistent else (cols,)
+    key = (x.dtype, ctas, slice_cols, warps, persistent, x.stride(0) % 16, cols % 16)
     if key not in _COMPILED:
-        compiled = _cluster_row_kernel.warmup(out, x, x.stride(0), out.stride(0), cols, 0, SLICE=slice_cols,
-                                              CTAS=ctas, MERGE=merge_asm(ctas), num_warps=warps, grid=(1,))
+        compiled = kernel.warmup(out, x, x.stride(0), out.stride(0), *sizes, 0, SLICE=slice_cols, CTAS=ctas,
+                                 MERGE=merge, num_warps=warps, grid=(1,))
         compiled._init_handles()
         _COMPILED[key] = compiled
     compiled = _COMPILED[key]
     smem_off = -(-compiled.metadata.shared // 16) * 16
-    meta = (compiled.metadata.num_warps, ctas, smem_off + 8 * ctas)
+    meta = (compiled.metadata.num_warps, ctas, smem_off + 16 * ctas)
+    clusters = min(rows, max(1, per_sm * torch.cuda.get_device_properties(x.device).multi_processor_count // ctas)) \
+        if persistent else rows
     stream = torch.cuda.current_stream().cuda_stream
-    compiled.run(rows, 1, 1, stream, compiled.function, meta, None, None, None,
-                 out, x, x.stride(0), out.stride(0), cols, smem_off, slice_cols, ctas, merge_asm(ctas))
+    compiled.run(clusters, 1, 1, stream, compiled.function, meta, None, None, None,
+                 out, x, x.stride(0), out.stride(0), *sizes, smem_off, slice_cols, ctas, merge)
     return out
 
 
@@ -150,8 +195,9 @@ def variants(x, out, sms):
     fns = {"ours": lambda: fs.softmax(x), "split": lambda: fs.STRATEGIES["split"].run(x, out),
            "looped": lambda: fs.STRATEGIES["looped"].run(x, out)}
     settings = {(r, c, dt): s for r, c, dt, s in SHAPES}[(*x.shape, x.dtype)]
-    for ctas, slice_cols, warps in settings:
-        fns[f"cluster{ctas}_s{slice_cols}_w{warps}"] = lambda a=(ctas, slice_cols, warps): cluster_row(x, out, *a)
+    for ctas, slice_cols, warps, per_sm in settings:
+        name = f"cluster{ctas}_s{slice_cols}_w{warps}" + (f"_pm{per_sm}" if per_sm else "")
+        fns[name] = lambda a=(ctas, slice_cols, warps, per_sm): cluster_row(x, out, *a)
     return fns
 
 
@@ -161,14 +207,14 @@ def dry_run() -> None:
     from sm90 import compile_for_sm90, programs_per_sm, usage
     for rows, cols, dtype, settings in SHAPES:
         x = torch.empty(2, cols, dtype=dtype)
-        for ctas, slice_cols, warps in settings:
-            kernel = compile_for_sm90(_cluster_row_kernel, (x, x, cols, cols, cols, 64, slice_cols, ctas,
-                                                            merge_asm(ctas)), dict(num_warps=warps))
+        for ctas, slice_cols, warps, per_sm in settings:
+            kernel, sizes = (_cluster_rows_kernel, (rows, cols)) if per_sm else (_cluster_row_kernel, (cols,))
+            kernel = compile_for_sm90(kernel, (x, x, cols, cols, *sizes, 64, slice_cols, ctas,
+                                               merge_asm(ctas, start_wait=not per_sm)), dict(num_warps=warps))
             u = usage(kernel)
-            ops = sorted(set(re.findall(r"\b(mapa[.\w:]*|barrier\.cluster[.\w]*|st\.shared::cluster[.\w]*)",
-                                        kernel.asm["ptx"])))
-            print(f"{rows}x{cols} {str(dtype)[6:]} C={ctas} slice {slice_cols} w{warps}: regs {u['regs']} "
-                  f"ldl {u['ldl']} shared {u['shared']}, {programs_per_sm(u['regs'], warps)} an SM; {ops}")
+            ops = sorted(set(re.findall(r"\b(barrier\.cluster[.\w]*)", kernel.asm["ptx"])))
+            print(f"{rows}x{cols} {str(dtype)[6:]} C={ctas} slice {slice_cols} w{warps} pm{per_sm}: regs "
+                  f"{u['regs']} ldl {u['ldl']} shared {u['shared']}, {programs_per_sm(u['regs'], warps)} an SM; {ops}")
 
 
 def main() -> None:

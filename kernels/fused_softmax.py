@@ -119,7 +119,9 @@ last dimension is contiguous):
             (probes/softmax_cluster_row.py, each CTA's slice in registers, read and written
             once) matched float64 and ran 0.51-0.85 of the copy where split ran 0.77-0.92
             (1024x131072 fp32 0.85 against 0.92, fp16 0.72 against 0.86): one slice a CTA at
-            1-2 CTAs an SM leaves HBM idle while a CTA reduces and waits for its cluster.
+            1-2 CTAs an SM leaves HBM idle while a CTA reduces and waits for its cluster;
+            persistent clusters loading their next row's slice into registers first ran
+            0.18-0.62 (107-220 registers a thread, 1-3 CTAs an SM).
 
 Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the
 strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kernel time):

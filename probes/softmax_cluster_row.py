@@ -27,8 +27,13 @@ matched float64 on the hostile input with its output poisoned): 1024x131072 fp16
 C=8 0.56, against 0.80; fp32 C=16 0.54 against 0.87; 4096x32768 fp16 C=4 on 4 warps 0.80, C=2
 0.71, against looped 0.91. The exchange works; the kernel does not keep bytes in flight: each
 CTA loads its slice, reduces, waits for its cluster, then stores, at 1-2 CTAs an SM (57-128
-registers a thread), with nothing loading behind it. Not kept; a persistent cluster that loads
-its next row (into shared memory, by TMA) while it finishes this one is the design left to try.
+registers a thread), with nothing loading behind it. Persistent clusters that load their next
+row's slice into registers before exchanging this one's (643e0ac, GPU-ae7c15c0; 107-220 registers,
+1-3 CTAs an SM) were slower still, every one of them correct: 1024x131072 fp16 0.32 (C=8, 1 an
+SM) and 0.57 (C=16 on 4 warps, 2 an SM's worth) against 0.71 for a cluster a row and 0.86 for
+split; fp32 0.48-0.51 against 0.85 and 0.92; 256x262144 fp16 0.28-0.30, fp32 0.42; 4096x32768
+fp16 0.50-0.62 against 0.80; 512x151936 0.18-0.28. Not kept; what is left to try is the next
+row's slice in shared memory (by TMA), which costs no registers.
 
     PYTHONUNBUFFERED=1 python3 probes/softmax_cluster_row.py       (a GPU; $OUT/softmax_cluster_row.csv)
     PROBE_DRYRUN=1 python3 probes/softmax_cluster_row.py           (no GPU: sm_90 registers, the PTX's

@@ -781,7 +781,8 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
             else:
                 rows_per_tile = min(rows_per_tile, fit)
         return Config(block=block, num_warps=_clamp(rows_per_tile * block // warp_elems, 1, 4), rows=rows_per_tile)
-    body = pow2(wide_body(cols, dtype))                        # row and looped blocks
+    covered = wide_body(cols, dtype)                           # columns at 16-byte accesses
+    body = pow2(covered)                                       # row and looped blocks
     if strategy == "row":
         return Config(block=body, num_warps=_row_warps(body))
     if strategy == "looped":
@@ -793,9 +794,8 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
         tile = min(block, SPLIT_TILE_BYTES // elem)
         # rounds of short-segment rows (2-tile segments do not fit in one round); a peeled 16-bit
         # row's kernel holds 117 registers, fewer than SPLIT_ROUNDS_PER_SM programs an SM: table
-        peeled_16bit = wide_body(cols, dtype) != cols and elem < 4
-        if rows is not None and not peeled_16bit:
-            segs = cdiv(cdiv(wide_body(cols, dtype), tile), SPLIT_ROUNDS_SEG_TILES)
+        if rows is not None and not (covered != cols and elem < 4):
+            segs = cdiv(cdiv(covered, tile), SPLIT_ROUNDS_SEG_TILES)
             if rows * segs > SPLIT_MAX_PER_SM * sms and segs <= SPLIT_ROUNDS_MAX_SEGS:
                 return Config(block=tile, num_warps=SPLIT_ROUNDS_WARPS, per_sm=SPLIT_ROUNDS_PER_SM,
                               seg_tiles=SPLIT_ROUNDS_SEG_TILES)

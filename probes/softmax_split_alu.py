@@ -44,17 +44,15 @@ import triton.language as tl
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
-from softmax_split_slots import _gather, launch_split, program_segment  # noqa: E402  (_gather: a bounded spin)
+from softmax_split_slots import SHIPPED_SETTINGS, TOL, _gather, launch_split, program_segment  # noqa: E402
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
 SHAPES = [(1024, 131072, torch.float16), (512, 151936, torch.bfloat16), (256, 262144, torch.float16),
           (64, 1048576, torch.float16), (16, 4194304, torch.float16), (1024, 131072, torch.float32),
           (64, 1048576, torch.float32), (16, 4194304, torch.float32)]
-SETTINGS = {"rounds": (fs.SPLIT_ROUNDS_PER_SM, fs.SPLIT_ROUNDS_SEG_TILES, fs.SPLIT_ROUNDS_WARPS),
-            "table": (fs.SPLIT_MAX_PER_SM, fs.SPLIT_SEG_TILES, fs.SPLIT_WARPS)}
+SETTINGS = SHIPPED_SETTINGS
 MATHS = {"ship": 0, "fold": 1, "noexp2": 2, "noexp": 3}
 CHECKED = ("ship", "fold")
-TOL = {torch.float16: 2e-3, torch.bfloat16: 1e-2, torch.float32: 1e-5}
 
 
 @triton.jit

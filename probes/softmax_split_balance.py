@@ -30,15 +30,14 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
-from softmax_split_slots import TOL, _split_slots_kernel, launch_split  # noqa: E402
+from softmax_split_slots import SHIPPED_SETTINGS, TOL, _split_slots_kernel, launch_split  # noqa: E402
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
 SHAPES = [(64, 1048576, torch.float16), (64, 1048576, torch.float32), (256, 262144, torch.float16),
           (256, 262144, torch.float32), (512, 151936, torch.bfloat16), (512, 151936, torch.float32),
           (1024, 131072, torch.float16), (1024, 131072, torch.float32), (16, 4194304, torch.float16),
           (16, 4194304, torch.float32), (64, 1048576, torch.bfloat16)]
-SETTINGS = {"rounds": (fs.SPLIT_ROUNDS_PER_SM, fs.SPLIT_ROUNDS_SEG_TILES, fs.SPLIT_ROUNDS_WARPS),
-            "table": (fs.SPLIT_MAX_PER_SM, fs.SPLIT_SEG_TILES, fs.SPLIT_WARPS)}
+SETTINGS = SHIPPED_SETTINGS
 
 
 def variants(x, out, sms):

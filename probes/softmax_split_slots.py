@@ -91,6 +91,9 @@ SETTINGS = [("sl_pm4_s4", 4, 4, 8, False), ("sl_pm4_s2", 4, 2, 8, False), ("sl_p
             ("sl_pm4_s2_la", 4, 2, 8, True), ("sl_pm6_s4_w4", 6, 4, 4, False), ("sl_pm8_s2_w4", 8, 2, 4, False),
             ("sl_pm8_s4_w4", 8, 4, 4, False), ("sl_pm6_s2_w4", 6, 2, 4, False), ("sl_pm8_s2_w8", 8, 2, 8, False),
             ("sl_pm12_s2_w4", 12, 2, 4, False), ("sl_pm8_s3_w4", 8, 3, 4, False)]
+# (programs an SM at most, tiles a segment, warps) of the shipped split's two settings
+SHIPPED_SETTINGS = {"rounds": (fs.SPLIT_ROUNDS_PER_SM, fs.SPLIT_ROUNDS_SEG_TILES, fs.SPLIT_ROUNDS_WARPS),
+                    "table": (fs.SPLIT_MAX_PER_SM, fs.SPLIT_SEG_TILES, fs.SPLIT_WARPS)}
 TILE_BYTES = 16384
 PARTIALS_BLOCK = 128
 SPIN_LIMIT = tl.constexpr(1 << 24)   # reads of a block of words before giving up (about a second)

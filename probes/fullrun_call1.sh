@@ -1,10 +1,8 @@
-# Full run, call 1 of 3 (about 6.5 min): environment record, ceilings and the softmax sweep.
+# Full run, call 1 of 3 (about 6 min): environment record, ceilings and the softmax sweep.
 # bash probes/fullrun_call1.sh COMMIT   (carry .whl; nothing else may use the device until call 3)
-# At 8d2c4c8 on an H200 the jobs took: env_before and calibrate 26 s, softmax 316 s with its merge,
-# decode 163 s with its merge (541 s of jobs, 550 s of wall clock for the two in one call, too
-# near the 600 s limit); at 0d069c1 e2e took 85 s, attention 293 s with its merge, call 3's record,
-# publish and quick reproduce 276 s. So call 1 takes softmax (about 350 s), call 2 decode and
-# attention (about 460 s), call 3 e2e, the record and the quick profile (about 360 s).
+# At 3f8592a on an H200 the three calls took 342 s (env_before and calibrate 22 s, softmax 314 s
+# with its merge), 467 s (decode 143 s and attention 315 s with their merges) and 351 s (e2e 84 s,
+# the run record and publish, then the quick profile with its reproduce, 251 s) of wall clock.
 # Calls 2 and 3 continue on the machine call 1 left warm (results/ stays there) and stop at once
 # on another GPU (`same_gpu.sh`). When the machine was given back between calls, its results
 # are lost there, not here: unpack the last call's tgz into the working tree (`tar xzf callN.tgz`

@@ -63,6 +63,11 @@ if db.DIAG == "tail":   # 512 programs at four an SM: quantised over 528 slots
     SHAPES = [(16, 32, 16384, False), (64, 8, 16384, False), (64, 8, 32768, False), (16, 32, 4096, False),
               (64, 8, 4096, False)]
     CONFIGS, SPLITS = [(64, 4, 2, 128), (128, 4, 2, None), (64, 4, 4, None)], [2, 4, 33]
+if db.DIAG == "onesm":   # filled grids at one deep program an SM (128-token tiles, 8 warps) against the shipped tiling
+    SHAPES = [(64, 8, 32768, False), (16, 32, 32768, False), (64, 8, 4096, False), (16, 32, 4096, False),
+              (64, 8, 1024, False), (16, 32, 1024, False), (64, 32, 4096, False), (32, 8, 4096, False),
+              (16, 8, 4096, False), (64, 8, 4096, True)]
+    CONFIGS = [(128, 8, 3, None), (128, 8, 2, None), (128, 8, 4, None), (64, 8, 3, None), (64, 4, 2, 128)]
 if db.DRY:
     SHAPES, CONFIGS = [(2, 2, 200, False), (2, 2, 200, True)], [(16, 2, 2, None)]
     SPLITS = [2] if SPLITS else []

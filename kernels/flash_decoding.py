@@ -251,6 +251,17 @@ FULL_GRID_PROGRAMS_PER_SM = 4    # ... up to this many an SM, 64-token tiles at 
                              # (236.2); at two an SM (B=32 Hkv=8 L=1024) 4 stages 34.0, 2 stages 38.5;
                              # one an SM (B=16 Hkv=8 L=4096) 62.6 against 128/4/2 at 105.7;
                              # probes/decode_fullgrid_ring.py)
+DEEP_FILLED_CONFIG = (128, 8, 2)  # (BLOCK_N, num_warps, num_stages) of resident_grid launches of more than
+                             # two programs an SM (a 2-stage ring of 64-token tiles) whose cache holds at
+                             # least DEEP_FILLED_MIN_TOKENS: fewer, deeper programs (107 registers, two an
+                             # SM). H200 GPU-7160a124 (read ceiling as GPU-1d1c5097's, where cuDNN beat the
+                             # 64/4/2 ring by 2-3% at these launches), fp16, Hq=32, D=128, kernel time, us,
+                             # 64/4/2 at 128 registers -> 128/8/2 (cuDNN): B=64 Hkv=8 L=32768 1936.1 ->
+                             # 1887.5 (1885.8), B=16 Hkv=32 L=32768 1936.4 -> 1883.6 (1883.2), B=64 Hkv=8
+                             # L=4096 245.0 -> 242.5 (241.3), B=16 Hkv=32 L=4096 245.2 -> 241.9 (240.0); at
+                             # L=1024 slower, 64.8 -> 66.0 and 65.7; 128/8/3 (one an SM) 1897.0, 1895.4,
+                             # 243.3, 242.5, and 69.9 at L=1024; probes/decode_fullgrid_ring.py DIAG=onesm
+DEEP_FILLED_MIN_TOKENS = 4096
 PAGED_CHUNK_TOKENS = 2048    # paged, one sequence (B = 1): one wave of programs, more only to keep chunks
                              # this short (H200, fp16, Hq=32, D=128, page 64, indices a tile ahead,
                              # kernel time, us, four programs an SM -> this rule (contiguous): Hkv=8
@@ -872,7 +883,8 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     forced: contiguous long grouped chunks take LONG_CHUNK_CONFIG; unsplit contiguous launches
     without lengths on a filled grid take, up to FULL_GRID_PROGRAMS_PER_SM programs an SM, the
     launch_config tiles at resident_stages' ring for `smem` bytes of shared memory per SM (all
-    programs resident), and FULL_GRID_CONFIG beyond; paged launches with the page indices a tile
+    programs resident; DEEP_FILLED_CONFIG instead at more than two an SM over long caches,
+    deep_filled_grid), and FULL_GRID_CONFIG beyond; paged launches with the page indices a tile
     ahead (table_ahead, None meaning PAGED_TABLE_AHEAD) take resident_stages' ring too.
     """
     chosen = block_n is None and num_warps is None and num_stages is None
@@ -889,6 +901,8 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
         splits = min(splits, cdiv(cache_len, block_n))
     if chosen and full_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n):
         block_n, num_warps, num_stages = FULL_GRID_CONFIG
+    if chosen and deep_filled_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n, cache_len):
+        block_n, num_warps, num_stages = DEEP_FILLED_CONFIG
     if chosen and (resident_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n)
                    or paged and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead)):
         num_stages = resident_stages(batch * heads_kv * splits, num_sms, smem, block_n, head_dim, element_size)
@@ -899,6 +913,16 @@ def full_grid(programs: int, splits: int, num_sms: int, paged: bool, lengths: bo
     """True for an unsplit contiguous launch without lengths, at 64-token tiles, of more than
     FULL_GRID_PROGRAMS_PER_SM programs an SM: it takes FULL_GRID_CONFIG."""
     return not (paged or lengths) and splits == 1 and block_n == 64 and programs > FULL_GRID_PROGRAMS_PER_SM * num_sms
+
+
+def deep_filled_grid(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool, block_n: int,
+                     cache_len: int) -> bool:
+    """True for a resident_grid launch of more than two programs an SM (where resident_stages' ring of
+    64-token tiles is 2 stages deep) over a cache of at least DEEP_FILLED_MIN_TOKENS: it takes
+    DEEP_FILLED_CONFIG, fewer and deeper programs, and no register cap (_plan: resident_grid is False
+    at its 128-token tiles)."""
+    return (resident_grid(programs, splits, num_sms, paged, lengths, block_n) and programs > 2 * num_sms
+            and cache_len >= DEEP_FILLED_MIN_TOKENS)
 
 
 def resident_grid(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool, block_n: int) -> bool:

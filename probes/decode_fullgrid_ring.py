@@ -68,6 +68,10 @@ if db.DIAG == "onesm":   # filled grids at one deep program an SM (128-token til
               (64, 8, 1024, False), (16, 32, 1024, False), (64, 32, 4096, False), (32, 8, 4096, False),
               (16, 8, 4096, False), (64, 8, 4096, True)]
     CONFIGS = [(128, 8, 3, None), (128, 8, 2, None), (128, 8, 4, None), (64, 8, 3, None), (64, 4, 2, 128)]
+if db.DIAG == "deep_filled":   # the shipped DEEP_FILLED_CONFIG rule against the 64/4/2 ring it replaced
+    SHAPES = [(64, 8, 32768, False), (16, 32, 32768, False), (64, 8, 16384, False), (16, 32, 16384, False),
+              (64, 8, 4096, False), (16, 32, 4096, False), (64, 8, 1024, False)]
+    CONFIGS = [(64, 4, 2, 128)]
 if db.DRY:
     SHAPES, CONFIGS = [(2, 2, 200, False), (2, 2, 200, True)], [(16, 2, 2, None)]
     SPLITS = [2] if SPLITS else []

@@ -327,6 +327,41 @@ def test_resident_grid_plan(monkeypatch):
     assert "maxnreg" not in decode._plan(q, k, k, None, None, None, None, 64, 4, 2).options
 
 
+def test_deep_filled_grid_plan(monkeypatch):
+    """A resident_grid launch of more than two programs an SM over at least DEEP_FILLED_MIN_TOKENS takes
+    DEEP_FILLED_CONFIG without a register cap; two an SM or fewer, shorter caches, lengths, paged caches
+    and forced settings keep the resident ring."""
+    monkeypatch.setattr(decode, "sm_count", lambda device: 132)
+    monkeypatch.setattr(decode, "per_sm", lambda device, what: {"smem": 233472, "regs": 65536}[what])
+    long = decode.DEEP_FILLED_MIN_TOKENS
+    for programs in (512, 396, 265):
+        assert decode.launch_shape(programs, 1, 4, long, 128, 2, 132, False, False, smem=233472) \
+            == (1, *decode.DEEP_FILLED_CONFIG)
+    assert decode.launch_shape(264, 1, 4, long, 128, 2, 132, False, False, smem=233472) == (1, 64, 4, 4)
+    assert decode.launch_shape(512, 1, 4, long - 1, 128, 2, 132, False, False, smem=233472) == (1, 64, 4, 2)
+    assert decode.launch_shape(512, 1, 4, long, 128, 2, 132, False, True, smem=233472)[1:] == (64, 4, 4)
+    assert decode.launch_shape(512, 1, 4, long, 128, 2, 132, True, False, smem=233472)[1] == 64
+    assert decode.launch_shape(512, 1, 4, long, 128, 2, 132, False, False, None, 64, smem=233472)[1:] == (64, 4, 4)
+    q = torch.zeros(64, 32, 128, dtype=torch.float16)
+    k = torch.zeros(1, 1, 1, 128, dtype=torch.float16).expand(64, 8, long, 128)
+    plan = decode._plan(q, k, k, None, None, None, None, None, None, None)
+    block_n, warps, stages = decode.DEEP_FILLED_CONFIG
+    assert plan.options == dict(num_warps=warps, num_stages=stages)
+    assert (_rest(plan, "BLOCK_N"), _rest(plan, "n_blocks")) == (block_n, long // block_n)
+
+
+@pytest.mark.parametrize("dtype", decode.DTYPES)
+def test_deep_filled_grid_matches_reference(fresh_plans, poison, monkeypatch, dtype):
+    """DEEP_FILLED_CONFIG's tiles (4 programs an SM on an SM count of 4), 301 tokens with the threshold
+    lowered: a partial last tile."""
+    monkeypatch.setattr(decode, "sm_count", lambda device: 4)
+    monkeypatch.setattr(decode, "DEEP_FILLED_MIN_TOKENS", 256)
+    assert decode.launch_shape(8, 2, 4, 301, 128, 2, 4, False, False, smem=233472) \
+        == (1, *decode.DEEP_FILLED_CONFIG)
+    q, k, v = _inputs(8, 8, 2, 301, 128, dtype)
+    _assert_close(decode_attention(q, k, v), reference(q, k, v), dtype)
+
+
 @pytest.mark.parametrize("dtype", decode.DTYPES)
 def test_resident_grid_matches_reference(fresh_plans, poison, monkeypatch, dtype):
     """The resident ring (4 programs an SM on an SM count of 4: 2 stages), 301 tokens: a partial last tile."""

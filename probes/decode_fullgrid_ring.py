@@ -33,6 +33,19 @@ call 1.005-1.020, the read kernel over the same bytes 0.974-0.993. No tiling or 
 shipped one; on this GPU cuDNN ties it at every shape, and in the a188f76 run (GPU-79b30d5e) the
 same launches read 1.009-1.019x cuDNN's speed: the e1fb521 losses were that GPU's cuDNN, not ours.
 
+DIAG=onesm times the shipped kernel at filled grids with 128-token tiles on 8 warps (one or two
+programs an SM) against the 64/4/2 ring at 128 registers, after probes/decode_tma.py found its own
+minimal kernel at 128x8x3 as fast as cuDNN there. Measured at 1ef9476 (H200 GPU-7160a124, fp16, us,
+kernel time; the plan then was the 64/4/2 ring at 512 programs): B=64 Hkv=8 L=32768 ours 1937.0,
+cuDNN 1885.8, 128/8/3 1897.0, 128/8/2 1887.5, 128/8/4 1928.7, 64/8/3 2454.3; B=16 Hkv=32 L=32768
+1935.3, 1883.2, 1895.4, 1883.6; B=64 Hkv=8 L=4096 244.9, 241.3, 243.3, 242.5; B=16 Hkv=32 L=4096
+244.8, 240.0, 242.5, 241.9; at L=1024 (both) 64.7-64.8, cuDNN 65.4-65.7, 128/8/2 65.7-66.0, 128/8/3
+69.3-69.9; B=64 Hkv=32 L=4096 (2048 programs, FULL_GRID_CONFIG) 951.2, 128/8/2 952.7; B=32 Hkv=8
+L=4096 (256 programs, 64/4/4) 127.0, cuDNN 125.2, 128/8/3 123.8, 128/8/2 125.8; B=16 Hkv=8 L=4096
+(128 programs) 64.1, 128/8/3 64.9, 128/8/2 82.6. Kept as DEEP_FILLED_CONFIG (128/8/2) for resident
+grids of more than two programs an SM over at least 4096 tokens. DIAG=deep_filled times that rule
+(`ours`) against the 64/4/2 ring it replaced (not yet run on a GPU).
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_fullgrid_ring.py
 Writes $OUT/decode_fullgrid_ring.csv and prints us (S) and the ratio over `ours` last
 (decode_balance's helpers: every variant checked against the float64 reference, CUPTI kernel time,

@@ -35,7 +35,21 @@ waits; num_stages S holds S - 1 K+V tiles (32 KB at BLOCK_N 64, 64 KB at 128) pl
   128x4x2    88 / 73728     84 / 73752     85 / 73752     5, 3
   128x8x3    61 / 139264    64 / 139296    -              4, 1
   64x8x4     60 / 104448    57 / 104504    -              4, 2
-Not yet measured on a GPU.
+Measured at e134e14 (H200 GPU-7160a124, read ceiling class of GPU-1d1c5097, where the committed run
+at 3f8592a lost 2-3% to cuDNN at the 512-program launches; us, kernel time, x over ours):
+  B=64 Hkv=8 L=32768: ours 1936.6, cuDNN 1885.5 (0.974), ptr128x8x3 1881.3 (0.971), tma128x8x3
+  1881.4 (0.972), ptr64x4x2 1939.5, tma64x4x2 1934.7, the read of the same bytes 1861.4-1871.2;
+  B=16 Hkv=32 L=32768: ours 1937.8, cuDNN 1889.0, ptr128x8x3 1882.6, tma128x8x3 1876.5;
+  B=64 Hkv=8 L=4096: ours 245.4, cuDNN 241.7, ptr128x8x3 240.2, tma128x8x3 241.3;
+  B=16 Hkv=32 L=4096: ours 246.1, cuDNN 239.8, ptr128x8x3 240.2, tma128x8x3 240.1;
+  128 programs (B=16 Hkv=8 and B=4 Hkv=32, L=16384): ours 243.5 and 245.3, cuDNN 242.7 and 241.9,
+  the best of each kind 244.4-245.3.
+The best TMA config over the best pointer config: geometric mean 0.999 (0.996-1.004) over the six
+shapes; at equal tiling the two load paths stream alike, except shallow rings at one program an SM
+(64x4x2 at 128 programs: ptr 1.74x ours, tma 1.53x). Device-side descriptors ran 1.03-1.18x ours.
+What closes the gap to cuDNN at the 512-program launches is the tiling, fewer and deeper programs
+(128-token tiles on 8 warps), not TMA: kernels.flash_decoding's DEEP_FILLED_CONFIG
+(probes/decode_fullgrid_ring.py DIAG=onesm). Not kept.
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_tma.py
 Writes $OUT/decode_tma.csv (decode_balance's helpers: every variant checked against the float64

@@ -938,7 +938,7 @@ def _slots(device: torch.device, rows: int, n_segs: int) -> torch.Tensor:
     8x262144 launches 0.7 us in the c899ebb run). Inside a CUDA graph capture a call gets a buffer
     of its own, allocated in the graph's pool and zeroed by a memset the graph replays.
     """
-    if _capturing():
+    if not interpreting() and _capturing():          # the interpreter captures nothing
         return torch.zeros((rows, n_segs), dtype=torch.int64, device=device)
     stream = torch.cuda.current_stream(device).stream_id if device.type == "cuda" else None
     key = (device, stream, rows, n_segs)
@@ -1004,10 +1004,12 @@ def _launch_split(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> tuple | No
             except RuntimeError as exc:   # the driver refused the cooperative grid
                 if "cooperative" not in str(exc):
                     raise
-    # Two launches (the interpreter runs programs one after another): partials, then the rest.
+    # Two launches (the interpreter runs programs one after another): partials, then the rest, into
+    # the same shared workspace as the fused launch (the partials launch writes every word with the
+    # other tag, the finishing one reads its own), so no call pays a memset here either.
     seg_tiles = cfg.seg_tiles or SPLIT_SEG_TILES
     n_segs = cdiv(tiles, seg_tiles)
-    slots = torch.zeros((rows, n_segs), dtype=torch.int64, device=x.device)
+    slots = _slots(x.device, rows, n_segs)
     for mode in (_PARTIALS, _FINISH):
         _split_kernel[(rows * n_segs,)](*arguments(mode, seg_tiles == 1, seg_tiles, slots),
                                         num_warps=cfg.num_warps)
@@ -1090,7 +1092,8 @@ class _Plan:
     A `stream_bound` plan (split: its arguments hold the first launch's partials workspace, kept
     for the plan's lifetime) records that stream's handle in `stream` and replays only there,
     where stream order keeps its launches apart; on another stream or device, and while a CUDA
-    graph is being captured, calls take the normal path (a fresh workspace). Such a plan gets no
+    graph is being captured, calls take the normal path (that stream's kept workspace, `_slots`, or
+    a fresh one inside a capture). Such a plan gets no
     `fast` from a launch inside a capture (its workspace would belong to the graph's pool, zeroed
     by each replay) nor from a launch on a device other than x's.
     """
@@ -1138,8 +1141,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     (on a tensor viewed as (rows, cols) without a copy: rows, row, looped, and split's fused
     cooperative launch, which reuses the plan's workspace and so launches directly
     only on the stream of the plan's first launch and outside CUDA graph captures); other repeat
-    calls skip the checks and launch through Triton as the first did (split: with a fresh
-    workspace, and two launches where the fused one is refused).
+    calls skip the checks and launch through Triton as the first did (split: on the current
+    stream's kept workspace, and two launches where the fused one is refused).
     Measured on an H200 host (median host time of a repeat call): split shapes (8x2048 bf16,
     16x262144 fp16, 64x65537 bf16, 4x1048576 fp16, 1x4194304 fp32) 15-23 us with the direct
     launch, against ~120 us through Triton before (torch.softmax 7-9 us); 4096x2048 fp16 (row) 22 us.

@@ -670,6 +670,23 @@ def test_split_launcher_in_the_interpreter_is_two_launches(poison, cfg, rows, co
     check(out, x)
 
 
+def test_split_two_launches_share_the_kept_workspace(poison, monkeypatch):
+    """The two-launch split takes its partials buffer from _slots, as the fused launch does: repeat
+    calls reuse one buffer, its words left with a launch's tag (never zeroed again), and every call
+    still matches the reference, whichever tag the buffer holds when it starts."""
+    monkeypatch.setattr(sm, "_SLOTS", {})
+    cfg = Config(block=64, num_warps=4, seg_tiles=2)
+    x = logits(3, 1000, torch.float32)
+    x[1].fill_(NINF)                                   # an all -inf row
+    for call in range(3):
+        out = torch.full_like(x, 7.0)
+        assert sm._launch_split(x, out, cfg) is None
+        check(out, x)
+        (buf,) = sm._SLOTS.values()
+        assert buf.shape[0] == 3 and buf.data_ptr() == sm._SLOTS[next(iter(sm._SLOTS))].data_ptr()
+        assert bool((((buf >> 31) & 1) == (call + 1) % 2).all())      # the partials launch's tag
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("shape,dim", [((2, 20000), -1), ((3, 5000), -1), ((2, 3, 4100), -1), ((4100, 3), 0)],
                          ids=lambda v: str(v))
@@ -950,6 +967,7 @@ def test_split_partials_buffers_are_kept_per_stream_and_layout(monkeypatch):
     """_slots zeroes a buffer once per (device, stream, rows, segments) and hands it out again (no
     memset in a repeat call); a capture gets its own; the oldest is dropped beyond the cache size."""
     monkeypatch.setattr(sm, "_SLOTS", {})
+    monkeypatch.setattr(sm, "interpreting", lambda: False)     # the GPU path, on CPU tensors
     monkeypatch.setattr(sm, "_capturing", lambda: False)
     cpu = torch.device("cpu")
     a = sm._slots(cpu, 3, 5)

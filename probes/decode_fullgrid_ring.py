@@ -44,7 +44,8 @@ cuDNN 1885.8, 128/8/3 1897.0, 128/8/2 1887.5, 128/8/4 1928.7, 64/8/3 2454.3; B=1
 L=4096 (256 programs, 64/4/4) 127.0, cuDNN 125.2, 128/8/3 123.8, 128/8/2 125.8; B=16 Hkv=8 L=4096
 (128 programs) 64.1, 128/8/3 64.9, 128/8/2 82.6. Kept as DEEP_FILLED_CONFIG (128/8/2) for resident
 grids of more than two programs an SM over at least 4096 tokens. DIAG=deep_filled times that rule
-(`ours`) against the 64/4/2 ring it replaced (not yet run on a GPU).
+(`ours`) against the 64/4/2 ring it replaced, and at 256 programs (two an SM less 8, outside the
+rule) 128/8/2 and 128/8/3 against the shipped 64/4/4 ring.
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_fullgrid_ring.py
 Writes $OUT/decode_fullgrid_ring.csv and prints us (S) and the ratio over `ours` last
@@ -83,8 +84,9 @@ if db.DIAG == "onesm":   # filled grids at one deep program an SM (128-token til
     CONFIGS = [(128, 8, 3, None), (128, 8, 2, None), (128, 8, 4, None), (64, 8, 3, None), (64, 4, 2, 128)]
 if db.DIAG == "deep_filled":   # the shipped DEEP_FILLED_CONFIG rule against the 64/4/2 ring it replaced
     SHAPES = [(64, 8, 32768, False), (16, 32, 32768, False), (64, 8, 16384, False), (16, 32, 16384, False),
-              (64, 8, 4096, False), (16, 32, 4096, False), (64, 8, 1024, False)]
-    CONFIGS = [(64, 4, 2, 128)]
+              (64, 8, 4096, False), (16, 32, 4096, False), (64, 8, 1024, False),
+              (32, 8, 4096, False), (32, 8, 16384, False), (8, 32, 16384, False)]   # 256 programs: outside the rule
+    CONFIGS = [(64, 4, 2, 128), (128, 8, 2, None), (128, 8, 3, None)]
 if db.DRY:
     SHAPES, CONFIGS = [(2, 2, 200, False), (2, 2, 200, True)], [(16, 2, 2, None)]
     SPLITS = [2] if SPLITS else []

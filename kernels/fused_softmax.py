@@ -137,15 +137,22 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
                                                                 fp32 row is 2-4% behind looped; fp16
                                                                 and bf16 rows of 24576-32768 columns
                                                                 are 17-50% faster looped)
-      ... unless fp32, cols <= 4096 and the input       looped  (kernel time, us: fp32 8192x4096 looped
-      holds at least 256 MiB                                    65.1, row 69.6; 32768x4096 250.4 vs
+      ... unless cols <= 4096 and the input holds       looped  (kernel time, us: fp32 8192x4096 looped
+      at least 256 MiB                                          65.1, row 69.6; 32768x4096 250.4 vs
                                                                 274.5, again 250.5 vs 265.7 with the
                                                                 row kernel of `_access`; 32768x1000
-                                                                63.6 vs 66.3. fp16 and bf16 keep row:
-                                                                32768x4096 fp16 row 134.0, looped
-                                                                132.2, bf16 133.0 vs 140.6; 16384x4096
-                                                                fp16 67.8 vs 67.5. Smaller
-                                                                inputs keep row: fp32 4096x2048 16.7
+                                                                63.6 vs 66.3. 16 bits, in the four
+                                                                full runs of the exp2 kernels
+                                                                (033735b, 156ca1e, 32f7e2d, 026ce8a;
+                                                                four GPUs), forced row / looped at
+                                                                32768x4096: fp16 128.4-128.9 /
+                                                                122.8-123.4, bf16 128.5-129.2 /
+                                                                122.6-123.2 (before them row led: fp16
+                                                                134.0 / 132.2, bf16 133.0 / 140.6);
+                                                                16384x4096 fp16 67.8 vs 67.5;
+                                                                8192x4096 (64 MiB) 29.1-29.6 /
+                                                                30.5-31.1 in the same four runs.
+                                                                Smaller inputs keep row: fp32 4096x2048 16.7
                                                                 vs 18.0, 2048x2048 8.9 vs 9.7, 1024x1024
                                                                 3.2 vs 3.4; at 64 MiB the two are
                                                                 within 3%: fp32 4096x4096 34.3 vs
@@ -295,7 +302,7 @@ ROW_MIN_FILL = 0.75          # ... and the columns it covers (covered_cols) fill
 LOOPED_SHORT_BLOCK = 1024    # looped tile for rows that would waste a quarter of a row block
 LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows per SM ...
 LOOPED_MAX_ROW_BYTES = 64 << 10   # ... and the aligned body holds at most this many bytes; else split
-LOOPED_MIN_BYTES = 256 << 20  # fp32 rows of up to LOOPED_LARGE_MAX_COLS go looped from this input size ...
+LOOPED_MIN_BYTES = 256 << 20  # rows of up to LOOPED_LARGE_MAX_COLS go looped from this input size ...
 LOOPED_LARGE_MAX_COLS = 4096  # ... (the range measured; row keeps longer ones)
 LOOPED_THREAD_BYTES = 64     # looped: input bytes each thread loads per tile (sets the warps)
 ROWS_MAX_TILE_ROWS = 128     # rows: rows a program takes at most ...
@@ -1067,8 +1074,7 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
         return "rows"
     row_max = ROW_MAX_COLS_FP32 if dtype == torch.float32 else ROW_MAX_COLS
     if cols <= row_max and rows >= ROW_MIN_ROWS_PER_SM * sms:
-        large = (dtype == torch.float32 and cols <= LOOPED_LARGE_MAX_COLS
-                 and rows * cols * dtype.itemsize >= LOOPED_MIN_BYTES)
+        large = cols <= LOOPED_LARGE_MAX_COLS and rows * cols * dtype.itemsize >= LOOPED_MIN_BYTES
         long16 = (dtype != torch.float32 and cols > ROW_MAX_COLS_16BIT_MANY
                   and rows >= LOOPED_MIN_ROWS_PER_SM * sms)
         return "row" if fills_row_block(cols, dtype) and not large and not long16 else "looped"

@@ -282,7 +282,9 @@ def test_dispatch_rule():
     assert choose(8192, 4096, torch.float16, sms) == "row"          # 64 MiB
     assert choose(8192, 4096, torch.float32, sms) == "row"          # 128 MiB
     assert choose(16384, 4096, torch.float32, sms) == "looped"      # 256 MiB: LOOPED_MIN_BYTES
-    assert choose(32768, 4096, torch.bfloat16, sms) == "row"        # 16-bit keeps row at any size
+    assert choose(16384, 4096, torch.bfloat16, sms) == "row"        # 128 MiB in 16 bits
+    assert choose(32768, 4096, torch.bfloat16, sms) == "looped"     # 256 MiB in 16 bits
+    assert choose(32768, 4096, torch.float16, sms) == "looped"
     assert choose(32768, 4096, torch.float32, sms) == "looped"      # 512 MiB
     assert choose(4096, 8192, torch.float32, sms) == "row"          # longer than LOOPED_LARGE_MAX_COLS
     assert choose(16384, 4097, torch.float16, sms) == "row"         # a 4096 body and edges

@@ -8,7 +8,8 @@ that choice at the grid's shape and at held-out ones on both sides of the 256 Mi
 (16384x4096 and 65536x2048 under or at it, 65536x4096, 131072x2048 and 49152x3072 over it),
 beside the row and looped kernels forced on their launch table, Liger, torch and a copy of the
 same bytes. Every variant is checked first against a float64 softmax of a hostile input (-inf
-entries, a row of -inf, a huge entry) with its output poisoned.
+entries, a row of -inf, a huge entry) with its output poisoned. Not yet run on a GPU (its
+variants were checked in the CPU interpreter at 64x96 and 300x4096 bf16).
 
     PYTHONUNBUFFERED=1 python3 probes/softmax_looped16.py
 Writes $OUT/softmax_looped16.csv; prints each shape's variants, fastest first, with copy time /

@@ -177,8 +177,9 @@ kernel is the same; each BLOCK_N-token tile looks up, per token, its page in the
 table row (slot t % page_size of page table[b, t // page_size]), so a tile may span pages of
 any order and the tile size does not depend on the page size. Only the pages holding a
 sequence's tokens are read; of the table row, those pages' entries and, ahead of the length,
-each split's first tile's (within the row); indices on the GPU are clamped to 0..num_pages-1, so a
-bad table never reads outside the pool; host tables are checked. Lmax is max_pages * page_size.
+each split's first tile's (within the row); indices on the GPU are clamped into 0..num_pages-1 (a
+negative one, taken unsigned, to the last page), so a bad table never reads outside the pool; host
+tables are checked. Lmax is max_pages * page_size.
 `paged_cache` builds a shuffled paged copy of contiguous caches, `paged_reference` is the
 float64 answer (each sequence's pages gathered, then `reference`).
 
@@ -430,6 +431,18 @@ def _write_zeros(Out, b, h, seqlen, split, heads_kv, GROUP: tl.constexpr, HEAD_D
 
 
 @triton.jit
+def _page_of(tokens, PAGE_SIZE: tl.constexpr):
+    """The table column of each token (t // PAGE_SIZE). Tokens are never negative, so the division
+    is unsigned: a shift, where the signed one also rounds negatives toward zero (sm_90 SASS of the
+    paged tile loop with this, the unsigned slot and the unsigned clamp, probes/decode_resources.py,
+    fp16, Hq=32, D=128, 64-token pages, lengths, signed -> unsigned: B=1 Hkv=8 L=32768 560 -> 398
+    instructions, B=1 Hkv=32 L=131072 554 -> 390, B=16 Hkv=8 L=32768 595 -> 414, B=64 Hkv=8 L=4096
+    605 -> 452, B=4 Hkv=32 L=4096 626 -> 422, B=16 Hkv=32 L=1024 583 -> 395 (spill loads in it
+    11 -> 4); the contiguous cache's loop 322-357). Not yet timed on a GPU."""
+    return (tokens.to(tl.uint32) // PAGE_SIZE).to(tl.int32)
+
+
+@triton.jit
 def _chunk_operands(Q, Table, b, heads, start, limit, offs_n, offs_d, out_mask, stride_qb, stride_qh, stride_qd,
                     stride_tb, stride_tp, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr):
     """(table row, page indices, q) of a chunk of sequence b from token `start`: b's row of the block
@@ -440,7 +453,7 @@ def _chunk_operands(Q, Table, b, heads, start, limit, offs_n, offs_d, out_mask, 
     page = offs_n * 0
     if TABLE_AHEAD:
         first = start + offs_n
-        page = tl.load(table_row + (first // PAGE_SIZE) * stride_tp, mask=first < limit, other=0)
+        page = tl.load(table_row + _page_of(first, PAGE_SIZE) * stride_tp, mask=first < limit, other=0)
     q = tl.load(Q + b64 * stride_qb + heads[:, None] * stride_qh + offs_d[None, :] * stride_qd, mask=out_mask,
                 other=0.0)
     return table_row, page, q
@@ -485,11 +498,12 @@ def _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, 
             if TABLE_AHEAD:   # this tile's indices were loaded a tile ago; load the next tile's
                 page = page_next
                 ahead = tokens + BLOCK_N
-                page_next = tl.load(table_row + (ahead // PAGE_SIZE) * stride_tp, mask=ahead < end, other=0)
+                page_next = tl.load(table_row + _page_of(ahead, PAGE_SIZE) * stride_tp, mask=ahead < end, other=0)
             else:
-                page = tl.load(table_row + (tokens // PAGE_SIZE) * stride_tp, mask=mask_n, other=0)
-            page = tl.minimum(tl.maximum(page, 0), num_pages - 1).to(tl.int64)     # never outside
-            slot = tokens % PAGE_SIZE
+                page = tl.load(table_row + _page_of(tokens, PAGE_SIZE) * stride_tp, mask=mask_n, other=0)
+            # never outside the pool: a negative index wraps to a large unsigned one, clamped with the rest
+            page = tl.minimum(page.to(tl.uint32), num_pages - 1).to(tl.int64)
+            slot = (tokens.to(tl.uint32) % PAGE_SIZE).to(tl.int32)
             k_ptrs = (K + h64 * stride_kh + (page * stride_kb + slot * stride_kn)[:, None]
                       + offs_d[None, :] * stride_kd)                              # (BLOCK_N, BLOCK_D)
             v_ptrs = (V + h64 * stride_vh + (page * stride_vb + slot * stride_vn)[:, None]

@@ -12,7 +12,8 @@ marked 16-byte divisible, ints equal to 1 as constants, except the do_not_specia
 wheel's ptxas and cuobjdump (triton/backends/nvidia/bin) give the registers a thread, the stack
 frame (spilled registers live there), and the SASS's spill loads (LDL) and stores (STL), in all and
 inside each innermost loop (a backward branch closes a loop; the tile loops, the merge's and the
-bisection's), in the order of the code. Nothing runs: no GPU or driver is needed.
+bisection's), in the order of the code, and the instructions of each innermost loop of more than
+40. Nothing runs: no GPU or driver is needed.
 """
 from __future__ import annotations
 
@@ -76,18 +77,20 @@ def resources(kernel) -> dict:
     innermost = [(top, end) for top, end in spans                 # the tile, merge and bisection loops
                  if not any(top <= t and e <= end and (t, e) != (top, end) for t, e in spans)]
     loops = [sum(" LDL" in f" {i}" for a, i in code if top <= a <= end) for top, end in innermost]
+    sizes = [n for n in (sum(1 for a, _ in code if top <= a <= end) for top, end in innermost) if n > 40]
     return dict(regs=int(regs), stack=int(stack), shared=kernel.metadata.shared,
                 ldl=sum(" LDL" in f" {i}" for _, i in code), stl=sum(" STL" in f" {i}" for _, i in code),
-                loop_ldl=loops)
+                loop_ldl=loops, loop_sizes=sizes)
 
 
 def main(specs: list[str]) -> None:
-    print("shape | grid | options | registers | stack B | shared B | LDL / STL | LDL in each innermost loop")
+    print("shape | grid | options | registers | stack B | shared B | LDL / STL | LDL in each innermost loop"
+          " | instructions of each innermost loop over 40")
     for spec in specs:
         p, args = plan(spec)
         r = resources(compile_for_sm90(p, args))
         print(f"{spec} | {p.grid} | {p.options} | {r['regs']} | {r['stack']} | {r['shared']} | "
-              f"{r['ldl']} / {r['stl']} | {r['loop_ldl']}", flush=True)
+              f"{r['ldl']} / {r['stl']} | {r['loop_ldl']} | {r['loop_sizes']}", flush=True)
 
 
 if __name__ == "__main__":

@@ -874,6 +874,23 @@ def test_paged_repeat_calls_check_host_tables_every_time(fresh_plans):
                                rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("ahead", [False, True], ids=["table_per_tile", "table_ahead"])
+def test_paged_kernel_clamps_device_table_entries_into_the_pool(fresh_plans, poison, monkeypatch, ahead):
+    """A table already on the device is not read back (_to_device): the kernel clamps its entries,
+    negative ones and those past the pool alike, to the pool's last page, and reads nothing else."""
+    monkeypatch.setattr(decode, "PAGED_TABLE_AHEAD", ahead)
+    monkeypatch.setattr(decode, "_to_device", lambda lens, table, device, cache_len, num_pages: (lens, table))
+    q, k, v = _inputs(2, 4, 2, 64, 32, torch.float16)
+    k_pages, v_pages, table = decode.paged_cache(k, v, 16, seed=3)
+    last = k_pages.shape[0] - 1
+    bad = table.clone()
+    bad[0, 1], bad[1, 3] = -1, last + 5                         # used pages: below and past the pool
+    clamped = bad.clone()
+    clamped[0, 1] = clamped[1, 3] = last
+    out = decode_attention(q, k_pages, v_pages, block_table=bad)
+    _assert_close(out, decode.paged_reference(q, k_pages, v_pages, clamped), torch.float16)
+
+
 PAGED_BAD = [
     (lambda q, kp, vp, t: decode_attention(q, kp, vp, block_table=t.long()), "int32"),
     (lambda q, kp, vp, t: decode_attention(q, kp, vp, block_table=[[0, 1]]), "int32"),

@@ -433,12 +433,17 @@ def _write_zeros(Out, b, h, seqlen, split, heads_kv, GROUP: tl.constexpr, HEAD_D
 @triton.jit
 def _page_of(tokens, PAGE_SIZE: tl.constexpr):
     """The table column of each token (t // PAGE_SIZE). Tokens are never negative, so the division
-    is unsigned: a shift, where the signed one also rounds negatives toward zero (sm_90 SASS of the
-    paged tile loop with this, the unsigned slot and the unsigned clamp, probes/decode_resources.py,
-    fp16, Hq=32, D=128, 64-token pages, lengths, signed -> unsigned: B=1 Hkv=8 L=32768 560 -> 398
-    instructions, B=1 Hkv=32 L=131072 554 -> 390, B=16 Hkv=8 L=32768 595 -> 414, B=64 Hkv=8 L=4096
-    605 -> 452, B=4 Hkv=32 L=4096 626 -> 422, B=16 Hkv=32 L=1024 583 -> 395 (spill loads in it
-    11 -> 4); the contiguous cache's loop 322-357). Not yet timed on a GPU."""
+    is unsigned: a shift, where the signed one also rounds negatives toward zero.
+
+    The paged tile loop (_attend_chunk) also takes the slot and clamps a device table's entries into
+    the pool unsigned, and loads the table unmasked, tokens past the chunk taking its last page's
+    entry (their K and V loads are masked): a thread's rows of one page then share one table load
+    and one page product. sm_90 SASS of the tile loop (probes/decode_resources.py, fp16, Hq=32,
+    D=128, 64-token pages, lengths), instructions, signed and masked -> now: B=1 Hkv=8 L=32768 560
+    -> 334, B=1 Hkv=32 L=131072 554 -> 328, B=16 Hkv=8 L=32768 595 -> 355, B=64 Hkv=8 L=4096
+    605 -> 362, B=4 Hkv=32 L=4096 626 -> 358, B=16 Hkv=32 L=1024 583 -> 331 (the contiguous
+    cache's loop: 322-357), and no spill load left in it under the 128-register cap (11 before at
+    B=16 Hkv=32 L=1024). Not yet timed on a GPU."""
     return (tokens.to(tl.uint32) // PAGE_SIZE).to(tl.int32)
 
 
@@ -491,16 +496,20 @@ def _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, 
     m_i = tl.full([BLOCK_G], float("-inf"), tl.float32)   # running max of the logits (log2 units)
     l_i = tl.zeros([BLOCK_G], tl.float32)                  # running sum of exp2(logit - m_i)
     acc = tl.zeros([BLOCK_G, BLOCK_D], tl.float32)
+    last_col = end                                             # paged: the chunk's last page's column
+    if PAGE_SIZE > 0:
+        last_col = _page_of(end - 1, PAGE_SIZE)                  # (the loop runs only when start < end)
     for n0 in range(start, end, BLOCK_N):
         mask_n = (n0 + offs_n) < end
         if PAGE_SIZE > 0:   # token t lives in slot t % PAGE_SIZE of page Table[b, t // PAGE_SIZE]
             tokens = n0 + offs_n
+            # tokens past the chunk take its last page's entry: no masked table loads (their K and V are)
             if TABLE_AHEAD:   # this tile's indices were loaded a tile ago; load the next tile's
                 page = page_next
-                ahead = tokens + BLOCK_N
-                page_next = tl.load(table_row + _page_of(ahead, PAGE_SIZE) * stride_tp, mask=ahead < end, other=0)
+                page_next = tl.load(table_row + tl.minimum(_page_of(tokens + BLOCK_N, PAGE_SIZE), last_col)
+                                    * stride_tp)
             else:
-                page = tl.load(table_row + _page_of(tokens, PAGE_SIZE) * stride_tp, mask=mask_n, other=0)
+                page = tl.load(table_row + tl.minimum(_page_of(tokens, PAGE_SIZE), last_col) * stride_tp)
             # never outside the pool: a negative index wraps to a large unsigned one, clamped with the rest
             page = tl.minimum(page.to(tl.uint32), num_pages - 1).to(tl.int64)
             slot = (tokens.to(tl.uint32) % PAGE_SIZE).to(tl.int32)

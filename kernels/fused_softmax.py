@@ -137,8 +137,8 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
                                                                 fp32 row is 2-4% behind looped; fp16
                                                                 and bf16 rows of 24576-32768 columns
                                                                 are 17-50% faster looped)
-      ... unless cols <= 4096 and the input holds       looped  (kernel time, us: fp32 8192x4096 looped
-      at least 256 MiB                                          65.1, row 69.6; 32768x4096 250.4 vs
+      ... unless cols <= 4096 (fp16/bf16: 3073 to   looped  (kernel time, us: fp32 8192x4096 looped
+      4096) and the input holds at least 256 MiB                65.1, row 69.6; 32768x4096 250.4 vs
                                                                 274.5, again 250.5 vs 265.7 with the
                                                                 row kernel of `_access`; 32768x1000
                                                                 63.6 vs 66.3. 16 bits, in the four
@@ -152,6 +152,13 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
                                                                 16384x4096 fp16 67.8 vs 67.5;
                                                                 8192x4096 (64 MiB) 29.1-29.6 /
                                                                 30.5-31.1 in the same four runs.
+                                                                Shorter 16-bit rows keep row
+                                                                (probes/softmax_looped16.py, row /
+                                                                looped, fp16 and bf16): 65536x2048
+                                                                123.2-123.9 / 131.6-135.6, 131072x2048
+                                                                249.6-249.8 / 263.6-270.4, 49152x3072
+                                                                141.9-142.9 / 151.4-161.1; 65536x4096
+                                                                258.3-258.5 / 245.9-246.1.
                                                                 Smaller inputs keep row: fp32 4096x2048 16.7
                                                                 vs 18.0, 2048x2048 8.9 vs 9.7, 1024x1024
                                                                 3.2 vs 3.4; at 64 MiB the two are
@@ -304,6 +311,7 @@ LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows
 LOOPED_MAX_ROW_BYTES = 64 << 10   # ... and the aligned body holds at most this many bytes; else split
 LOOPED_MIN_BYTES = 256 << 20  # rows of up to LOOPED_LARGE_MAX_COLS go looped from this input size ...
 LOOPED_LARGE_MAX_COLS = 4096  # ... (the range measured; row keeps longer ones)
+LOOPED_LARGE_MIN_COLS_16BIT = 3073  # ... from this many columns in fp16/bf16 (2048 and 3072 keep row)
 LOOPED_THREAD_BYTES = 64     # looped: input bytes each thread loads per tile (sets the warps)
 ROWS_MAX_TILE_ROWS = 128     # rows: rows a program takes at most ...
 ROWS_MAX_TILE_ROWS_1COL = 512  # ... and for one-column rows,
@@ -1074,7 +1082,8 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
         return "rows"
     row_max = ROW_MAX_COLS_FP32 if dtype == torch.float32 else ROW_MAX_COLS
     if cols <= row_max and rows >= ROW_MIN_ROWS_PER_SM * sms:
-        large = cols <= LOOPED_LARGE_MAX_COLS and rows * cols * dtype.itemsize >= LOOPED_MIN_BYTES
+        large = (cols <= LOOPED_LARGE_MAX_COLS and rows * cols * dtype.itemsize >= LOOPED_MIN_BYTES
+                 and (dtype == torch.float32 or cols >= LOOPED_LARGE_MIN_COLS_16BIT))
         long16 = (dtype != torch.float32 and cols > ROW_MAX_COLS_16BIT_MANY
                   and rows >= LOOPED_MIN_ROWS_PER_SM * sms)
         return "row" if fills_row_block(cols, dtype) and not large and not long16 else "looped"

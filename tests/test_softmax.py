@@ -286,6 +286,9 @@ def test_dispatch_rule():
     assert choose(32768, 4096, torch.bfloat16, sms) == "looped"     # 256 MiB in 16 bits
     assert choose(32768, 4096, torch.float16, sms) == "looped"
     assert choose(32768, 4096, torch.float32, sms) == "looped"      # 512 MiB
+    assert choose(65536, 2048, torch.float16, sms) == "row"         # 256 MiB, 16-bit rows under
+    assert choose(49152, 3072, torch.bfloat16, sms) == "row"        # LOOPED_LARGE_MIN_COLS_16BIT
+    assert choose(65536, 2048, torch.float32, sms) == "looped"      # 512 MiB fp32
     assert choose(4096, 8192, torch.float32, sms) == "row"          # longer than LOOPED_LARGE_MAX_COLS
     assert choose(16384, 4097, torch.float16, sms) == "row"         # a 4096 body and edges
     assert choose(16384, 4097, torch.float32, sms) == "row"         # longer than LOOPED_LARGE_MAX_COLS

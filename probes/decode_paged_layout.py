@@ -21,6 +21,11 @@ L=32768 35.7 / 39.4 / 39.4 / 39.6 / 39.5; B=4 Hkv=32 L=4096 63.7 / 70.2 / 70.4 /
 the layout nor the page order moves the paged time by more than 1.5%: the cost is the paged
 kernel's (its plan and its lookups), not where the pages lie.
 
+At c33931d (the tile loop in unsigned arithmetic, the table loaded unmasked; GPU-46f36d93), same
+order: 472.8 / 486.8 / 483.8 / 486.1 / 485.3; 19.3 / 22.0 / 22.0 / 21.7 / 22.0; 19.6 / 21.1 / 21.0 /
+21.3 / 21.4; 20.5 / 21.4 / 21.0 / 22.0 / 22.1; 117.1 / 125.1 / 123.6 / 124.5 / 124.1; 37.1 / 37.1 /
+36.8 / 37.0 / 37.0; 64.1 / 67.2 / 67.2 / 67.7 / 67.9: nhd over contig 1.00-1.14x, against 1.04-1.24x.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_paged_layout.py
 Writes $OUT/decode_paged_layout.csv and prints us per variant and its ratio over contig last
 (decode_balance's helpers: fp16, Hq=32, D=128, CUPTI kernel time, L2 flushed).

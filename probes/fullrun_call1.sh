@@ -1,8 +1,8 @@
 # Full run, call 1 of 3 (about 6 min): environment record, ceilings and the softmax sweep.
 # bash probes/fullrun_call1.sh COMMIT   (carry .whl; nothing else may use the device until call 3)
-# At 304bd6a on an H200 the three calls took 357 s (env_before and calibrate 20 s, softmax 331 s
-# with its merge), 476 s (decode 146 s and attention 321 s with their merges) and 409 s (e2e 90 s,
-# the run record and publish, then the quick profile with its reproduce, 295 s) of wall clock.
+# At e0c1a10 on an H200 the three calls took 338 s (env_before and calibrate 21 s, softmax 310 s
+# with its merge), 438 s (decode 143 s and attention 288 s with their merges) and 366 s (e2e 82 s,
+# the run record and publish, then the quick profile with its reproduce, 269 s) of wall clock.
 # Calls 2 and 3 continue on the machine call 1 left warm (results/ stays there) and stop at once
 # on another GPU (`same_gpu.sh`). When the machine was given back between calls, its results
 # are lost there, not here: unpack the last call's tgz into the working tree (`tar xzf callN.tgz`

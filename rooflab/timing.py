@@ -19,10 +19,10 @@ before the next call's time starts.
 - `host`: the call's own cost on the host, the wrapper's checks and launch: the wall-clock time
   from entering the callable to its return, with the GPU kept busy by the flush queued before
   it (so the call never waits for the device; a call that synchronises shows it). Not a kernel
-  time: no throughput is derived from it. The host's speed drifts over more than one call (on an
-  H200 host torch.softmax's median ranged 7.3-15.0 us over a sweep's small cases, and a case's
-  blocks of 15 calls of one implementation could meet a slower host than its peer's), so the host
-  pass times a case in rounds of one call of each implementation (`host_calls`).
+  time: no throughput is derived from it. The host's own state comes in modes that last many
+  calls (on an H200 host, torch.softmax's calls took about 8 or about 12 us, and a case's 15-call
+  blocks fell in one or the other), so the host pass times them in rounds of one call of each
+  implementation (`host_calls`), and every implementation meets the same modes.
 
 Samples from every trial are pooled: `median_ms` is their median, `ci_low_ms`/`ci_high_ms` a
 95 % distribution-free confidence interval of it from order statistics (the binomial

@@ -274,10 +274,8 @@ def host_pass(sweep: Sweep, shape: dict, dtype: str) -> HostTimes | None:
     """Host times of one case's implementations, taken before any CUPTI session (see the module
     docstring); None where nothing is timed (no timer) or bench.host_first is off. Each
     implementation is built and called once (which compiles it), warmed up, and, where the case
-    is timed kernel-only (`_kernel_only`), timed on the host in `trials` trials, each of rounds of
-    one call of every implementation in the trial's shuffled order (CudaTimer.host_calls: each
-    call's own wall-clock time, the L2 flush queued before it), so that all of them meet the same
-    state of the host. No reference
+    is timed kernel-only (`_kernel_only`), called in `trials` shuffled rounds on the host
+    (CudaTimer.host: the call's own wall-clock time, the L2 flush queued before it). No reference
     is built or checked here: `measure_case` checks every implementation and keeps the host rows
     of the correct ones. A case or implementation that fails here gets no host times;
     `measure_case` records its failure."""
@@ -310,35 +308,18 @@ def host_pass(sweep: Sweep, shape: dict, dtype: str) -> HostTimes | None:
         calls = _calls(cfg, estimates)
         samples = {impl: [] for impl in fns}
         for trial in range(cfg.trials):
-            order = _trial_order(cfg, fns, shape, dtype, "host", trial)
-            for turn in range(max(calls.values())):
-                due = [impl for impl in order if impl in samples and turn < calls[impl]]
+            for impl in _trial_order(cfg, fns, shape, dtype, "host", trial):
+                if impl not in samples:
+                    continue
                 try:
-                    taken = timer.host_calls([fns[impl] for impl in due])
+                    samples[impl].extend(timer.sample(fns[impl], calls[impl], HOST_TIMING))
                 except Exception:
+                    del samples[impl]
                     _release()
-                    taken = _host_one_by_one(timer, fns, due, samples)
-                for impl, ms in zip(due, taken):
-                    if impl in samples:
-                        samples[impl].append(ms)
         seconds["timing"] = time.perf_counter() - clock
     del inputs, fns
     _release()
     return HostTimes(samples, seconds)
-
-
-def _host_one_by_one(timer, fns: dict, due: list, samples: dict) -> list:
-    """A round of host samples that raised, taken again one call at a time: an implementation
-    whose call raises leaves `samples` (no host row); the others keep their sample."""
-    taken = []
-    for impl in due:
-        try:
-            taken.append(timer.host_calls([fns[impl]])[0])
-        except Exception:
-            samples.pop(impl, None)
-            taken.append(None)
-            _release()
-    return taken
 
 
 def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: dict, seconds: dict,

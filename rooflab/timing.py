@@ -19,10 +19,7 @@ before the next call's time starts.
 - `host`: the call's own cost on the host, the wrapper's checks and launch: the wall-clock time
   from entering the callable to its return, with the GPU kept busy by the flush queued before
   it (so the call never waits for the device; a call that synchronises shows it). Not a kernel
-  time: no throughput is derived from it. The host's own state comes in modes that last many
-  calls (on an H200 host, torch.softmax's calls took about 8 or about 12 us, and a case's 15-call
-  blocks fell in one or the other), so the host pass times them in rounds of one call of each
-  implementation (`host_calls`), and every implementation meets the same modes.
+  time: no throughput is derived from it.
 
 Samples from every trial are pooled: `median_ms` is their median, `ci_low_ms`/`ci_high_ms` a
 95 % distribution-free confidence interval of it from order statistics (the binomial
@@ -163,22 +160,6 @@ class CudaTimer:
         import torch
         samples = []
         for _ in range(n):
-            self.flush()
-            start = time.perf_counter_ns()
-            fn()
-            samples.append((time.perf_counter_ns() - start) / 1e6)
-        torch.cuda.synchronize()
-        return samples
-
-    def host_calls(self, calls: list) -> list[float]:
-        """The host wall-clock time (ms) of each call in `calls`, run in order with the flush queued
-        before each (the GPU kept busy), then one synchronize: a round of `host` samples, one call
-        of each implementation, so that every implementation meets the same state of the host."""
-        import time
-
-        import torch
-        samples = []
-        for fn in calls:
             self.flush()
             start = time.perf_counter_ns()
             fn()

@@ -1,14 +1,22 @@
 """Probe: the study's host rows of kernels.softmax and torch.softmax, timed in blocks or in rounds.
 
-The question. Up to e0c1a10 the host pass (rooflab.bench.host_pass) timed each implementation of a
-case in blocks of up to 15 calls (CudaTimer.host), six trials in shuffled orders; in that run ours
+The question. The host pass (rooflab.bench.host_pass) times each implementation of a case in
+blocks of up to 15 calls (CudaTimer.host), six trials in shuffled orders. In the run at e0c1a10 ours
 over torch.softmax at the 21 softmax cases under 8 MB was a median 1.12x and 1.71x at most (fp32
 4096x7, 14.2 against 8.3 us, where fp16 and bf16 gave 0.86x and 0.93x), and torch's own median
-ranged 7.3-15.0 us over the cases. Since then the pass times rounds of one call of each
-implementation (CudaTimer.host_calls). This probe times the same cases both ways, in alternating
-passes (blocks, rounds, blocks, rounds), each case six trials of 15 calls of each implementation
-in shuffled orders, no profiler session in the process; every output is checked against a float64
-softmax first.
+ranged 7.3-15.0 us over the cases: would rounds of one call of each implementation, where every
+implementation meets the same state of the host, compare them more evenly? This probe times the
+same cases both ways, in alternating passes (blocks, rounds, blocks, rounds), each case six trials
+of 15 calls of each implementation in shuffled orders, with only ours and torch, no profiler
+session in the process; every output is checked against a float64 softmax first.
+
+Measured at bc032d7 on an H200 host (GPU-cc8f2768), ours / torch: blocks median 1.130 and 1.132,
+at most 1.158 and 1.179, none of 21 above 1.2x (ours 9.0-13.6 us, torch 8.0-11.9); rounds median
+1.189 and 1.187, at most 1.238 and 1.211, 8 and 5 of 21 above 1.2x (ours 10.8-15.4, torch 9.4-13.3).
+A call that follows the other implementation's call costs both more, and ours more (its Python path
+is longer): rounds time a colder host, not a fairer one, so the study keeps its blocks. With only
+these two implementations the blocks gave no case the 1.71x of the sweep, whose host pass also
+runs the forced strategies, torch.compile, Liger and the seeds' kernels between them.
 
     PYTHONUNBUFFERED=1 python3 probes/host_rounds.py
 Writes $OUT/host_rounds.csv (one row per pass, case and implementation: median and 20th / 80th
@@ -47,14 +55,14 @@ if DRY:
 
 
 class WallTimer:
-    """CudaTimer's host and host_calls without a GPU (PROBE_DRYRUN)."""
+    """CudaTimer's flush and host without a GPU (PROBE_DRYRUN)."""
+
+    def flush(self):
+        pass
 
     def host(self, fn, n):
-        return self.host_calls([fn] * n)
-
-    def host_calls(self, calls):
         out = []
-        for fn in calls:
+        for _ in range(n):
             t = time.perf_counter_ns()
             fn()
             out.append((time.perf_counter_ns() - t) / 1e6)
@@ -94,8 +102,13 @@ def timed(timer, fns, method, seed):
                 samples[name].extend(timer.host(fns[name], CALLS))
         else:
             for _ in range(CALLS):
-                for name, ms in zip(order, timer.host_calls([fns[n] for n in order])):
-                    samples[name].append(ms)
+                for name in order:
+                    timer.flush()
+                    start = time.perf_counter_ns()
+                    fns[name]()
+                    samples[name].append((time.perf_counter_ns() - start) / 1e6)
+                if not DRY:
+                    torch.cuda.synchronize()
     return samples
 
 

@@ -1,17 +1,20 @@
 """Probe: the paged decode's split count against the contiguous cache's, where paged is slowest.
 
-The question. In the run at e0c1a10 the paged layout (64-token pages, shuffled pool, lengths
-passed) ran within 5% of the contiguous cache at 85 of 90 shapes; the slowest were ragged B=64
-Hkv=8 L=4096 (0.94x), ragged B=4 Hkv=8 L=4096 bf16 (0.94x) and B=16 Hkv=8 L=131072 (0.94x: 1994.7
-against 1875.7 us in fp16). A paged call is given the lengths, and with lengths the plan cannot tell
-equal ones from ragged ones, so on a filled grid it splits every sequence into chunks of at most
-RAGGED_CHUNK_TOKENS (choose_splits): at B=16 Hkv=8 L=131072 S=32, 4096 programs on a 2-stage ring,
-where the contiguous call without lengths runs S=1 on a 4-stage ring (launch_shape). Is the gap
-the split count (and the ring it brings), or the page lookups? Variants, each checked against the
-float64 reference first:
+The question. In the run at e0c1a10 the paged layout (64-token pages, shuffled pool) ran within 5%
+of the contiguous cache at 85 of 90 shapes; the slowest were ragged B=64 Hkv=8 L=4096 (0.94x),
+ragged B=4 Hkv=8 L=4096 bf16 (0.94x) and B=16 Hkv=8 L=131072 (0.94x: 1994.7 against 1875.7 us in
+fp16). The study gives a paged call the lengths in ragged cases (and where the last page is
+part-filled), and with lengths the plan cannot tell equal ones from ragged ones: on a filled grid
+it splits every sequence into at least two chunks of at most RAGGED_CHUNK_TOKENS (choose_splits).
+At ragged B=64 Hkv=8 L=4096 that is S=2 on a 2-stage ring, where the contiguous call with the same
+lengths runs S=1 on a 4-stage ring (launch_shape); at ragged B=4 Hkv=8 L=4096 S=8 against 4. At
+B=16 Hkv=8 L=131072 (equal lengths, no lengths passed) both run S=1 on a 4-stage ring, so there
+the gap is the paged reads themselves (B=4 Hkv=32 L=131072 and B=64 Hkv=8 L=32768, the same bytes
+and programs, ran 0.97x). Variants, each checked against the float64 reference first:
 - contig: the study's `ours` (lengths only where ragged);
-- paged: the study's `ours_paged` (lengths passed, the rule's S);
-- paged_nolen: the same pool without lengths (equal lengths only: the rule's S=1 on a filled grid);
+- paged: the paged call with the lengths (the study's `ours_paged` where ragged), the rule's S;
+- paged_nolen: the paged call without lengths (the study's `ours_paged` where the lengths are
+  equal and fill whole pages): the rule's S=1 on a filled grid;
 - S=<n>: the paged call with lengths at a forced split count (1, 2, 4, 8, 16, 32 and 33, up to one
   per tile; 33 x 128 programs fill 8 waves of 4 an SM on 132 SMs).
 

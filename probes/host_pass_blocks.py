@@ -23,6 +23,7 @@ import os
 import statistics
 import sys
 import time
+import types
 
 import torch
 import yaml
@@ -30,6 +31,7 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from host_rounds import WallTimer  # noqa: E402
 from probe_csv import write_csv  # noqa: E402
 
 from rooflab import bench  # noqa: E402
@@ -73,26 +75,9 @@ class BlockLog:
         return out
 
 
-class WallTimer:
-    """The timer's estimate and host sampling without a GPU (PROBE_DRYRUN)."""
-
-    def estimate(self, fn, budget_ms):
-        t = time.perf_counter()
-        fn()
-        fn()
-        return (time.perf_counter() - t) * 500
-
-    def sample(self, fn, n, mode):
-        out = []
-        for _ in range(n):
-            t = time.perf_counter_ns()
-            fn()
-            out.append((time.perf_counter_ns() - t) / 1e6)
-        return out
-
-
-def bench_config() -> bench.BenchConfig:
-    """config/config.yaml's bench settings of the full profile, as the sweep rule merges them."""
+def bench_config() -> tuple[bench.BenchConfig, list[str]]:
+    """config/config.yaml's bench settings of the full profile, as the sweep rule merges them, and
+    the softmax study's implementations."""
     with open(os.path.join(ROOT, "config", "config.yaml")) as f:
         cfg = yaml.safe_load(f)
     settings = {k: v for k, v in cfg["bench"].items() if k not in ("quick", "full")}
@@ -105,11 +90,7 @@ def main():
     cfg, impls = bench_config()
     factories = study.impls()
     tagged = {name: (lambda name: lambda inputs: Tagged(name, factories[name](inputs)))(name) for name in impls}
-    view = type("TaggedStudy", (), {})()
-    for attr in dir(study):
-        if not attr.startswith("__"):
-            setattr(view, attr, getattr(study, attr))
-    view.impls = lambda: tagged
+    view = types.SimpleNamespace(**{**vars(study), "impls": lambda: tagged})     # the study, its callables tagged
     if DRY:
         impls = ["ours", "ours_rows", "torch"]
     log = BlockLog(WallTimer() if DRY else CudaTimer(cfg.flush_mib))
@@ -127,18 +108,23 @@ def main():
             first = len(log.blocks)
             host = bench.host_pass(sweep, {"rows": r, "cols": c}, dtype)
             blocks = log.blocks[first:]
+            case_rows = []
             for i, (name, samples) in enumerate(blocks):
                 us = [v * 1e3 for v in samples]
-                rows.append({"dtype": dtype, "rows": r, "cols": c, "block": i, "impl": name,
-                             "after": blocks[i - 1][0] if i else "", "median_us": round(statistics.median(us), 3),
-                             "first_us": round(us[0], 3), "last_us": round(us[-1], 3), "calls": len(us)})
+                case_rows.append({"dtype": dtype, "rows": r, "cols": c, "block": i, "impl": name,
+                                  "after": blocks[i - 1][0] if i else "", "median_us": round(statistics.median(us), 3),
+                                  "first_us": round(us[0], 3), "last_us": round(us[-1], 3), "calls": len(us)})
+            rows += case_rows
             med = {k: statistics.median(v) * 1e3 for k, v in host.samples.items() if v}
-            per_case.append((dtype, r, c, med, [(n, statistics.median(s) * 1e3) for n, s in blocks]))
+            per_case.append((dtype, r, c, med, [(row["impl"], row["median_us"]) for row in case_rows]))
             print(f"# {dtype} {r}x{c} done at {time.perf_counter() - start:.0f} s", flush=True)
     write_csv(os.path.join(os.environ.get("OUT", "."), "host_pass_blocks.csv"), rows)
     for dtype, r, c, med, blocks in per_case:
-        o, t = med.get("ours"), med.get("torch")
         trail = " ".join(f"{n[0]}{m:.1f}" for n, m in blocks if n in ("ours", "torch"))
+        if "ours" not in med or "torch" not in med:       # one of them failed in the host pass
+            print(f"{dtype:>8} {r}x{c}: host medians {med} | blocks (o/t): {trail}")
+            continue
+        o, t = med["ours"], med["torch"]
         print(f"{dtype:>8} {r}x{c}: ours {o:.1f} torch {t:.1f} us, {o / t:.2f}x | blocks (o/t): {trail}")
     after = {}
     for row in rows:

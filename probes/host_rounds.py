@@ -55,10 +55,17 @@ if DRY:
 
 
 class WallTimer:
-    """CudaTimer's flush and host without a GPU (PROBE_DRYRUN)."""
+    """CudaTimer's flush, estimate and host sampling without a GPU (PROBE_DRYRUN; also
+    probes/host_pass_blocks.py's)."""
 
     def flush(self):
         pass
+
+    def estimate(self, fn, budget_ms):
+        t = time.perf_counter()
+        fn()
+        fn()
+        return (time.perf_counter() - t) * 500
 
     def host(self, fn, n):
         out = []
@@ -67,6 +74,9 @@ class WallTimer:
             fn()
             out.append((time.perf_counter_ns() - t) / 1e6)
         return out
+
+    def sample(self, fn, n, mode):
+        return self.host(fn, n)
 
 
 def cases():

@@ -41,7 +41,7 @@ import decode_balance as db  # noqa: E402
 import torch  # noqa: E402
 
 fd, study = db.fd, db.study
-PAGE = 64
+PAGE = study.PAGE_SIZE        # the study's pages (ours_paged)
 SHAPES = [(16, 8, 32768, False), (4, 32, 1024, False), (16, 8, 1024, False), (4, 8, 4096, False),
           (64, 8, 4096, True), (1, 8, 32768, False), (4, 32, 4096, False)]
 if db.DRY:

@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decode_balance as db  # noqa: E402
 
 fd, study = db.fd, db.study
-PAGE = 64
+PAGE = study.PAGE_SIZE        # the study's pages (ours_paged)
 SHAPES = [(16, 8, 131072, False), (16, 8, 32768, False), (16, 8, 32768, True), (64, 8, 4096, True),
           (4, 8, 4096, True), (4, 8, 4096, False), (16, 8, 1024, False)]
 FORCED = [1, 2, 4, 8, 16, 32, 33]

@@ -1,0 +1,78 @@
+"""Probe: the paged decode's launch (splits, tiles, warps, ring depth) against the contiguous one's,
+at the study's ragged shapes.
+
+The question. probes/decode_paged_splits.py (GPU-454fd514, c712a76, fp16, kernel time) found the
+split count is not what holds the paged call back at ragged B=64 Hkv=8 L=4096: contiguous 116.4 us
+(S=1), paged 125.1 (the rule's S=2), paged at S=1 145.7, at S=8 124.7; no forced S came within 5%.
+The two S=1 launches differ in their ring: the contiguous one takes launch_config's 64 x 4 x 4
+(three tiles in flight, about two programs an SM resident, the rest a second wave, longest
+sequences first), the paged one resident_stages' ring for all 512 programs at once (4 an SM, 2
+stages) and its register cap. This probe forces the paged call's launch to each candidate, the
+rule's S and forced S, with the chunks dealt out by length wherever S >= 2 (spread, as the rule does):
+- contig: the study's `ours` (lengths where ragged);
+- paged: the study's `ours_paged` (the rule);
+- S<n>: paged, n splits, the rule's tiles and ring for that S (resident_stages, register cap);
+- S<n>/<N>.<w>.<s>: paged, n splits, BLOCK_N x warps x stages forced (no register cap).
+
+Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_paged_ring.py
+Writes $OUT/decode_paged_ring.csv and prints us (S) per variant and its ratio over contig last
+(decode_balance's helpers: fp16, Hq=32, D=128, CUPTI kernel time, L2 flushed).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_balance as db  # noqa: E402
+
+fd, study = db.fd, db.study
+PAGE = study.PAGE_SIZE        # the study's pages (ours_paged)
+SHAPES = [(64, 8, 4096, True), (16, 8, 4096, True), (4, 8, 4096, True), (64, 8, 32768, True),
+          (16, 8, 32768, True), (4, 8, 32768, True)]
+# (S, (BLOCK_N, warps, stages) or None for the rule's at that S)
+VARIANTS = [(1, None), (1, (64, 4, 4)), (1, (64, 4, 3)), (1, (128, 8, 2)), (1, (128, 8, 3)),
+            (2, None), (2, (64, 4, 4)), (2, (64, 4, 3)), (4, None), (4, (64, 4, 4)), (8, None), (8, (64, 4, 4))]
+if db.DRY:
+    SHAPES = [(2, 2, 256, True)]
+    VARIANTS = [(1, None), (1, (64, 4, 4)), (2, None), (2, (64, 4, 3))]
+
+
+def name_of(splits, cfg) -> str:
+    return f"S{splits}" + ("" if cfg is None else "/" + ".".join(map(str, cfg)))
+
+
+NAMES = ["contig", "paged"] + [name_of(s, c) for s, c in VARIANTS]
+
+
+def candidates(inputs, num_sms):
+    q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
+    batch, heads_kv, cache_len, head_dim = k.shape
+    kp, vp, table = fd.paged_cache(k, v, PAGE, seed=study.PAGE_SEED)
+    contig_lens = lens if inputs["ragged"] else None
+    group, size = q.shape[1] // heads_kv, k.element_size()
+    cands = {"contig": lambda: (lambda: fd.decode_attention(q, k, v, contig_lens)),
+             "paged": lambda: (lambda: fd.decode_attention(q, kp, vp, lens, block_table=table))}
+    shown = {"contig": fd.launch_shape(batch, heads_kv, group, cache_len, head_dim, size, num_sms, False,
+                                       contig_lens is not None)[0],
+             "paged": fd.launch_shape(batch, heads_kv, group, cache_len, head_dim, size, num_sms, True, True)[0]}
+    for splits, cfg in VARIANTS:
+        if splits > fd.cdiv(cache_len, PAGE):
+            continue
+        block_n, warps, stages = cfg or (None, None, None)
+        name = name_of(splits, cfg)
+        cands[name] = (lambda s, n, w, st: lambda: (lambda: fd._decode(
+            q, kp, vp, lens, None, s, table, block_n=n, num_warps=w, num_stages=st, spread=True)))(
+                splits, block_n, warps, stages)
+        shown[name] = splits
+    return cands, shown
+
+
+def main():
+    table, path = db.sweep_to_csv(SHAPES, "paged_ring", candidates, "decode_paged_ring")
+    db.print_bad(path)
+    db.print_ratios(table, NAMES, "contig", width=16)
+
+
+if __name__ == "__main__":
+    main()

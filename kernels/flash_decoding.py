@@ -28,9 +28,9 @@ Number of splits (`launch_shape`): `choose_splits`, the one-wave rule for contig
 its paged rule for paged caches (both below). The one-wave rule: the B * Hkv programs of an
 unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many as SMs (calls that
 pass seqlens, whose lengths may differ, want more even then: paged caches about
-PAGED_PROGRAMS_PER_SM programs per SM and at least PAGED_FILLED_MIN_SPLITS splits, contiguous ones
-up to RAGGED_FILLED_SPLITS splits, both
-chunks of at most RAGGED_CHUNK_TOKENS; see choose_splits). Below that, a contiguous cache is cut into S = SMs //
+PAGED_PROGRAMS_PER_SM programs per SM and at least PAGED_FILLED_MIN_SPLITS splits up to
+PAGED_UNSPLIT_PER_SM programs an SM, contiguous ones (and paged ones past that) up to
+RAGGED_FILLED_SPLITS splits, both chunks of at most RAGGED_CHUNK_TOKENS; see choose_splits). Below that, a contiguous cache is cut into S = SMs //
 (B * Hkv) chunks of a whole number of BLOCK_N tiles (at most one per tile): one wave of programs,
 each streaming its chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with
 the L2 flushed, BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
@@ -39,7 +39,8 @@ choice, 14.6; cuDNN 7.6), L=4096 S=16 14.1 (S=8 16.1; cuDNN 12.8), L=16384 S=16 
 31.9; cuDNN 28.4), L=131072 S=16 141.8 (S=128 156.2; cuDNN 134.5); B=4 Hkv=8 L=4096 S=4 29.7
 (S=8 30.5), L=32768 S=4 141.5 (S=8 140.0, S=32 148.6); B=1 Hkv=32 L=1024 S=4 11.1 (S=2 12.5,
 S=8 11.2); B=16 Hkv=8 L=4096 S=1 72.8 (S=2 79.0). BLOCK_N 16 and 32 were slower at every S. A
-paged cache below that fill wants more programs in flight (each tile's page lookup is a
+paged cache below that fill without lengths (with them B >= 2 takes the one-wave count, the chunks
+dealt out by length) wants more programs in flight (each tile's page lookup is a
 dependent load): S is the larger of the one-wave count and PAGED_BELOW_FILL_PER_SM programs per
 SM (four before the page indices came a tile ahead and the ring deepened; choose_splits), with no
 chunk shorter than MIN_CHUNK_BLOCKS tiles unless the one-wave count asks for it,
@@ -222,12 +223,19 @@ PAGED_BELOW_FILL_PER_SM = 2  # ... and below the fill at most this many, each wi
                              # 21.3 (8) (19.9), L=16384 69.9 -> 67.1 (63.5), L=32768 129.0 -> 127.0 (122.5);
                              # B=1 Hkv=32 L=32768 126.8 (16) -> 125.2 (8) (121.1); B=1 Hkv=8 L=131072
                              # 130.4 (64) -> 129.4 (32) (123.9); probes/decode_paged_ahead.py DIAG=paged_below)
-PAGED_FILLED_MIN_SPLITS = 2  # paged calls with lengths on a filled grid: at least this many splits, even
-                             # past PAGED_PROGRAMS_PER_SM programs an SM, where chunks keep PAGED_CHUNK_TOKENS
+PAGED_FILLED_MIN_SPLITS = 2  # paged calls with lengths on a grid filled with up to PAGED_UNSPLIT_PER_SM
+                             # programs an SM: at least this many splits, where chunks keep PAGED_CHUNK_TOKENS
                              # or more (shorter ones not measured). H200, fp16, Hq=32, D=128, page 64, kernel
-                             # time, us, S=1 / 2 / 4 (contiguous S=1): ragged B=64 Hkv=8 L=4096 151.0 / 133.3
-                             # / 135.7 (121.0); its lengths all equal 245.2 / 247.9 / 254.6 (238.6);
-                             # probes/decode_paged_ahead.py DIAG=big_ragged
+                             # time, us, S=1 / 2 / 4 at resident_stages' ring (contiguous S=1): ragged B=64
+                             # Hkv=8 L=4096 151.0 / 133.3 / 135.7 (121.0); its lengths all equal 245.2 /
+                             # 247.9 / 254.6 (238.6); probes/decode_paged_ahead.py DIAG=big_ragged
+PAGED_UNSPLIT_PER_SM = 2     # ... and past this many programs an SM the contiguous call's split count, and
+                             # unsplit its launch too (launch_config's ring, longest first, no register cap:
+                             # paged_unsplit_filled). H200 GPU-5bf14c42, fp16, Hq=32, D=128, page 64, ragged
+                             # B=64 Hkv=8 L=4096, kernel time, us: contiguous S=1 114.4; paged S=1 at 64/4/4
+                             # 115.4, at 128/8/2 115.1, at resident_stages' 2-stage ring and register cap
+                             # 144.5, the rule before's S=2 122.7-123.1, S=4 124.9, S=8 129.1;
+                             # probes/decode_paged_ring.py
 RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no longer than this (H200,
                              # bf16, Hq=32 Hkv=8, ragged, kernel time: B=64 Lmax=32768 S=1 3.52 TB/s,
                              # S=4 4.26, S=8 4.31; B=32 S=2 3.88, S=8 4.15; B=16 S=4 3.56, S=8 3.88;
@@ -443,7 +451,8 @@ def _page_of(tokens, PAGE_SIZE: tl.constexpr):
     -> 334, B=1 Hkv=32 L=131072 554 -> 328, B=16 Hkv=8 L=32768 595 -> 355, B=64 Hkv=8 L=4096
     605 -> 362, B=4 Hkv=32 L=4096 626 -> 358, B=16 Hkv=32 L=1024 583 -> 331 (the contiguous
     cache's loop: 322-357), and no spill load left in it under the 128-register cap (11 before at
-    B=16 Hkv=32 L=1024). Not yet timed on a GPU."""
+    B=16 Hkv=32 L=1024). Timed against the loop before on an H200 (probes/decode_paged_layout.py,
+fp16, kernel time, paged over contiguous): 1.00-1.14x at its seven shapes, against 1.04-1.24x."""
     return (tokens.to(tl.uint32) // PAGE_SIZE).to(tl.int32)
 
 
@@ -708,17 +717,21 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
     rate 3.52 TB/s at S=1, 4.31 at S=8). A contiguous cache takes at most RAGGED_FILLED_SPLITS
     splits besides (the same lengths all equal pay for more: B=16 Hkv=8 L=1024 25.6 us unsplit
     without lengths, 27.3 at S=2, 30.1 at S=4), a paged one up to PAGED_PROGRAMS_PER_SM programs an
-    SM and at least PAGED_FILLED_MIN_SPLITS splits of PAGED_CHUNK_TOKENS or more (ragged B=64 Hkv=8
-    L=4096: 151.0 us unsplit, 133.3 at S=2). Below the fill such a call takes the one-wave count, as
-    without lengths. Wherever a split
+    SM and, up to PAGED_UNSPLIT_PER_SM programs an SM, at least PAGED_FILLED_MIN_SPLITS splits of
+    PAGED_CHUNK_TOKENS or more (ragged B=16 Hkv=8 L=4096: S=4 33.6 us, the contiguous S=2 37.0); past
+    that the contiguous count, and unsplit the contiguous launch (paged_unsplit_filled: ragged B=64
+    Hkv=8 L=4096 S=1 115.4 us against 122.7 at S=2 on resident_stages' ring, 144.5 at S=1 on it;
+    contiguous 114.4). Below the fill such a call over B >= 2 sequences takes the one-wave count, as
+    without lengths, paged or not (ragged B=4 Hkv=8 L=4096 paged: S=4 14.2 us, S=8 15.0, contiguous
+    S=4 14.5; Lmax=32768 54.6 either way, contiguous 55.1; probes/decode_paged_ring.py). Wherever a split
     call's lengths differ, the kernel deals its programs out by length (_ragged_chunk,
     RAGGED_SPLIT_LIMIT), so the long sequences take the programs the short ones leave (B=4 Hkv=8 Lmax=32768 ragged: 64.8
     us, against 66.1 at four waves of Lmax's chunks, the rule before; the same lengths all equal:
     133.8 against 137.2).
 
-    Below the fill a paged cache takes at most PAGED_BELOW_FILL_PER_SM programs an SM: fewer
-    programs, each with a deeper ring (resident_stages), keep more tiles in flight than four an SM
-    with two stages. A paged cache of one sequence (B = 1) has no lengths to balance, and with the
+    Below the fill a paged cache without lengths takes at most PAGED_BELOW_FILL_PER_SM programs an
+    SM: fewer programs, each with a deeper ring (resident_stages), keep more tiles in flight than four
+    an SM with two stages. A paged cache of one sequence (B = 1) has no lengths to balance, and with the
     page indices loaded a tile ahead its ring hides the lookups: it takes the one-wave count, raised
     only as far as chunks of PAGED_CHUNK_TOKENS need.
 
@@ -740,14 +753,14 @@ def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_s
         if not lengths:     # every sequence as long as the cache (or the table's pages): one program each
             return 1
         cap = min(wanted, RAGGED_FILLED_SPLITS)
-        if paged:           # at least PAGED_FILLED_MIN_SPLITS chunks of PAGED_CHUNK_TOKENS or more
-            cap = max(wanted, min(PAGED_FILLED_MIN_SPLITS, cache_len // PAGED_CHUNK_TOKENS))
+        if paged and programs <= PAGED_UNSPLIT_PER_SM * num_sms:   # at least PAGED_FILLED_MIN_SPLITS chunks
+            cap = max(wanted, min(PAGED_FILLED_MIN_SPLITS, cache_len // PAGED_CHUNK_TOKENS))   # of 2048+ tokens
         splits = max(1, min(cap, n_blocks // MIN_CHUNK_BLOCKS))
         if lengths:
             splits = max(splits, cdiv(cache_len, RAGGED_CHUNK_TOKENS))
         return _whole_chunks(n_blocks, splits)
     wave = max(1, num_sms // programs)   # one wave of programs (module docstring), at most one per tile
-    if not paged:
+    if not paged or (lengths and batch >= 2):   # paged with lengths: chunks dealt out by length, as contiguous
         return _whole_chunks(n_blocks, wave)
     # Paged: up to PAGED_BELOW_FILL_PER_SM programs an SM, but one sequence (no lengths to balance)
     # only for chunks of at most PAGED_CHUNK_TOKENS, and more sequences only down to chunks of
@@ -908,7 +921,8 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     launch_config tiles at resident_stages' ring for `smem` bytes of shared memory per SM (all
     programs resident; DEEP_FILLED_CONFIG instead at more than two an SM over long caches,
     deep_filled_grid), and FULL_GRID_CONFIG beyond; paged launches with the page indices a tile
-    ahead (table_ahead, None meaning PAGED_TABLE_AHEAD) take resident_stages' ring too.
+    ahead (table_ahead, None meaning PAGED_TABLE_AHEAD) take resident_stages' ring too, but for
+    unsplit ones with lengths past PAGED_UNSPLIT_PER_SM programs an SM (paged_ring).
     """
     chosen = block_n is None and num_warps is None and num_stages is None
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, element_size)
@@ -927,9 +941,25 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     if chosen and deep_filled_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n, cache_len):
         block_n, num_warps, num_stages = DEEP_FILLED_CONFIG
     if chosen and (resident_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n)
-                   or paged and (PAGED_TABLE_AHEAD if table_ahead is None else table_ahead)):
+                   or paged_ring(batch * heads_kv, splits, num_sms, paged, lengths, table_ahead)):
         num_stages = resident_stages(batch * heads_kv * splits, num_sms, smem, block_n, head_dim, element_size)
     return splits, block_n, num_warps, num_stages
+
+
+def paged_unsplit_filled(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool) -> bool:
+    """True for an unsplit paged launch with lengths of more than PAGED_UNSPLIT_PER_SM programs an SM: it
+    takes the contiguous call's launch (launch_config's tiles and ring, longest first, no register cap)
+    rather than resident_stages' ring, which is 2 stages deep there."""
+    return paged and lengths and splits == 1 and programs > PAGED_UNSPLIT_PER_SM * num_sms
+
+
+def paged_ring(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool,
+               table_ahead: bool | None = None) -> bool:
+    """True for a paged launch whose page indices come a tile ahead (table_ahead, None meaning
+    PAGED_TABLE_AHEAD), but for paged_unsplit_filled's: it takes resident_stages' ring and
+    resident_registers' cap."""
+    ahead = PAGED_TABLE_AHEAD if table_ahead is None else table_ahead
+    return paged and ahead and not paged_unsplit_filled(programs, splits, num_sms, paged, lengths)
 
 
 def full_grid(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool, block_n: int) -> bool:
@@ -1021,11 +1051,12 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
         block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages,
         per_sm(q.device, "smem"), ahead)
     resident = resident_grid(batch * heads_kv, splits, num_sms, page_size > 0, seqlens is not None, block_n)
-    if maxnreg is None and chosen and (ahead or resident):
+    ring = page_size > 0 and paged_ring(batch * heads_kv, splits, num_sms, True, seqlens is not None, ahead)
+    if maxnreg is None and chosen and (ring or resident):
         cap = resident_registers(splits * batch * heads_kv, num_sms, num_warps, per_sm(q.device, "regs"))
         # a contiguous launch takes only a cap that binds: an explicit 255 changes ptxas's allocation
         # (sm_90, 64/4/4: 160 registers against 128 without; probes/decode_resources.py)
-        maxnreg = cap if ahead or cap < MAX_REGISTERS else None
+        maxnreg = cap if ring or cap < MAX_REGISTERS else None
     scale = (head_dim ** -0.5 if sm_scale is None else float(sm_scale)) * LOG2E
     n_blocks = cdiv(cache_len, block_n)
     if spread is None:   # the rule's choice; True / False (probes) force it, still only where it applies

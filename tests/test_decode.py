@@ -205,9 +205,14 @@ def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
     with_lengths = choose_splits(batch, heads_kv, cache_len, block_n, sms, paged=True, lengths=True)
     paged = choose_splits(batch, heads_kv, cache_len, block_n, sms, paged=True)
     assert paged == (1 if filled else splits)
-    if filled:
+    if filled and batch * heads_kv > decode.PAGED_UNSPLIT_PER_SM * sms:    # the contiguous call's count
+        assert with_lengths == choose_splits(batch, heads_kv, cache_len, block_n, sms, lengths=True)
+        paged = with_lengths
+    elif filled:
         assert with_lengths == max(splits, cdiv(cache_len, decode.RAGGED_CHUNK_TOKENS))
         paged = with_lengths
+    elif batch >= 2:              # below the fill, lengths dealt out by length: the one-wave count
+        assert with_lengths == choose_splits(batch, heads_kv, cache_len, block_n, sms)
     wave = choose_splits(batch, heads_kv, cache_len, block_n, sms)
     assert paged >= wave
     assert batch * heads_kv * paged <= max(sms, decode.PAGED_PROGRAMS_PER_SM * sms,   # whole waves, or
@@ -264,6 +269,8 @@ def test_choose_splits_with_lengths_below_the_fill(batch, heads_kv, cache_len, s
     assert choose_splits(batch, heads_kv, cache_len, 64, 132, lengths=True) == splits
     assert splits == choose_splits(batch, heads_kv, cache_len, 64, 132) == min(132 // (batch * heads_kv),
                                                                                cdiv(cache_len, 64))
+    if batch >= 2:                # paged too (ragged B=4 Hkv=8 L=4096 on the H200: S=4 14.2 us, S=8 15.0)
+        assert choose_splits(batch, heads_kv, cache_len, 64, 132, paged=True, lengths=True) == splits
 
 
 def test_full_grid_plan(monkeypatch):
@@ -781,24 +788,31 @@ def test_paged_plans_cap_registers_only_with_indices_ahead(fresh_plans, monkeypa
     q, k, v = _inputs(16, 32, 32, 256, 64, torch.float16)         # 512 programs: four an SM
     k_pages, v_pages, table = decode.paged_cache(k, v, 64, seed=2)
     lens = torch.full((16,), 256, dtype=torch.int32)
-    plan = decode._plan(q, k_pages, v_pages, lens, None, None, table, None, None, None, True)
+    plan = decode._plan(q, k_pages, v_pages, None, None, None, table, None, None, None, True)   # no lengths
     assert plan.grid == (1, 512) and plan.options["maxnreg"] == 128
-    forced = decode._plan(q, k_pages, v_pages, lens, None, None, table, 64, 4, 2, True)
+    forced = decode._plan(q, k_pages, v_pages, None, None, None, table, 64, 4, 2, True)
     assert "maxnreg" not in forced.options                   # forced launch settings stay as given
     contiguous = decode._plan(q, k, v, lens, None, None, None, None, None, None, True)
     assert "maxnreg" not in contiguous.options
+    unsplit = decode._plan(q, k_pages, v_pages, lens, None, None, table, None, None, None)   # the rule: S=1
+    assert unsplit.grid == (1, 512) and unsplit.options == dict(num_warps=4, num_stages=4)   # contiguous launch
 
 
 def test_paged_launch_takes_the_ring_only_when_indices_come_a_tile_ahead():
     # B=16 Hkv=8 L=4096 paged with lengths: S=4, 512 programs on 132 SMs, 4 an SM: 2 stages
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (4, 64, 4, 2)
-    # B=4 Hkv=8 L=32768: S=8, 256 programs, 2 an SM: 4 stages; B=1 Hkv=8 L=4096: S=16, 1 an SM: 4 stages
-    assert decode.launch_shape(4, 8, 4, 32768, 128, 2, 132, True, True, table_ahead=True) == (8, 64, 4, 4)
+    # B=4 Hkv=8 L=32768: S=4, 128 programs, 1 an SM: 4 stages; B=1 Hkv=8 L=4096: S=16, 1 an SM: 4 stages
+    assert decode.launch_shape(4, 8, 4, 32768, 128, 2, 132, True, True, table_ahead=True) == (4, 64, 4, 4)
     assert decode.launch_shape(1, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (16, 64, 4, 4)
     # B=1 Hkv=8 L=131072: S=33 (two programs an SM below the fill), 264 programs: 4 stages
     assert decode.launch_shape(1, 8, 4, 131072, 128, 2, 132, True, True, table_ahead=True) == (33, 64, 4, 4)
-    # B=16 Hkv=32 L=1024 (unsplit, 4 programs an SM): 2 stages
-    assert decode.launch_shape(16, 32, 1, 1024, 128, 2, 132, True, True, table_ahead=True) == (1, 64, 4, 2)
+    # B=16 Hkv=32 L=1024 unsplit, 4 programs an SM: 2 stages without lengths, the contiguous launch with
+    # them (paged_unsplit_filled); B=32 Hkv=8 L=4096 (2 an SM, lengths): S=2 on a 2-stage ring
+    assert decode.launch_shape(16, 32, 1, 1024, 128, 2, 132, True, False, table_ahead=True) == (1, 64, 4, 2)
+    assert decode.launch_shape(16, 32, 1, 1024, 128, 2, 132, True, True, table_ahead=True) == (1, 64, 4, 4)
+    assert decode.launch_shape(64, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == \
+        decode.launch_shape(64, 8, 4, 4096, 128, 2, 132, False, True, table_ahead=True) == (1, 64, 4, 4)
+    assert decode.launch_shape(32, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (2, 64, 4, 2)
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=False)[3] == 4
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, num_stages=3, table_ahead=True)[3] == 3
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, False, True, table_ahead=True)[3] == 4   # contiguous
@@ -994,7 +1008,7 @@ def test_plan_rule_and_merge(fresh_plans, monkeypatch):
             assert decode.planned_splits(batch, heads_kv, cache_len, 128, 2, 132, 32 // heads_kv, False,
                                          lengths) == choose_splits(batch, heads_kv, cache_len, 64, 132,
                                                                    lengths=lengths)
-    for batch, cache_len, splits in ((1, 16384, 16), (4, 16384, 8), (16, 1024, 4)):
+    for batch, cache_len, splits in ((1, 16384, 16), (4, 16384, 4), (16, 1024, 4)):
         assert decode.planned_splits(batch, 8, cache_len, 128, 2, 132, 4, True, True) == splits
         assert choose_splits(batch, 8, cache_len, 64, 132, paged=True, lengths=True) == splits
     assert decode.planned_splits(1, 8, 1024, 128, 2, 132, 4, True, True) == 16    # paged rule: 2 tiles each

@@ -13,6 +13,7 @@ rule's S and forced S, with the chunks dealt out by length wherever S >= 2 (spre
 - paged: the study's `ours_paged` (the rule);
 - S<n>: paged, n splits, the rule's tiles and ring for that S (resident_stages, register cap);
 - S<n>/<N>.<w>.<s>: paged, n splits, BLOCK_N x warps x stages forced (no register cap).
+DIAG=equal: shapes of equal lengths (the study passes none there), passed to the paged calls only.
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_paged_ring.py
 Writes $OUT/decode_paged_ring.csv and prints us (S) per variant and its ratio over contig last
@@ -30,6 +31,8 @@ fd, study = db.fd, db.study
 PAGE = study.PAGE_SIZE        # the study's pages (ours_paged)
 SHAPES = [(64, 8, 4096, True), (16, 8, 4096, True), (4, 8, 4096, True), (64, 8, 32768, True),
           (16, 8, 32768, True), (4, 8, 32768, True)]
+if os.environ.get("DIAG") == "equal":     # the same lengths all equal, passed to the paged call only
+    SHAPES = [(64, 8, 4096, False), (16, 8, 4096, False), (4, 8, 4096, False), (64, 8, 1024, False)]
 # (S, (BLOCK_N, warps, stages) or None for the rule's at that S)
 VARIANTS = [(1, None), (1, (64, 4, 4)), (1, (64, 4, 3)), (1, (128, 8, 2)), (1, (128, 8, 3)),
             (2, None), (2, (64, 4, 4)), (2, (64, 4, 3)), (4, None), (4, (64, 4, 4)), (8, None), (8, (64, 4, 4))]

@@ -61,16 +61,16 @@ def hnd(pool: torch.Tensor) -> torch.Tensor:
 
 
 def candidates(inputs, num_sms):
-    q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
+    ops = db.paged_operands(inputs)
+    q, k, v, lens, kp, vp, table, contig_lens = (ops[x] for x in ("q", "k", "v", "lens", "kp", "vp", "table",
+                                                                  "contig_lens"))
     batch, _, cache_len, _ = k.shape
     assert cache_len % PAGE == 0
-    kp, vp, table = fd.paged_cache(k, v, PAGE, seed=study.PAGE_SEED)
     pages = cache_len // PAGE
     identity = torch.arange(batch * pages, device=k.device, dtype=torch.int32).view(batch, pages)
     ko, vo = in_order(k), in_order(v)
     kh, vh = hnd(kp), hnd(vp)
     koh, voh = hnd(ko), hnd(vo)
-    contig_lens = lens if inputs["ragged"] else None
 
     def paged(kk, vv, tt):
         return lambda: (lambda: fd.decode_attention(q, kk, vv, lens, block_table=tt))

@@ -49,10 +49,10 @@ NAMES = ["contig", "paged"] + [name_of(s, c) for s, c in VARIANTS]
 
 
 def candidates(inputs, num_sms):
-    q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
+    ops = db.paged_operands(inputs)
+    q, k, v, lens, kp, vp, table, contig_lens = (ops[x] for x in ("q", "k", "v", "lens", "kp", "vp", "table",
+                                                                  "contig_lens"))
     batch, heads_kv, cache_len, head_dim = k.shape
-    kp, vp, table = fd.paged_cache(k, v, PAGE, seed=study.PAGE_SEED)
-    contig_lens = lens if inputs["ragged"] else None
     group, size = q.shape[1] // heads_kv, k.element_size()
     cands = {"contig": lambda: (lambda: fd.decode_attention(q, k, v, contig_lens)),
              "paged": lambda: (lambda: fd.decode_attention(q, kp, vp, lens, block_table=table))}

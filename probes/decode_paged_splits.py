@@ -41,10 +41,10 @@ NAMES = ["contig", "paged", "paged_nolen"] + [f"S={s}" for s in FORCED]
 
 
 def candidates(inputs, num_sms):
-    q, k, v, lens = inputs["q"], inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
+    ops = db.paged_operands(inputs)
+    q, k, v, lens, kp, vp, table, contig_lens = (ops[x] for x in ("q", "k", "v", "lens", "kp", "vp", "table",
+                                                                  "contig_lens"))
     batch, heads_kv, cache_len, head_dim = k.shape
-    kp, vp, table = fd.paged_cache(k, v, PAGE, seed=study.PAGE_SEED)
-    contig_lens = lens if inputs["ragged"] else None
     group, size = q.shape[1] // heads_kv, k.element_size()
 
     def splits(paged, lengths):

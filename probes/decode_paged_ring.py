@@ -14,6 +14,8 @@ rule's S and forced S, with the chunks dealt out by length wherever S >= 2 (spre
 - S<n>: paged, n splits, the rule's tiles and ring for that S (resident_stages, register cap);
 - S<n>/<N>.<w>.<s>: paged, n splits, BLOCK_N x warps x stages forced (no register cap).
 DIAG=equal: shapes of equal lengths (the study passes none there), passed to the paged calls only.
+DIAG=deep: equal lengths passed to no call, unsplit launches of one or two programs an SM, at rings
+deeper than resident_stages' (at most 4 stages).
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_paged_ring.py
 Writes $OUT/decode_paged_ring.csv and prints us (S) per variant and its ratio over contig last
@@ -31,13 +33,18 @@ fd, study = db.fd, db.study
 PAGE = study.PAGE_SIZE        # the study's pages (ours_paged)
 SHAPES = [(64, 8, 4096, True), (16, 8, 4096, True), (4, 8, 4096, True), (64, 8, 32768, True),
           (16, 8, 32768, True), (4, 8, 32768, True)]
-if os.environ.get("DIAG") == "equal":     # the same lengths all equal, passed to the paged call only
+DIAG = os.environ.get("DIAG", "")
+if DIAG == "equal":     # the same lengths all equal, passed to the paged call only
     SHAPES = [(64, 8, 4096, False), (16, 8, 4096, False), (4, 8, 4096, False), (64, 8, 1024, False)]
 # (S, (BLOCK_N, warps, stages) or None for the rule's at that S)
 VARIANTS = [(1, None), (1, (64, 4, 4)), (1, (64, 4, 3)), (1, (128, 8, 2)), (1, (128, 8, 3)),
             (2, None), (2, (64, 4, 4)), (2, (64, 4, 3)), (4, None), (4, (64, 4, 4)), (8, None), (8, (64, 4, 4))]
+if DIAG == "deep":      # equal lengths, none passed, one program an SM or two: rings deeper than resident_stages' 4
+    SHAPES = [(16, 8, 131072, False), (16, 8, 32768, False), (4, 32, 32768, False), (32, 8, 32768, False)]
+    VARIANTS = [(1, None), (1, (64, 4, 5)), (1, (64, 4, 6)), (1, (128, 8, 3)), (1, (128, 4, 3)), (1, (128, 8, 4)),
+                (1, (32, 4, 8))]
 if db.DRY:
-    SHAPES = [(2, 2, 256, True)]
+    SHAPES = [(2, 2, 256, DIAG != "deep")]
     VARIANTS = [(1, None), (1, (64, 4, 4)), (2, None), (2, (64, 4, 3))]
 
 
@@ -53,12 +60,15 @@ def candidates(inputs, num_sms):
     q, k, v, lens, kp, vp, table, contig_lens = (ops[x] for x in ("q", "k", "v", "lens", "kp", "vp", "table",
                                                                   "contig_lens"))
     batch, heads_kv, cache_len, head_dim = k.shape
+    if DIAG == "deep":
+        lens = None
     group, size = q.shape[1] // heads_kv, k.element_size()
     cands = {"contig": lambda: (lambda: fd.decode_attention(q, k, v, contig_lens)),
              "paged": lambda: (lambda: fd.decode_attention(q, kp, vp, lens, block_table=table))}
     shown = {"contig": fd.launch_shape(batch, heads_kv, group, cache_len, head_dim, size, num_sms, False,
                                        contig_lens is not None)[0],
-             "paged": fd.launch_shape(batch, heads_kv, group, cache_len, head_dim, size, num_sms, True, True)[0]}
+             "paged": fd.launch_shape(batch, heads_kv, group, cache_len, head_dim, size, num_sms, True,
+                                      lens is not None)[0]}
     for splits, cfg in VARIANTS:
         if splits > fd.cdiv(cache_len, PAGE):
             continue

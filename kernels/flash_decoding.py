@@ -278,8 +278,17 @@ PAGED_CHUNK_TOKENS = 2048    # paged, one sequence (B = 1): one wave of programs
                              # (26.9), L=32768 50.1 (64) -> 46.2 (16) (44.6), L=131072 S=64 either way
                              # 141.4 (135.2; S=16 143.7); Hkv=32 L=4096 28.1 (16) -> 26.7 (4) (26.5);
                              # probes/decode_paged_ahead.py DIAG=paged_splits)
-LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG
-LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks)
+LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG, and
+                             # unsplit paged launches of caches this long at up to PAGED_UNSPLIT_PER_SM
+                             # programs an SM (paged_long_unsplit)
+LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks,
+                             # paged_long_unsplit: no register cap). Paged, equal lengths passed to no call:
+                             # H200 GPU-ec1be0ff, fp16, Hq=32, D=128, page 64, kernel time, us, contiguous /
+                             # paged at resident_stages' 64/4/4 and 255-register cap / at 128/8/3: B=16
+                             # Hkv=8 L=131072 1830.1 / 1900.4 / 1845.5, L=32768 461.7 / 478.3 / 470.0; B=4
+                             # Hkv=32 L=32768 462.6 / 474.7 / 465.7; B=32 Hkv=8 L=32768 (two an SM) 938.3 /
+                             # 945.6 / 931.7; 128/4/3 0.996-1.025x contiguous, 128/8/4 1.009-1.040x, 64/4/5
+                             # and 64/4/6 1.03-1.06x; probes/decode_paged_ring.py DIAG=deep
 MERGE_TILE = 2048            # grouped merge: partial values (G rows x splits x D) loaded per step; its tile
                              # sets the kernel's registers (H200, fp16 D=128 paged, G=1: 8192 values 155
                              # registers, B=1 Hkv=32 L=131072 687 us; 2048 126 registers, 490 us; G=4 and
@@ -922,7 +931,9 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     programs resident; DEEP_FILLED_CONFIG instead at more than two an SM over long caches,
     deep_filled_grid), and FULL_GRID_CONFIG beyond; paged launches with the page indices a tile
     ahead (table_ahead, None meaning PAGED_TABLE_AHEAD) take resident_stages' ring too, but for
-    unsplit ones with lengths past PAGED_UNSPLIT_PER_SM programs an SM (paged_ring).
+    unsplit ones with lengths past PAGED_UNSPLIT_PER_SM programs an SM (the contiguous call's launch)
+    and unsplit ones up to that many over long caches (LONG_CHUNK_CONFIG, paged_long_unsplit;
+    paged_ring).
     """
     chosen = block_n is None and num_warps is None and num_stages is None
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, element_size)
@@ -936,12 +947,15 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     if chosen and not paged and long_grouped_chunks(group, splits, (n_blocks // splits) * block_n, block_n):
         block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
         splits = min(splits, cdiv(cache_len, block_n))
+    long_paged = chosen and paged_long_unsplit(batch * heads_kv, splits, num_sms, paged, cache_len, block_n)
+    if long_paged:
+        block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
     if chosen and full_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n):
         block_n, num_warps, num_stages = FULL_GRID_CONFIG
     if chosen and deep_filled_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n, cache_len):
         block_n, num_warps, num_stages = DEEP_FILLED_CONFIG
     if chosen and (resident_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n)
-                   or paged_ring(batch * heads_kv, splits, num_sms, paged, lengths, table_ahead)):
+                   or not long_paged and paged_ring(batch * heads_kv, splits, num_sms, paged, lengths, table_ahead)):
         num_stages = resident_stages(batch * heads_kv * splits, num_sms, smem, block_n, head_dim, element_size)
     return splits, block_n, num_warps, num_stages
 
@@ -953,11 +967,20 @@ def paged_unsplit_filled(programs: int, splits: int, num_sms: int, paged: bool, 
     return paged and lengths and splits == 1 and programs > PAGED_UNSPLIT_PER_SM * num_sms
 
 
+def paged_long_unsplit(programs: int, splits: int, num_sms: int, paged: bool, cache_len: int,
+                       block_n: int) -> bool:
+    """True for an unsplit paged launch of up to PAGED_UNSPLIT_PER_SM programs an SM over a cache of at
+    least LONG_CHUNK_TOKENS, at the 64-token tiles of D = 65..128: it takes LONG_CHUNK_CONFIG (fewer,
+    wider tiles in flight behind each page lookup), without resident_stages' ring or a register cap."""
+    return (paged and splits == 1 and block_n == 64 and programs <= PAGED_UNSPLIT_PER_SM * num_sms
+            and cache_len >= LONG_CHUNK_TOKENS)
+
+
 def paged_ring(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool,
                table_ahead: bool | None = None) -> bool:
     """True for a paged launch whose page indices come a tile ahead (table_ahead, None meaning
     PAGED_TABLE_AHEAD), but for paged_unsplit_filled's: it takes resident_stages' ring and
-    resident_registers' cap."""
+    resident_registers' cap (launch_shape and _plan leave paged_long_unsplit's launches out too)."""
     ahead = PAGED_TABLE_AHEAD if table_ahead is None else table_ahead
     return paged and ahead and not paged_unsplit_filled(programs, splits, num_sms, paged, lengths)
 
@@ -1051,7 +1074,10 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
         block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages,
         per_sm(q.device, "smem"), ahead)
     resident = resident_grid(batch * heads_kv, splits, num_sms, page_size > 0, seqlens is not None, block_n)
-    ring = page_size > 0 and paged_ring(batch * heads_kv, splits, num_sms, True, seqlens is not None, ahead)
+    long_paged = chosen and paged_long_unsplit(batch * heads_kv, splits, num_sms, page_size > 0, cache_len,
+                                               launch_config(head_dim, q.element_size())[0])
+    ring = not long_paged and page_size > 0 and paged_ring(batch * heads_kv, splits, num_sms, True,
+                                                           seqlens is not None, ahead)
     if maxnreg is None and chosen and (ring or resident):
         cap = resident_registers(splits * batch * heads_kv, num_sms, num_warps, per_sm(q.device, "regs"))
         # a contiguous launch takes only a cap that binds: an explicit 255 changes ptxas's allocation

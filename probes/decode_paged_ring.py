@@ -40,7 +40,8 @@ if DIAG == "equal":     # the same lengths all equal, passed to the paged call o
 VARIANTS = [(1, None), (1, (64, 4, 4)), (1, (64, 4, 3)), (1, (128, 8, 2)), (1, (128, 8, 3)),
             (2, None), (2, (64, 4, 4)), (2, (64, 4, 3)), (4, None), (4, (64, 4, 4)), (8, None), (8, (64, 4, 4))]
 if DIAG == "deep":      # equal lengths, none passed, one program an SM or two: rings deeper than resident_stages' 4
-    SHAPES = [(16, 8, 131072, False), (16, 8, 32768, False), (4, 32, 32768, False), (32, 8, 32768, False)]
+    SHAPES = [(16, 8, 131072, False), (16, 8, 32768, False), (4, 32, 32768, False), (32, 8, 32768, False),
+              (16, 8, 16384, False), (4, 32, 16384, False), (4, 32, 131072, False), (16, 8, 8192, False)]
     VARIANTS = [(1, None), (1, (64, 4, 5)), (1, (64, 4, 6)), (1, (128, 8, 3)), (1, (128, 4, 3)), (1, (128, 8, 4)),
                 (1, (32, 4, 8))]
 if db.DRY:

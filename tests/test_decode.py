@@ -798,6 +798,33 @@ def test_paged_plans_cap_registers_only_with_indices_ahead(fresh_plans, monkeypa
     assert unsplit.grid == (1, 512) and unsplit.options == dict(num_warps=4, num_stages=4)   # contiguous launch
 
 
+def test_paged_long_unsplit_launch_takes_the_long_chunk_config():
+    # B=16 Hkv=8 and B=4 Hkv=32 (one program an SM), no lengths, L >= LONG_CHUNK_TOKENS: 128/8/3
+    assert decode.launch_shape(16, 8, 4, 32768, 128, 2, 132, True, False) == (1, *decode.LONG_CHUNK_CONFIG)
+    assert decode.launch_shape(4, 32, 1, 131072, 128, 2, 132, True, False) == (1, *decode.LONG_CHUNK_CONFIG)
+    assert decode.launch_shape(32, 8, 4, 8192, 128, 2, 132, True, False) == (1, *decode.LONG_CHUNK_CONFIG)
+    assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, False) == (1, 64, 4, 4)       # shorter
+    assert decode.launch_shape(64, 8, 4, 32768, 128, 2, 132, True, False) == (1, 64, 4, 2)      # 4 an SM
+    assert decode.launch_shape(16, 8, 4, 32768, 128, 2, 132, False, False)[1:] == (64, 4, 4)    # contiguous
+    assert decode.launch_shape(16, 8, 4, 32768, 256, 2, 132, True, False)[1] == 32              # D = 256
+    assert decode.launch_shape(16, 8, 4, 32768, 128, 2, 132, True, False, block_n=64)[1:] == (64, 4, 4)
+
+
+def test_paged_long_unsplit_plan_matches_reference(fresh_plans, poison, monkeypatch):
+    """Such a launch (here on 4 SMs, LONG_CHUNK_TOKENS lowered) reads 128-token tiles across 64-token
+    pages, with no register cap."""
+    monkeypatch.setattr(decode, "sm_count", lambda device: 4)
+    monkeypatch.setattr(decode, "LONG_CHUNK_TOKENS", 256)
+    q, k, v = _inputs(2, 8, 2, 320, 128, torch.float16)
+    k_pages, v_pages, table = decode.paged_cache(k, v, 64, seed=3)
+    plan = decode._plan(q, k_pages, v_pages, None, None, None, table, None, None, None)
+    block_n, warps, stages = decode.LONG_CHUNK_CONFIG
+    assert plan.grid == (1, 4) and plan.options == dict(num_warps=warps, num_stages=stages)
+    assert _rest(plan, "BLOCK_N") == block_n
+    out = decode_attention(q, k_pages, v_pages, block_table=table)
+    _assert_close(out, reference(q, k, v, torch.full((2,), 320, dtype=torch.int32)), torch.float16)
+
+
 def test_paged_launch_takes_the_ring_only_when_indices_come_a_tile_ahead():
     # B=16 Hkv=8 L=4096 paged with lengths: S=4, 512 programs on 132 SMs, 4 an SM: 2 stages
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (4, 64, 4, 2)

@@ -16,6 +16,7 @@ rule's S and forced S, with the chunks dealt out by length wherever S >= 2 (spre
 DIAG=equal: shapes of equal lengths (the study passes none there), passed to the paged calls only.
 DIAG=deep: equal lengths passed to no call, unsplit launches of one or two programs an SM, at rings
 deeper than resident_stages' (at most 4 stages).
+DIAG=below: equal lengths passed to no call, below the fill: split counts and wider tiles.
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_paged_ring.py
 Writes $OUT/decode_paged_ring.csv and prints us (S) per variant and its ratio over contig last
@@ -44,8 +45,13 @@ if DIAG == "deep":      # equal lengths, none passed, one program an SM or two: 
               (16, 8, 16384, False), (4, 32, 16384, False), (4, 32, 131072, False), (16, 8, 8192, False)]
     VARIANTS = [(1, None), (1, (64, 4, 5)), (1, (64, 4, 6)), (1, (128, 8, 3)), (1, (128, 4, 3)), (1, (128, 8, 4)),
                 (1, (32, 4, 8))]
+if DIAG == "below":     # equal lengths, none passed, below the fill: split launches (PAGED_BELOW_FILL_PER_SM)
+    SHAPES = [(4, 8, 16384, False), (4, 8, 32768, False), (4, 8, 131072, False), (1, 32, 131072, False),
+              (1, 8, 131072, False), (1, 32, 16384, False)]
+    VARIANTS = [(4, None), (8, None), (16, None), (4, (128, 8, 3)), (8, (128, 8, 3)), (8, (128, 8, 2)),
+                (16, (128, 8, 2)), (4, (64, 4, 4))]
 if db.DRY:
-    SHAPES = [(2, 2, 256, DIAG != "deep")]
+    SHAPES = [(2, 2, 256, DIAG not in ("deep", "below"))]
     VARIANTS = [(1, None), (1, (64, 4, 4)), (2, None), (2, (64, 4, 3))]
 
 
@@ -61,7 +67,7 @@ def candidates(inputs, num_sms):
     q, k, v, lens, kp, vp, table, contig_lens = (ops[x] for x in ("q", "k", "v", "lens", "kp", "vp", "table",
                                                                   "contig_lens"))
     batch, heads_kv, cache_len, head_dim = k.shape
-    if DIAG == "deep":
+    if DIAG in ("deep", "below"):
         lens = None
     group, size = q.shape[1] // heads_kv, k.element_size()
     cands = {"contig": lambda: (lambda: fd.decode_attention(q, k, v, contig_lens)),

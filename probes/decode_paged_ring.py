@@ -18,6 +18,25 @@ DIAG=deep: equal lengths passed to no call, unsplit launches of one or two progr
 deeper than resident_stages' (at most 4 stages).
 DIAG=below: equal lengths passed to no call, below the fill: split counts and wider tiles.
 
+Measured (H200, fp16, kernel time, us; paged over contiguous):
+- af3c1d9, GPU-5bf14c42, ragged: at B=64 Hkv=8 L=4096 contiguous S=1 114.4, paged S=1 at 64/4/4 115.4
+  and at 128/8/2 115.1, at the rule's ring (2 stages, 128 registers) 144.5, the rule's S=2 123.1;
+  B=4 Hkv=8 L=4096 S=4 14.2, the rule's S=8 15.1 (contiguous 14.5); the other four shapes 0.98-1.01x
+  at the rule's S. Hence paged_unsplit_filled and, below the fill with lengths, the one-wave count.
+- f86d57c (with that rule), GPU-ec1be0ff: ragged, the rule 0.93-1.01x at all six shapes (B=64 Hkv=8
+  L=4096 115.6 against 115.0). DIAG=equal (lengths passed to the paged call only): 1.02-1.05x at
+  B=64, 16 and 4 Hkv=8 L=4096, 1.09x at B=64 Hkv=8 L=1024 (68.8 against 63.1, where the contiguous
+  call takes its 2-stage resident ring without lengths). DIAG=deep, unsplit, no lengths: the rule
+  (64/4/4 at 255 registers) 1.01-1.04x, 128/8/3 0.99-1.02x (B=16 Hkv=8 L=131072 1845.5 against
+  1900.4, contiguous 1830.1), 128/4/3 1.00-1.03x, 128/8/4 1.01-1.04x, 64/4/5 and 64/4/6 1.03-1.06x.
+  Hence paged_long_unsplit (LONG_CHUNK_CONFIG).
+- 58ccb2c (with both), GPU-f4c170fb: DIAG=deep, the rule 0.99-1.01x at its eight shapes (B=16 Hkv=8
+  L=131072 1848.7 against 1829.8; L=8192 121.0 against 120.0); ragged 0.92-1.01x.
+- 83aaafd, GPU-cb9662a3, DIAG=below (no lengths, below the fill; the rule S=8 at B=4 Hkv=8 and
+  B=1 Hkv=32, 33 at B=1 Hkv=8): the rule 1.03-1.05x; S=16 1.01-1.03x, S=4 1.01-1.05x (3.5x at B=1
+  Hkv=8 L=131072), 128/8/3 and 128/8/2 tiles 1.03-1.14x at S=4-16. Within 1-2% of the rule, and the
+  other way round when the rule was set (PAGED_BELOW_FILL_PER_SM): not changed.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_paged_ring.py
 Writes $OUT/decode_paged_ring.csv and prints us (S) per variant and its ratio over contig last
 (decode_balance's helpers: fp16, Hq=32, D=128, CUPTI kernel time, L2 flushed).

@@ -38,6 +38,9 @@ the median of STUDY_CALLS; otherwise the mean of CALLS back to back, the median 
   fp16 1.33, 1048576x1 bf16 1.25, 512x512 bf16 1.20; the others 0.80-1.17).
 DIAG=outliers: the shapes whose plain call was above 1.2x torch's in a committed run, beside their
 other dtypes.
+DIAG=alloc: the output's allocation alone, six ways (torch.empty_like, with contiguous_format,
+Tensor.new_empty, torch.empty_strided, torch.empty, aten.empty_like through torch.ops), beside the
+whole repeat call and torch.softmax.
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/softmax_host.py
 Writes $OUT/softmax_host.csv (OUT defaults to ./probe_out) and prints us per step and shape last.
@@ -226,9 +229,36 @@ def lean() -> None:
     report(rows, "softmax_host_lean.csv")
 
 
+def alloc() -> None:
+    """DIAG=alloc: ways to allocate a repeat call's output (kernels._plans.new_output: torch.empty_like),
+    each alone, beside the whole repeat call and torch.softmax, per shape (per_call_us), in a process
+    with no CUPTI session."""
+    rows = []
+    empty_like_op = torch.ops.aten.empty_like.default
+    for n_rows, cols, dtype in LEAN_SHAPES[:6]:
+        x = torch.randn(n_rows, cols, device="cuda").to(dtype)
+        shape = f"{n_rows}x{cols} {str(dtype).removeprefix('torch.')}"
+        size, stride, device = x.shape, x.stride(), x.device
+        tests = {"empty_like": lambda: torch.empty_like(x),
+                 "empty_like_fmt": lambda: torch.empty_like(x, memory_format=torch.contiguous_format),
+                 "new_empty": lambda: x.new_empty(size),
+                 "empty_strided": lambda: torch.empty_strided(size, stride, dtype=dtype, device=device),
+                 "empty": lambda: torch.empty(size, dtype=dtype, device=device),
+                 "aten_empty_like": lambda: empty_like_op(x),
+                 "softmax": lambda: fs.softmax(x, -1), "torch": lambda: torch.softmax(x, -1)}
+        fs.softmax(x, -1)
+        for name, fn in tests.items():
+            rows.append({"shape": shape, "step": name, "us": round(per_call_us(fn), 3), "ok": True})
+        print(f"  done {shape}", flush=True)
+    report(rows, "softmax_host_alloc.csv")
+
+
 def main():
     print(f"device {torch.cuda.get_device_name()}", flush=True)
     os.makedirs(OUT, exist_ok=True)
+    if os.environ.get("DIAG") == "alloc":
+        alloc()
+        return
     if os.environ.get("DIAG") == "lean":
         lean()
         return

@@ -18,6 +18,11 @@ median of STUDY_CALLS), rows `study_<step>`.
 DIAG=profiler: the study's host rows before and after one torch.profiler session in the process
 (`after_profiler`).
 DIAG=lean: the repeat path through kernels._lean_launch against Triton's C launcher (`lean`).
+DIAG=outliers: the shapes whose plain call was above 1.2x torch's in a committed run, beside their
+other dtypes.
+DIAG=alloc: the output's allocation alone, six ways (torch.empty_like, with contiguous_format,
+Tensor.new_empty, torch.empty_strided, torch.empty, aten.empty_like through torch.ops), beside the
+whole repeat call and torch.softmax.
 
 Measured (H200 hosts, us; `study_` as the study times host rows, one call after the L2 flush is queued,
 the median of STUDY_CALLS; otherwise the mean of CALLS back to back, the median of ROUNDS):
@@ -36,11 +41,6 @@ the median of STUDY_CALLS; otherwise the mean of CALLS back to back, the median 
   seven shapes: softmax 7.01-10.89 against softmax_prev 8.21-13.36 and torch.softmax 6.20-9.87, so
   0.88-1.19x torch's; study_softmax 7.98-13.31 against study_torch 7.15-11.10, 0.80-1.33x (512x512
   fp16 1.33, 1048576x1 bf16 1.25, 512x512 bf16 1.20; the others 0.80-1.17).
-DIAG=outliers: the shapes whose plain call was above 1.2x torch's in a committed run, beside their
-other dtypes.
-DIAG=alloc: the output's allocation alone, six ways (torch.empty_like, with contiguous_format,
-Tensor.new_empty, torch.empty_strided, torch.empty, aten.empty_like through torch.ops), beside the
-whole repeat call and torch.softmax.
 - DIAG=alloc at c770d99 (GPU-64317612's host, six shapes, us a call): torch.empty_like 1.21-1.52, with
   contiguous_format 1.35-1.72, torch.empty_strided 1.40-1.65, aten.empty_like 2.04-2.40, new_empty
   2.18-2.47, torch.empty 2.83-3.40; the whole repeat call 5.56-6.15 against torch.softmax 5.15-5.38

@@ -18,6 +18,13 @@ and programs, ran 0.97x). Variants, each checked against the float64 reference f
 - S=<n>: the paged call with lengths at a forced split count (1, 2, 4, 8, 16, 32 and 33, up to one
   per tile; 33 x 128 programs fill 8 waves of 4 an SM on 132 SMs).
 
+Measured at c712a76 (GPU-454fd514), us, contig / paged (the rule's S) / best forced S: ragged B=64
+Hkv=8 L=4096 116.4 (1) / 125.1 (2) / 124.7 (8), S=1 145.7; ragged B=4 Hkv=8 L=4096 14.6 (4) / 15.1
+(8) / 14.8 (8 and 32); B=16 Hkv=8 L=131072 1870.8 / 1940.7 (32) / 1928.3 (16), paged_nolen 1931.0;
+ragged B=16 Hkv=8 L=32768 252.3 / 249.8 (8); B=16 Hkv=8 L=1024 paged_nolen 19.0 against 19.1. No
+split count brings the ragged B=64 shape within 5%: its unsplit paged launch differs from the
+contiguous one in its ring (probes/decode_paged_ring.py).
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_paged_splits.py
 Writes $OUT/decode_paged_splits.csv and prints us (S) per variant and its ratio over contig last
 (decode_balance's helpers: fp16, Hq=32, D=128, CUPTI kernel time, L2 flushed).

@@ -21,7 +21,7 @@ Measured at c712a76 (GPU-454fd514's host): ours over torch 1.04-1.27x, median 1.
 1.2x (fp32 256x256 1.27x, fp16 512x512 1.23x, bf16 4096x1 1.23x, bf16 4096x7 1.22x, fp16 1024x1024
 1.21x, bf16 1024x128 1.20x), none of them the run's four; within a case ours's blocks were slower
 than torch's in nearly every pair (fp32 256x256: ours 16.3-18.3, torch 12.8-14.2 us), and a case's
-blocks moved together between about 9 and 14 us (bf16 cases mostly near 9, the others near 13).
+blocks sat together near 9 us (bf16 256x256, 1024x1000, 1024x1024 and 1048576x1) or near 11-15.
 Over all blocks, the median after each preceding implementation was 13.0-14.5 us for ours and
 11.6-12.4 for torch: no implementation before a block slows it. So ours's cost over torch is in its
 own calls (about 2 us a call on that host), and which cases cross 1.2x moves with the host's state.

@@ -969,11 +969,12 @@ def paged_unsplit_filled(programs: int, splits: int, num_sms: int, paged: bool, 
 
 def paged_long_unsplit(programs: int, splits: int, num_sms: int, paged: bool, cache_len: int,
                        block_n: int) -> bool:
-    """True for an unsplit paged launch of up to PAGED_UNSPLIT_PER_SM programs an SM over a cache of at
-    least LONG_CHUNK_TOKENS, at the 64-token tiles of D = 65..128: it takes LONG_CHUNK_CONFIG (fewer,
-    wider tiles in flight behind each page lookup), without resident_stages' ring or a register cap."""
-    return (paged and splits == 1 and block_n == 64 and programs <= PAGED_UNSPLIT_PER_SM * num_sms
-            and cache_len >= LONG_CHUNK_TOKENS)
+    """True for an unsplit paged launch on a filled grid (NO_SPLIT_FILL) of up to PAGED_UNSPLIT_PER_SM
+    programs an SM over a cache of at least LONG_CHUNK_TOKENS, at the 64-token tiles of D = 65..128: it
+    takes LONG_CHUNK_CONFIG (fewer, wider tiles in flight behind each page lookup), without
+    resident_stages' ring or a register cap."""
+    return (paged and splits == 1 and block_n == 64 and cache_len >= LONG_CHUNK_TOKENS
+            and NO_SPLIT_FILL * num_sms <= programs <= PAGED_UNSPLIT_PER_SM * num_sms)
 
 
 def paged_ring(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool,

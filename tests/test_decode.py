@@ -808,6 +808,7 @@ def test_paged_long_unsplit_launch_takes_the_long_chunk_config():
     assert decode.launch_shape(16, 8, 4, 32768, 128, 2, 132, False, False)[1:] == (64, 4, 4)    # contiguous
     assert decode.launch_shape(16, 8, 4, 32768, 256, 2, 132, True, False)[1] == 32              # D = 256
     assert decode.launch_shape(16, 8, 4, 32768, 128, 2, 132, True, False, block_n=64)[1:] == (64, 4, 4)
+    assert decode.launch_shape(1, 8, 4, 32768, 128, 2, 132, True, False, 1)[1:] == (64, 4, 4)       # below the fill
 
 
 def test_paged_long_unsplit_plan_matches_reference(fresh_plans, poison, monkeypatch):

@@ -826,6 +826,21 @@ def test_paged_long_unsplit_plan_matches_reference(fresh_plans, poison, monkeypa
     _assert_close(out, reference(q, k, v, torch.full((2,), 320, dtype=torch.int32)), torch.float16)
 
 
+def test_paged_unsplit_filled_plan_matches_reference(fresh_plans, poison, monkeypatch):
+    """A paged call with lengths past PAGED_UNSPLIT_PER_SM programs an SM (here 6 on 2 SMs) runs the
+    contiguous call's launch: unsplit, longest first, launch_config's ring, no register cap."""
+    monkeypatch.setattr(decode, "sm_count", lambda device: 2)
+    q, k, v = _inputs(3, 8, 2, 300, 64, torch.float16)
+    lens = torch.tensor([17, 300, 151], dtype=torch.int32)
+    k_pages, v_pages, table = decode.paged_cache(k, v, 16, seed=5)
+    plan = decode._plan(q, k_pages, v_pages, lens, None, None, table, None, None, None)
+    contiguous = decode._plan(q, k, v, lens, None, None, None, None, None, None)
+    assert plan.grid == contiguous.grid == (1, 6) and plan.options == contiguous.options
+    assert "maxnreg" not in plan.options and _rest(plan, "LONGEST_FIRST") and _rest(plan, "TABLE_AHEAD")
+    out = decode_attention(q, k_pages, v_pages, lens, block_table=table)
+    _assert_close(out, reference(q, k, v, lens), torch.float16)
+
+
 def test_paged_launch_takes_the_ring_only_when_indices_come_a_tile_ahead():
     # B=16 Hkv=8 L=4096 paged with lengths: S=4, 512 programs on 132 SMs, 4 an SM: 2 stages
     assert decode.launch_shape(16, 8, 4, 4096, 128, 2, 132, True, True, table_ahead=True) == (4, 64, 4, 2)

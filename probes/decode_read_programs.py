@@ -14,6 +14,15 @@ Candidates over the same bytes (fp32, K and V of B=1 Hkv=32 L=16384 D=128 fp16: 
 - ours: decode_attention at B=1 Hkv=32 L=16384 (split 4, 128 programs) and B=16 Hkv=8 L=4096
   (unsplit, 128 programs), fp16, D=128 (decode_balance's inputs).
 
+Measured at e19dadf (GPU-2da622ba; every read's partials checked), us (TB/s): grid128 160.6 (1.67),
+grid264 90.8 (2.96), grid528 66.5 (4.04), grid1056 68.4 (3.92); chunk128.3 93.7 (2.87), chunk128.4
+74.3 (3.62), chunk512.3 61.8 (4.35), chunk528.3 62.1 (4.32), chunk528.4 61.9 (4.34); ours B=1 Hkv=32
+L=16384 65.1 (4.12), B=16 Hkv=8 L=4096 63.9 (4.20). The best plain read tried here reads the 268 MB
+at 4.35 TB/s, 94.5% of the run's 2 GiB read ceiling (4.60), so none of these reads meets 95% at this
+size either; ours is 3-5% behind it. Plain reads of 128 programs, one an SM as ours's are, stay
+far behind (2.9-3.6 TB/s), so ours's programs already keep more in flight than a plain loop of the
+same count.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_read_programs.py
 Writes $OUT/decode_read_programs.csv and prints us and TB/s per candidate last (CUPTI kernel time,
 L2 flushed, decode_balance.time_all's shuffled rounds).

@@ -279,8 +279,8 @@ PAGED_CHUNK_TOKENS = 2048    # paged, one sequence (B = 1): one wave of programs
                              # 141.4 (135.2; S=16 143.7); Hkv=32 L=4096 28.1 (16) -> 26.7 (4) (26.5);
                              # probes/decode_paged_ahead.py DIAG=paged_splits)
 LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG, and
-                             # unsplit paged launches of caches this long at up to PAGED_UNSPLIT_PER_SM
-                             # programs an SM (paged_long_unsplit)
+                             # unsplit paged launches of caches this long on a filled grid of up to
+                             # PAGED_UNSPLIT_PER_SM programs an SM (paged_long_unsplit)
 LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks,
                              # paged_long_unsplit: no register cap). Paged, equal lengths passed to no call:
                              # H200 GPU-ec1be0ff, fp16, Hq=32, D=128, page 64, kernel time, us, contiguous /
@@ -461,7 +461,7 @@ def _page_of(tokens, PAGE_SIZE: tl.constexpr):
     605 -> 362, B=4 Hkv=32 L=4096 626 -> 358, B=16 Hkv=32 L=1024 583 -> 331 (the contiguous
     cache's loop: 322-357), and no spill load left in it under the 128-register cap (11 before at
     B=16 Hkv=32 L=1024). Timed against the loop before on an H200 (probes/decode_paged_layout.py,
-fp16, kernel time, paged over contiguous): 1.00-1.14x at its seven shapes, against 1.04-1.24x."""
+    fp16, kernel time, paged over contiguous): 1.00-1.14x at its seven shapes, against 1.04-1.24x."""
     return (tokens.to(tl.uint32) // PAGE_SIZE).to(tl.int32)
 
 

@@ -30,9 +30,9 @@ unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many as 
 pass seqlens, whose lengths may differ, want more even then: paged caches about
 PAGED_PROGRAMS_PER_SM programs per SM and at least PAGED_FILLED_MIN_SPLITS splits up to
 PAGED_UNSPLIT_PER_SM programs an SM, contiguous ones (and paged ones past that) up to
-RAGGED_FILLED_SPLITS splits, both chunks of at most RAGGED_CHUNK_TOKENS; see choose_splits). Below that, a contiguous cache is cut into S = SMs //
-(B * Hkv) chunks of a whole number of BLOCK_N tiles (at most one per tile): one wave of programs,
-each streaming its chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with
+RAGGED_FILLED_SPLITS splits, both chunks of at most RAGGED_CHUNK_TOKENS; see choose_splits).
+Below that, a contiguous cache is cut into S = SMs // (B * Hkv) chunks of a whole number of
+BLOCK_N tiles (at most one per tile): one wave of programs, each streaming its chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with
 the L2 flushed, BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
 programs only add merge work and tail: B=1 Hkv=8 L=1024 S=16 9.1 us (S=2, the previous rule's
 choice, 14.6; cuDNN 7.6), L=4096 S=16 14.1 (S=8 16.1; cuDNN 12.8), L=16384 S=16 29.9 (S=32
@@ -947,15 +947,14 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     if chosen and not paged and long_grouped_chunks(group, splits, (n_blocks // splits) * block_n, block_n):
         block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
         splits = min(splits, cdiv(cache_len, block_n))
-    long_paged = chosen and paged_long_unsplit(batch * heads_kv, splits, num_sms, paged, cache_len, block_n)
-    if long_paged:
+    ring = chosen and paged_ring(batch * heads_kv, splits, num_sms, paged, lengths, cache_len, block_n, table_ahead)
+    if chosen and paged_long_unsplit(batch * heads_kv, splits, num_sms, paged, cache_len, block_n):
         block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
     if chosen and full_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n):
         block_n, num_warps, num_stages = FULL_GRID_CONFIG
     if chosen and deep_filled_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n, cache_len):
         block_n, num_warps, num_stages = DEEP_FILLED_CONFIG
-    if chosen and (resident_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n)
-                   or not long_paged and paged_ring(batch * heads_kv, splits, num_sms, paged, lengths, table_ahead)):
+    if ring or chosen and resident_grid(batch * heads_kv, splits, num_sms, paged, lengths, block_n):
         num_stages = resident_stages(batch * heads_kv * splits, num_sms, smem, block_n, head_dim, element_size)
     return splits, block_n, num_warps, num_stages
 
@@ -977,13 +976,14 @@ def paged_long_unsplit(programs: int, splits: int, num_sms: int, paged: bool, ca
             and NO_SPLIT_FILL * num_sms <= programs <= PAGED_UNSPLIT_PER_SM * num_sms)
 
 
-def paged_ring(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool,
-               table_ahead: bool | None = None) -> bool:
+def paged_ring(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool, cache_len: int,
+               block_n: int, table_ahead: bool | None = None) -> bool:
     """True for a paged launch whose page indices come a tile ahead (table_ahead, None meaning
-    PAGED_TABLE_AHEAD), but for paged_unsplit_filled's: it takes resident_stages' ring and
-    resident_registers' cap (launch_shape and _plan leave paged_long_unsplit's launches out too)."""
+    PAGED_TABLE_AHEAD), at launch_config's `block_n`, but for paged_unsplit_filled's and
+    paged_long_unsplit's: it takes resident_stages' ring and resident_registers' cap."""
     ahead = PAGED_TABLE_AHEAD if table_ahead is None else table_ahead
-    return paged and ahead and not paged_unsplit_filled(programs, splits, num_sms, paged, lengths)
+    return (paged and ahead and not paged_unsplit_filled(programs, splits, num_sms, paged, lengths)
+            and not paged_long_unsplit(programs, splits, num_sms, paged, cache_len, block_n))
 
 
 def full_grid(programs: int, splits: int, num_sms: int, paged: bool, lengths: bool, block_n: int) -> bool:
@@ -1075,10 +1075,8 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
         block_table is not None, seqlens is not None, num_splits, block_n, num_warps, num_stages,
         per_sm(q.device, "smem"), ahead)
     resident = resident_grid(batch * heads_kv, splits, num_sms, page_size > 0, seqlens is not None, block_n)
-    long_paged = chosen and paged_long_unsplit(batch * heads_kv, splits, num_sms, page_size > 0, cache_len,
-                                               launch_config(head_dim, q.element_size())[0])
-    ring = not long_paged and page_size > 0 and paged_ring(batch * heads_kv, splits, num_sms, True,
-                                                           seqlens is not None, ahead)
+    ring = paged_ring(batch * heads_kv, splits, num_sms, page_size > 0, seqlens is not None, cache_len,
+                      launch_config(head_dim, q.element_size())[0], ahead)
     if maxnreg is None and chosen and (ring or resident):
         cap = resident_registers(splits * batch * heads_kv, num_sms, num_warps, per_sm(q.device, "regs"))
         # a contiguous launch takes only a cap that binds: an explicit 255 changes ptxas's allocation

@@ -249,13 +249,13 @@ def finish(shape_rows_from: int, result: dict):
             r["vs_cudnn"] = round(cudnn / r["median_us"], 4)
 
 
-def paged_operands(inputs) -> dict:
-    """The paged probes' operands of the study's inputs: q, the contiguous caches k and v, the lengths,
-    the study's paged pool and table (kp, vp, table: PAGE_SIZE-token pages, shuffled) and the lengths
-    the study's contiguous call passes (contig_lens: only where ragged)."""
-    kp, vp, table = fd.paged_cache(inputs["k_cache"], inputs["v_cache"], study.PAGE_SIZE, seed=study.PAGE_SEED)
-    return {"q": inputs["q"], "k": inputs["k_cache"], "v": inputs["v_cache"], "lens": inputs["seqlens"],
-            "kp": kp, "vp": vp, "table": table, "contig_lens": inputs["seqlens"] if inputs["ragged"] else None}
+def paged_operands(inputs) -> tuple:
+    """The paged probes' operands of the study's inputs: (q, k, v, lens, kp, vp, table, contig_lens):
+    q, the contiguous caches, the lengths, the study's paged pool and table (PAGE_SIZE-token pages,
+    shuffled) and the lengths the study's contiguous call passes (only where ragged, else None)."""
+    k, v, lens = inputs["k_cache"], inputs["v_cache"], inputs["seqlens"]
+    kp, vp, table = fd.paged_cache(k, v, study.PAGE_SIZE, seed=study.PAGE_SEED)
+    return inputs["q"], k, v, lens, kp, vp, table, lens if inputs["ragged"] else None
 
 
 def paged_group(shape, inputs, ref, result, num_sms, full: bool):

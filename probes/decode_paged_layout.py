@@ -61,9 +61,7 @@ def hnd(pool: torch.Tensor) -> torch.Tensor:
 
 
 def candidates(inputs, num_sms):
-    ops = db.paged_operands(inputs)
-    q, k, v, lens, kp, vp, table, contig_lens = (ops[x] for x in ("q", "k", "v", "lens", "kp", "vp", "table",
-                                                                  "contig_lens"))
+    q, k, v, lens, kp, vp, table, contig_lens = db.paged_operands(inputs)
     batch, _, cache_len, _ = k.shape
     assert cache_len % PAGE == 0
     pages = cache_len // PAGE

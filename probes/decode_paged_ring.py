@@ -82,9 +82,7 @@ NAMES = ["contig", "paged"] + [name_of(s, c) for s, c in VARIANTS]
 
 
 def candidates(inputs, num_sms):
-    ops = db.paged_operands(inputs)
-    q, k, v, lens, kp, vp, table, contig_lens = (ops[x] for x in ("q", "k", "v", "lens", "kp", "vp", "table",
-                                                                  "contig_lens"))
+    q, k, v, lens, kp, vp, table, contig_lens = db.paged_operands(inputs)
     batch, heads_kv, cache_len, head_dim = k.shape
     if DIAG in ("deep", "below"):
         lens = None

@@ -48,9 +48,7 @@ NAMES = ["contig", "paged", "paged_nolen"] + [f"S={s}" for s in FORCED]
 
 
 def candidates(inputs, num_sms):
-    ops = db.paged_operands(inputs)
-    q, k, v, lens, kp, vp, table, contig_lens = (ops[x] for x in ("q", "k", "v", "lens", "kp", "vp", "table",
-                                                                  "contig_lens"))
+    q, k, v, lens, kp, vp, table, contig_lens = db.paged_operands(inputs)
     batch, heads_kv, cache_len, head_dim = k.shape
     group, size = q.shape[1] // heads_kv, k.element_size()
 

@@ -1,4 +1,4 @@
-# Sourced by full-run calls 2 and 3 after device_setup.sh: stops the call unless this machine's GPU
+# Sourced by full-run call 2 after device_setup.sh: stops the call unless this machine's GPU
 # is the one call 1 recorded (results/<slug>/env_before.json), so one run never spans two GPUs.
 # Usage: . probes/same_gpu.sh results/nvidia-h200
 recorded=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['gpu_uuid'])" "$1/env_before.json" 2>/dev/null)

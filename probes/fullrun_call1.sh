@@ -1,5 +1,5 @@
 # Full run, call 1 of 2 (about 7.5 min): environment record, ceilings, the softmax and e2e sweeps.
-# bash probes/fullrun_call1.sh COMMIT   (carry .whl; nothing else may use the device until call 2)
+# bash probes/fullrun_call1.sh COMMIT   (carry .whl and .devcache; nothing else may use the device until call 2)
 # Call 2 continues on the machine this call leaves warm (results/ stays there) and stops at once on
 # another GPU (`same_gpu.sh`): the warm machine is given back 30 s after a call ends, so call 2 must
 # be asked for at once. A machine lost between the calls loses the run (one run never spans two
@@ -12,5 +12,6 @@ G=results/nvidia-h200
 python3 -m snakemake --cores 1 $G/softmax.csv $G/e2e.csv 2>&1 | tee "$OUT/call1.log" | grep -E "^(rule|Finished|Error|.*steps)"
 rc=${PIPESTATUS[0]}
 tar czf "$OUT/call1.tgz" results logs
+save_compile_cache
 python3 -m rooflab.runtime $G 2>/dev/null | tail -12
 exit $rc

@@ -13,4 +13,5 @@ python3 -m snakemake --cores 1 $G/env.json $G/qa.csv $T 2>&1 | tee "$OUT/call2.l
 cat $G/qa.csv
 python3 -m snakemake --cores 1 publish --config allow_flags=true $T 2>&1 | tail -3
 tar czf "$OUT/full.tgz" data/results/nvidia-h200 logs
+save_compile_cache
 python3 -m rooflab.runtime $G 2>/dev/null | tail -16

@@ -63,6 +63,20 @@ def git_commit() -> str:
     return out or "unknown"
 
 
+def compile_caches() -> dict:
+    """Triton's and Inductor's on-disk compile caches and how many files each held when asked: a
+    run that starts on warm caches loads its kernels where a fresh machine compiles them, so its
+    first calls take less of the wall clock (rooflab.runtime says so beside its table)."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+    from triton import knobs
+
+    def files(folder: str) -> int:
+        return sum(len(names) for _, _, names in os.walk(folder))
+
+    return {name: {"dir": folder, "files": files(folder)}
+            for name, folder in (("triton", knobs.cache.dir), ("inductor", cache_dir()))}
+
+
 def environment(config: dict) -> dict:
     """Everything a reader needs to reproduce or discount a run."""
     import torch
@@ -90,6 +104,7 @@ def environment(config: dict) -> dict:
         "git_commit": git_commit(),
         "time": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "argv": sys.argv[1:],
+        "compile_caches": compile_caches(),
         "config": config,
     }
 

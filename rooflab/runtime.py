@@ -82,7 +82,23 @@ def markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def cache_note(results: Path) -> str | None:
+    """A line saying the run started on warm compile caches (env_before.json's `compile_caches`,
+    rooflab.gpus), or None where they were empty or not recorded."""
+    path = Path(results) / "env_before.json"
+    caches = json.loads(path.read_text()).get("compile_caches") if path.exists() else None
+    held = {name: entry.get("files", 0) for name, entry in (caches or {}).items()}
+    if not any(held.values()):
+        return None
+    counts = " and ".join(f"{n} files in {name.capitalize()}'s" for name, n in held.items())
+    return (f"The run started with {counts} compile cache: its first calls loaded kernels a fresh "
+            "machine compiles, so they took less time than they would there.")
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit("usage: python -m rooflab.runtime <results directory>")
     print(markdown(breakdown(Path(sys.argv[1]))))
+    note = cache_note(Path(sys.argv[1]))
+    if note:
+        print("\n" + note)

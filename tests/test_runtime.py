@@ -1,7 +1,7 @@
 """rooflab.runtime: a job's wall clock split into the phases its environment record times."""
 import json
 
-from rooflab.runtime import breakdown, markdown
+from rooflab.runtime import breakdown, cache_note, markdown
 
 
 def _bench(path, seconds):
@@ -47,3 +47,27 @@ def test_compiling_ahead_counts_as_first_calls_not_start_up(tmp_path):
     (sweep,) = breakdown(tmp_path)
     assert (sweep["start_up"], sweep["first_calls"]) == (6.0, 14.5)
     assert sweep["other"] == 60.0 - (6.0 + 1.0 + 1.0 + 14.5 + 0.5 + 10.0)
+
+
+def test_cache_note_only_for_warm_caches(tmp_path):
+    """A run whose env_before record holds files in a compile cache says so; empty or unrecorded caches say nothing."""
+    assert cache_note(tmp_path) is None
+    record = {"compile_caches": {"triton": {"dir": "/c/t", "files": 0}, "inductor": {"dir": "/c/i", "files": 0}}}
+    (tmp_path / "env_before.json").write_text(json.dumps(record))
+    assert cache_note(tmp_path) is None
+    record["compile_caches"]["triton"]["files"] = 812
+    (tmp_path / "env_before.json").write_text(json.dumps(record))
+    note = cache_note(tmp_path)
+    assert "812 files in Triton's and 0 files in Inductor's compile cache" in note
+
+
+def test_compile_caches_counts_files(tmp_path, monkeypatch):
+    from rooflab.gpus import compile_caches
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    for rel in ("triton/abc/k.cubin", "triton/abc/k.json", "inductor/fxgraph/x/y"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("-")
+    caches = compile_caches()
+    assert caches["triton"] == {"dir": str(tmp_path / "triton"), "files": 2}
+    assert caches["inductor"] == {"dir": str(tmp_path / "inductor"), "files": 1}

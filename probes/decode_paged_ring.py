@@ -89,10 +89,10 @@ def candidates(inputs, num_sms):
     group, size = q.shape[1] // heads_kv, k.element_size()
     cands = {"contig": lambda: (lambda: fd.decode_attention(q, k, v, contig_lens)),
              "paged": lambda: (lambda: fd.decode_attention(q, kp, vp, lens, block_table=table))}
-    shown = {"contig": fd.launch_shape(batch, heads_kv, group, cache_len, head_dim, size, num_sms, False,
-                                       contig_lens is not None)[0],
-             "paged": fd.launch_shape(batch, heads_kv, group, cache_len, head_dim, size, num_sms, True,
-                                      lens is not None)[0]}
+    shown = {"contig": fd.planned_splits(batch, heads_kv, cache_len, head_dim, size, num_sms, group, False,
+                                         contig_lens is not None),
+             "paged": fd.planned_splits(batch, heads_kv, cache_len, head_dim, size, num_sms, group, True,
+                                        lens is not None)}
     for splits, cfg in VARIANTS:
         if splits > fd.cdiv(cache_len, PAGE):
             continue

@@ -53,7 +53,7 @@ def candidates(inputs, num_sms):
     group, size = q.shape[1] // heads_kv, k.element_size()
 
     def splits(paged, lengths):
-        return fd.launch_shape(batch, heads_kv, group, cache_len, head_dim, size, num_sms, paged, lengths)[0]
+        return fd.planned_splits(batch, heads_kv, cache_len, head_dim, size, num_sms, group, paged, lengths)
 
     cands = {"contig": lambda: (lambda: fd.decode_attention(q, k, v, contig_lens)),
              "paged": lambda: (lambda: fd.decode_attention(q, kp, vp, lens, block_table=table))}

@@ -1,18 +1,22 @@
-# Full run, call 1 of 2 (about 7.5 min): environment record, ceilings, the softmax and e2e sweeps.
+# Full run, call 1 of 2 (about 8 min): environment record, ceilings, the softmax and e2e sweeps.
 # bash probes/fullrun_call1.sh COMMIT   (carry .whl and .devcache; nothing else may use the device until call 2)
 # Call 2 continues on the machine this call leaves warm (results/ stays there) and stops at once on
-# another GPU (`same_gpu.sh`): the warm machine is given back 30 s after a call ends, so call 2 must
-# be asked for at once. A machine lost between the calls loses the run (one run never spans two
-# GPUs); it starts again from call 1. Snakemake is stopped cleanly after SNAKEMAKE_LIMIT_S (560 s),
-# inside the device's 10-minute limit; the same call again on the warm machine then resumes the DAG.
-# Measured at ae54981 on two H200s: env_before, calibrate and the softmax sweep with its merge took
-# 355 s of jobs on one host and 417 s on another, nearly all of the difference in first calls
-# (compiling); e2e took 82 s at e0c1a10.
+# another GPU (`same_gpu.sh`). A warm machine is given back 30 s after a call ends, longer than a
+# reply to one call takes to ask for the next; device calls asked for together, in one batch, run
+# back to back on the same machine (seen on 3 Dec 2026: the second call of a batch found the first's
+# GPU and results/). So ask for the whole run in one batch: call 1, call 1 again, call 2, call 2
+# again, then the reproduction (fullrun_call3.sh with REPRODUCE_BATCH=1). A repeat resumes what the
+# call before it left unfinished and is a no-op otherwise. Snakemake is stopped cleanly after
+# SNAKEMAKE_LIMIT_S (560 s), inside the device's 10-minute limit. Outputs already made are kept:
+# mtime is not a rerun trigger here, since the tree is copied anew each call.
+# Measured on fresh H200 machines: 457 s of jobs at 8dd107b (env_before 13 s, calibrate 16, softmax
+# sweeps 98-108 each with 65-75 s of first calls, their merge 29, e2e 88).
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
 G=results/nvidia-h200
-timeout -s INT "${SNAKEMAKE_LIMIT_S:-560}" python3 -m snakemake --cores 1 --rerun-incomplete $G/softmax.csv $G/e2e.csv \
-    2>&1 | tee "$OUT/call1.log" | grep -E "^(rule|Finished|Error|.*steps)"
+T="--rerun-triggers params input software-env code"
+timeout -s INT "${SNAKEMAKE_LIMIT_S:-560}" $SMK --cores 1 --rerun-incomplete $G/softmax.csv $G/e2e.csv $T \
+    2>&1 | tee "$OUT/call1.log" | grep -E "^(rule|Finished|Error|.*steps|Nothing)"
 rc=${PIPESTATUS[0]}
 tar czf "$OUT/call1.tgz" results logs
 save_compile_cache

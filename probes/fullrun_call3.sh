@@ -1,14 +1,20 @@
-# After a full run (fullrun_call1.sh, fullrun_call2.sh) is in data/results/nvidia-h200/ of the
-# working tree (unpacked from call 2's full.tgz): the quick profile on any H200, compared against it
-# (`reproduce`; reproduction.json records whether the GPU is the one of the full run). About 4.5
-# min; a machine of its own is fine, so the full run's two calls need no third one in a row.
-# bash probes/fullrun_call3.sh COMMIT   (carry .whl), then copy reproduction.csv and .json into
-# data/results/nvidia-h200/.
+# The quick profile's `reproduce` against a full run, on any H200 (about 4.5 min).
+# In the full run's batch (fullrun_call1.sh): REPRODUCE_BATCH=1 bash probes/fullrun_call3.sh COMMIT
+#   compares against the run call 2 published on this machine (/tmp/rooflab-published), the same
+#   GPU, and stops at once where there is none (the batch lost its machine).
+# Later, on any machine: unpack call 2's full.tgz into the working tree, then
+#   bash probes/fullrun_call3.sh COMMIT   (carry .whl); reproduction.json records whether the GPU
+#   is the full run's.
+# Either way, copy reproduction.csv and .json into data/results/nvidia-h200/.
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
 G=results/nvidia-h200
+if [ -n "$REPRODUCE_BATCH" ]; then
+    [ -d /tmp/rooflab-published ] || { echo "call3: no run published on this machine"; exit 3; }
+    rm -rf data/results/nvidia-h200 && cp -r /tmp/rooflab-published data/results/nvidia-h200
+fi
 test -s data/results/nvidia-h200/env.json || { echo "call3: no full run in data/results/nvidia-h200"; exit 3; }
-python3 -m snakemake --cores 1 reproduce --config profile=quick 2>&1 | tee "$OUT/call3_quick.log" | grep -E "^(rule|Finished|Error|.*steps)"
+$SMK --cores 1 reproduce --config profile=quick 2>&1 | tee "$OUT/call3_quick.log" | grep -E "^(rule|Finished|Error|.*steps)"
 rc=${PIPESTATUS[0]}
 cp $G/reproduction.csv $G/reproduction.json "$OUT/" 2>/dev/null
 tar czf "$OUT/quick.tgz" results logs

@@ -4,7 +4,7 @@
 # solvers of Snakemake's ILP scheduler, which a --cores 1 run does not need; $SMK runs Snakemake
 # with the greedy scheduler instead), and the commit being measured.
 # Compiled kernels: Triton's cache and Inductor's under /tmp/rooflab-cache, seeded from carried
-# .devcache/cache.tgz.NN parts when there are some (what `save_compile_cache` returned from an
+# .devcache/cache.txz.NN (or .tgz.NN) parts when there are some (what `save_compile_cache` returned from an
 # earlier call: the same image's compilers, so a hit loads the same binary a fresh compile makes).
 # Inductor's autotuning choices (*.best_config) are never carried: each machine makes its own.
 # Usage: . probes/device_setup.sh <commit>
@@ -16,20 +16,29 @@ export OUT=${OUT:-$PWD/probe_out}
 SMK="python3 -m snakemake --scheduler greedy"
 export TRITON_CACHE_DIR=/tmp/rooflab-cache/triton TORCHINDUCTOR_CACHE_DIR=/tmp/rooflab-cache/inductor
 mkdir -p "$OUT" "$TRITON_CACHE_DIR" "$TORCHINDUCTOR_CACHE_DIR"
-if ls .devcache/cache.tgz.* >/dev/null 2>&1; then
-    cat .devcache/cache.tgz.* | tar xz -C /tmp/rooflab-cache \
-        && echo "device_setup: compile cache seeded ($(du -sh /tmp/rooflab-cache | cut -f1), $(find /tmp/rooflab-cache -type f | wc -l) files)"
+if ls .devcache/cache.t?z.* >/dev/null 2>&1; then
+    if ls .devcache/cache.txz.* >/dev/null 2>&1; then
+        if command -v xz >/dev/null; then unpack="xz -dc"
+        else unpack="python3 -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)'"; fi
+        cat .devcache/cache.txz.* | eval "$unpack" | tar x -C /tmp/rooflab-cache
+    else
+        cat .devcache/cache.tgz.* | tar xz -C /tmp/rooflab-cache
+    fi && echo "device_setup: compile cache seeded ($(du -sh /tmp/rooflab-cache | cut -f1), $(find /tmp/rooflab-cache -type f | wc -l) files)"
 fi
 nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
 nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader
 
-# $OUT/cache.tgz.NN: the compile caches in parts of 15 MiB (16 MiB is the most a file that comes
-# back may hold), for the next call's .devcache/. Not returned over $1 MiB (default 40): the carry limit (64 MiB)
-# also holds the working tree (about 8 MiB) and the wheelhouse (about 11 MiB).
+# $OUT/cache.txz.NN: the compile caches, xz-compressed where the machine has xz (else gzip,
+# cache.tgz.NN; xz makes them about 2.8x smaller: Triton's LLVM IR is most of them), in parts of
+# 15 MiB (16 MiB is the most a file that comes back may hold), for the next call's .devcache/. Not
+# returned over $1 MiB (default 40): the carry limit (64 MiB) also holds the working tree (about
+# 8 MiB) and the wheelhouse (about 11 MiB).
 save_compile_cache() {
-    rm -f "$OUT"/cache.tgz.*
-    tar cz -C /tmp/rooflab-cache --exclude='*.best_config' triton inductor 2>/dev/null | split -b 15m -d - "$OUT/cache.tgz."
-    local size=$(cat "$OUT"/cache.tgz.* 2>/dev/null | wc -c)
-    echo "compile cache: $((size >> 20)) MiB compressed, $(ls "$OUT"/cache.tgz.* | wc -l) parts"
-    [ "$size" -le $((${1:-40} << 20)) ] || { rm -f "$OUT"/cache.tgz.*; echo "compile cache over ${1:-40} MiB: not returned"; }
+    rm -f "$OUT"/cache.t?z.*
+    local ext=tgz pack=gzip
+    if command -v xz >/dev/null; then ext=txz pack="xz -T0 -6"; fi
+    tar c -C /tmp/rooflab-cache --exclude='*.best_config' triton inductor 2>/dev/null | $pack | split -b 15m -d - "$OUT/cache.$ext."
+    local size=$(cat "$OUT"/cache.$ext.* 2>/dev/null | wc -c)
+    echo "compile cache: $((size >> 20)) MiB compressed ($ext), $(ls "$OUT"/cache.$ext.* | wc -l) parts"
+    [ "$size" -le $((${1:-40} << 20)) ] || { rm -f "$OUT"/cache.$ext.*; echo "compile cache over ${1:-40} MiB: not returned"; }
 }

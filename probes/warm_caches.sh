@@ -3,7 +3,7 @@
 #     load compiled kernels; Inductor's autotuning still runs: *.best_config is never carried);
 #  2. the decode and attention sweeps on a cold cache, until SNAKEMAKE_LIMIT_S (default 520 s
 #     from the start of this call) is spent;
-#  3. the caches back as $OUT/cache.tgz.NN (at most 60 MiB here), with what they hold by file kind.
+#  3. the caches back as $OUT/cache.txz.NN (at most 60 MiB here), with what they hold by file kind.
 # bash probes/warm_caches.sh COMMIT   (carry .whl); save the parts under .devcache/.
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1

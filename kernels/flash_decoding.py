@@ -32,8 +32,8 @@ PAGED_PROGRAMS_PER_SM programs per SM and at least PAGED_FILLED_MIN_SPLITS split
 PAGED_UNSPLIT_PER_SM programs an SM, contiguous ones (and paged ones past that) up to
 RAGGED_FILLED_SPLITS splits, both chunks of at most RAGGED_CHUNK_TOKENS; see choose_splits).
 Below that, a contiguous cache is cut into S = SMs // (B * Hkv) chunks of a whole number of
-BLOCK_N tiles (at most one per tile): one wave of programs, each streaming its chunk. Measured on the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with
-the L2 flushed, BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
+BLOCK_N tiles (at most one per tile): one wave of programs, each streaming its chunk. Measured on
+the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with the L2 flushed, BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
 programs only add merge work and tail: B=1 Hkv=8 L=1024 S=16 9.1 us (S=2, the previous rule's
 choice, 14.6; cuDNN 7.6), L=4096 S=16 14.1 (S=8 16.1; cuDNN 12.8), L=16384 S=16 29.9 (S=32
 31.9; cuDNN 28.4), L=131072 S=16 141.8 (S=128 156.2; cuDNN 134.5); B=4 Hkv=8 L=4096 S=4 29.7

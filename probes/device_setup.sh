@@ -14,6 +14,9 @@ export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
 export ROOFLAB_GIT_COMMIT=${1:?usage: . probes/device_setup.sh COMMIT}
 export OUT=${OUT:-$PWD/probe_out}
 SMK="python3 -m snakemake --scheduler greedy"
+# Full-run calls keep the outputs a call before them made on this machine: mtime is no rerun
+# trigger there, since each call copies the tree anew.
+KEEP="--rerun-triggers params input software-env code"
 export TRITON_CACHE_DIR=/tmp/rooflab-cache/triton TORCHINDUCTOR_CACHE_DIR=/tmp/rooflab-cache/inductor
 mkdir -p "$OUT" "$TRITON_CACHE_DIR" "$TORCHINDUCTOR_CACHE_DIR"
 if ls .devcache/cache.t?z.* >/dev/null 2>&1; then

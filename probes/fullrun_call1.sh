@@ -7,15 +7,14 @@
 # GPU and results/). So ask for the whole run in one batch: call 1, call 1 again, call 2, call 2
 # again, then the reproduction (fullrun_call3.sh with REPRODUCE_BATCH=1). A repeat resumes what the
 # call before it left unfinished and is a no-op otherwise. Snakemake is stopped cleanly after
-# SNAKEMAKE_LIMIT_S (560 s), inside the device's 10-minute limit. Outputs already made are kept:
-# mtime is not a rerun trigger here, since the tree is copied anew each call.
+# SNAKEMAKE_LIMIT_S (560 s), inside the device's 10-minute limit. Outputs already made are kept
+# ($KEEP, device_setup.sh).
 # Measured on fresh H200 machines: 457 s of jobs at 8dd107b (env_before 13 s, calibrate 16, softmax
 # sweeps 98-108 each with 65-75 s of first calls, their merge 29, e2e 88).
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
 G=results/nvidia-h200
-T="--rerun-triggers params input software-env code"
-timeout -s INT "${SNAKEMAKE_LIMIT_S:-560}" $SMK --cores 1 --rerun-incomplete $G/softmax.csv $G/e2e.csv $T \
+timeout -s INT "${SNAKEMAKE_LIMIT_S:-560}" $SMK --cores 1 --rerun-incomplete $G/softmax.csv $G/e2e.csv $KEEP \
     2>&1 | tee "$OUT/call1.log" | grep -E "^(rule|Finished|Error|.*steps|Nothing)"
 rc=${PIPESTATUS[0]}
 tar czf "$OUT/call1.tgz" results logs

@@ -10,7 +10,8 @@
 # SNAKEMAKE_LIMIT_S (560 s), inside the device's 10-minute limit. Outputs already made are kept
 # ($KEEP, device_setup.sh).
 # Measured on fresh H200 machines: 457 s of jobs at 8dd107b (env_before 13 s, calibrate 16, softmax
-# sweeps 98-108 each with 65-75 s of first calls, their merge 29, e2e 88).
+# sweeps 98-108 each with 65-75 s of first calls, their merge 29, e2e 88); 349 s at c3249fa on the
+# compile caches .devcache carried (softmax sweeps 61-84 s, 31-50 of first calls), 365 s of wall clock.
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
 G=results/nvidia-h200

@@ -7,7 +7,8 @@
 # does nothing (a new call's tree holds the committed data/results/ again, so publishing twice
 # would return those).
 # Measured at ae54981 on an H200: the decode and attention sweeps with their merges took 468 s of
-# jobs (474 s of wall clock).
+# jobs (474 s of wall clock); at c3249fa, on carried compile caches, 441 s of jobs (467 s of wall
+# clock with the run record, flags and publish).
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
 G=results/nvidia-h200

@@ -1,4 +1,4 @@
-# The quick profile's `reproduce` against a full run, on any H200 (about 4.5 min).
+# The quick profile's `reproduce` against a full run, on any H200 (about 5.5 min: 331 s at c3249fa).
 # In the full run's batch (fullrun_call1.sh): REPRODUCE_BATCH=1 bash probes/fullrun_call3.sh COMMIT
 #   compares against the run call 2 published on this machine (/tmp/rooflab-published), the same
 #   GPU, and stops at once where there is none (the batch lost its machine).

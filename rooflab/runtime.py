@@ -83,10 +83,15 @@ def markdown(rows: list[dict]) -> str:
 
 
 def cache_note(results: Path) -> str | None:
-    """A line saying the run started on warm compile caches (env_before.json's `compile_caches`,
-    rooflab.gpus), or None where they were empty or not recorded."""
-    path = Path(results) / "env_before.json"
-    caches = json.loads(path.read_text()).get("compile_caches") if path.exists() else None
+    """A line saying the run started on warm compile caches (`compile_caches` of env_before.json in a
+    fresh run, of env.json in a published one, which carries it over; rooflab.gpus), or None where
+    they were empty or not recorded."""
+    caches = None
+    for name in ("env_before.json", "env.json"):
+        path = Path(results) / name
+        if path.exists():
+            caches = json.loads(path.read_text()).get("compile_caches")
+            break
     held = {name: entry.get("files", 0) for name, entry in (caches or {}).items()}
     if not any(held.values()):
         return None

@@ -71,3 +71,14 @@ def test_compile_caches_counts_files(tmp_path, monkeypatch):
     caches = compile_caches()
     assert caches["triton"] == {"dir": str(tmp_path / "triton"), "files": 2}
     assert caches["inductor"] == {"dir": str(tmp_path / "inductor"), "files": 1}
+
+
+def test_cache_note_of_a_published_run(tmp_path):
+    """A published run has no env_before.json; its env.json carries the caches the run started on."""
+    record = {"gpu": "X", "compile_caches": {"triton": {"dir": "/c/t", "files": 2691}, "inductor": {"dir": "/c/i", "files": 147}}}
+    (tmp_path / "env.json").write_text(json.dumps(record))
+    assert "2691 files in Triton's and 147 files in Inductor's" in cache_note(tmp_path)
+    record["compile_caches"]["triton"]["files"] = 0
+    record["compile_caches"]["inductor"]["files"] = 0
+    (tmp_path / "env.json").write_text(json.dumps(record))
+    assert cache_note(tmp_path) is None

@@ -230,7 +230,12 @@ def copy_in_trials(monitor, record):
     impls = ["ours", "liger", "copy", "copy_triton"]
     kernel_ms = _kernel_ms()
     out = []
+    import time
+    start, budget = time.perf_counter(), float(os.environ.get("PROBE_BUDGET_S", "240"))
     for (rows, cols), dtype in COPY_CASES:
+        if time.perf_counter() - start > budget:
+            print(f"{rows}x{cols} {dtype}: skipped, probe time budget spent")
+            continue
         shape = {"rows": rows, "cols": cols}
         sweep = Sweep(study=probe_study, gpu="probe", shapes=[shape], dtypes=[dtype], impls=impls, ceilings={},
                       bench=bench_config(), monitor=monitor, steady_mhz=record["warm_up"]["steady_sm_mhz"])

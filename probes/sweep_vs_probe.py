@@ -54,6 +54,17 @@ the same bytes timed the calibrate job's way (`calib`: rooflab.ceilings.copy_can
 _fastest, the winner's best of three bursts, _kernel_ms). If the copies in the trials read as fast
 as the softmax rows while `calib` reads slower, the flags come from where the ceiling is timed, and
 a copy row in the sweep's trials is the ceiling each row should be held against.
+Measured at 7d1edef (H200 GPU-caed89d4, two calls in a row, TB/s, first / second): 4096x4096 fp32
+ours 4.40 / 4.34, Liger 4.31 / 4.30, copy 4.41 / 4.40, copy_triton 4.41 / 4.43, calib 4.46 / 4.47;
+16384x1024 fp32 ours 4.37 / 4.32, copy 4.43 / 4.42, calib 4.47 / 4.48; 8192x4096 bf16 ours 4.26 /
+4.28, Liger 4.28 / 4.31, copy 4.43 / 4.44, calib 4.50 / 4.49; 32768x1000 fp16 ours 4.24 / 4.19,
+copy 4.41 / 4.42. On this GPU no softmax row read above a copy of its bytes, in the trials or out
+of them, and the trials' copies read within 1-2% of the calibrate job's (copy_triton, flat 4 KB
+blocks, 3.9-4.0 in 16 bits): the flags of the c3249fa run (4.6 TB/s at 4096x4096 fp32 in its
+sweep) did not come back here, so they are that run's GPU or process, not where the ceiling is
+timed. The few long rows against the copy in the same trials: 16x4194304 bf16 0.687 / 0.687,
+64x1048576 fp16 0.749 / 0.747, 256x262144 bf16 0.765 / 0.767, 2048x65537 bf16 0.807 / 0.805,
+1024x131072 fp32 0.927 / 0.925, as in the committed run against its copy ceiling.
 """
 from __future__ import annotations
 

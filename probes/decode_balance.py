@@ -26,6 +26,13 @@ ceiling on 128-program launches (B=1 Hkv=8 L=131072 0.92, B=4 Hkv=8 L=32768 0.94
 L=32768 0.945, B=1 Hkv=32 and B=4 Hkv=8 L=16384 0.90), while the calibrate job read 512 MiB at
 0.99 of it: forced S up to 264 and 528 programs (two and four an SM, no SM idle) and six tilings,
 beside cuDNN, FlashAttention-2 and the read kernel over the same bytes.
+Measured at f35008f (H200 GPU-d7868900, fp16, us, kernel time): the read over the same bytes 59.7 at
+268 MB (4.50 TB/s, 0.96 of the c3249fa run's 4.69) and 115.9-116.1 at 537 MB (4.63, 0.99); ours 63.6-64.0
+and 120.8-124.1 (0.93-0.96 of the read), cuDNN 64.7-65.1 and 122.0-123.6. No forced S beat the rule's
+(B=1 Hkv=8 L=131072: S=16 124.1, S=15 124.2, S=32 126.6, S=33 126.6 at two programs on every SM, S=66
+137.4). At the rule's S, 64/4/4 tiles beat LONG_CHUNK_CONFIG's 128/8/3 by 2% at B=1 Hkv=8 L=131072
+(121.7 against 124.3) and 1% at B=4 Hkv=8 L=32768 (121.2 against 122.2), where on earlier code
+128/8/3 was 2-3% ahead (long_grouped_chunks' docstring); 128/4/3 121.6-122.8; 64/8/4 10-16% slower.
 The table ends with geo-means of ours over the one-wave S (the same S forced: run-to-run spread)
 and of cuDNN over ours.
 Every implementation is checked against the float64 reference before it is timed (a mismatch is a

@@ -17,7 +17,7 @@ from __future__ import annotations
 SOFTMAX_STRATEGIES = ("rows", "row", "looped", "split")          # kernels.fused_softmax.STRATEGIES
 STUDY_IMPLS: dict[str, tuple[str, ...]] = {
     "softmax": ("ours", *(f"ours_{s}" for s in SOFTMAX_STRATEGIES), "torch", "torch_compile", "liger",
-                "seed_rowwise", "seed_multipass"),
+                "seed_rowwise", "seed_multipass", "copy"),
     "attention": ("ours", "ours_triton", "seed_attention", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient", "eager"),
     "decode": ("ours", "ours_nosplit", "ours_paged", "sdpa_flash", "sdpa_cudnn", "sdpa_efficient"),
 }

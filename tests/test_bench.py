@@ -286,3 +286,23 @@ def test_a_hung_case_keeps_measured_rows_and_marks_the_rest(tmp_path, hang_in):
         assert "later case timed out in the host-time pass" in frame["message"].iloc[0]
         assert "timed out" in frame["message"].iloc[2] and "host-time pass" in frame["message"].iloc[2]
     assert "earlier case" in frame["message"].iloc[4]
+
+
+def test_the_softmax_copy_bound_is_checked_against_x_and_timed_in_the_same_trials():
+    """`copy` is not a softmax: its output must equal x (a wrong copy is `incorrect`), and it is timed
+    with the case's implementations, never counted as a peer."""
+    from rooflab.report.analysis import is_bound, is_peer
+    from rooflab.studies import softmax as study
+    timer = FixedTimer(ms=1.0)
+    sweep = Sweep(study=study, gpu="test-gpu", shapes=[], dtypes=["float32"], impls=["torch", "copy"],
+                  ceilings={"copy_tbps": 4.0, "datasheet_bandwidth_tbps": 5.0}, device="cpu", timer=timer,
+                  bench=BenchConfig(trials=3, kernel_below_bytes=0, kernel_below_ms=0))
+    rows = {r["impl"]: r for r in bench.measure_case(sweep, {"rows": 3, "cols": 7}, "float32")}
+    assert rows["copy"]["status"] == "ok" and rows["copy"]["rel_err"] == 0.0
+    assert rows["copy"]["tbps"] == rows["torch"]["tbps"]             # the same bytes over the same time
+    assert is_bound("copy") and not is_peer("copy") and is_peer("torch")
+    inputs = study.make_inputs({"rows": 3, "cols": 7}, torch.float32, "cpu")
+    out = study.impls()["copy"](inputs)()
+    out[0, 0] += 1.0                                                  # a copy that is not x
+    assert study.check(out, study.reference(inputs), inputs)[1] == float("inf")
+    assert study.check(torch.softmax(inputs["x"], -1), study.reference(inputs), inputs)[1] < 1e-6

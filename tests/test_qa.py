@@ -150,6 +150,23 @@ def test_above_ceiling_judges_a_row_against_a_transfer_of_its_own_size():
     assert list(qa.flags(pd.DataFrame(rows))["impl"]) == ["torch", "liger", "seed_rowwise"]   # without ceilings
 
 
+def test_above_ceiling_judges_a_row_against_the_copy_in_its_own_trials():
+    """A copy of the case's bytes timed in its trials (the `copy` bound) that moved them faster than the
+    calibrate job's copies is the ceiling the row is held to, shape by shape, dtype and timing apart."""
+    ceilings = {"copy_tbps": 4.3, "copy_tbps_128mib": 4.36}
+    rows = [row(impl="ours", frac_ceiling=1.07, bytes=2**27), row(impl="copy", frac_ceiling=1.06, bytes=2**27),
+            row(impl="liger", frac_ceiling=1.12, bytes=2**27),
+            row(impl="ours", dtype="bfloat16", frac_ceiling=1.07, bytes=2**27)]      # no copy of its own: flagged
+    out = qa.flags(pd.DataFrame(rows), ceilings=ceilings)
+    assert list(zip(out["impl"], out["dtype"])) == [("liger", "float16"), ("ours", "bfloat16")]
+    assert out.iloc[0]["value"] == pytest.approx(1.12 / 1.06)
+    assert out.iloc[0]["detail"] == "events: 1.12 of copy_tbps, 1.06 of the copy in its own trials"
+    assert "own size" in out.iloc[1]["detail"]
+    slow_copy = [row(impl="ours", frac_ceiling=1.07, bytes=2**27), row(impl="copy", frac_ceiling=0.9, bytes=2**27)]
+    out = qa.flags(pd.DataFrame(slow_copy), ceilings=ceilings)       # a slower copy never lowers the ceiling
+    assert list(out["impl"]) == ["ours"] and "own size" in out.iloc[0]["detail"]
+
+
 def test_few_samples():
     rows = [row(impl="torch", reps=19), row(impl="liger", trials=2), row(impl="seed_rowwise", reps=20, trials=3),
             row(impl="ours", reps=5, trials=1)]

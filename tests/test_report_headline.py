@@ -385,3 +385,15 @@ def test_host_against_a_reference_shape_by_shape_below_the_threshold():
     assert h == {"n": 3, "reference": "torch", "median": "1.10x", "highest": "1.20x", "shape": "rows=1 cols=256",
                  "dtype": "fp16"}
     assert headline.host_against(frame[frame["impl"] != "torch"], "softmax", "torch", 8e6) is None
+
+
+def test_large_softmax_shapes_against_the_copy_in_their_trials():
+    """ours' share of the copy bound's rate at the shapes of 128 MB and more: median, lowest, how many reach 90%."""
+    from rooflab.report.headline import in_trial_copy
+    table = pd.DataFrame({"bytes": [268e6, 268e6, 134e6, 8e6], "vs_best": [0.69, 0.95, 0.99, 0.5],
+                          "shape": ["rows=16 cols=4194304", "rows=4096 cols=8192", "rows=4096 cols=4096", "small"],
+                          "dtype": ["bfloat16", "float16", "float32", "float32"], "ours_metric": [3.0, 4.2, 4.4, 1.0]})
+    out = in_trial_copy(table)
+    assert (out["n"], out["reach"], out["median"], out["share"]) == (3, 2, "95%", "90%")
+    assert (out["low"]["frac"], out["low"]["shape"], out["low"]["dtype"]) == ("69%", "rows=16 cols=4194304", "bf16")
+    assert in_trial_copy(table[table["bytes"] < 128e6]) is None

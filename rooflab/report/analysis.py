@@ -43,9 +43,17 @@ def is_seed(impl: str) -> bool:
     return impl.startswith("seed_")
 
 
+BOUNDS = ("copy",)       # not a kernel of the task: what the GPU does with the same bytes, timed in the same trials
+
+
+def is_bound(impl: str) -> bool:
+    """A bound timed beside the implementations (softmax's `copy` of the same bytes), never a peer."""
+    return impl in BOUNDS
+
+
 def is_peer(impl: str) -> bool:
-    """An implementation of the field that ours is judged against: neither ours nor a seed's design."""
-    return not is_ours(impl) and not is_seed(impl)
+    """An implementation of the field that ours is judged against: neither ours, a seed's design nor a bound."""
+    return not is_ours(impl) and not is_seed(impl) and not is_bound(impl)
 
 
 def shape_label(row, study: str) -> str:

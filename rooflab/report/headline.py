@@ -95,7 +95,8 @@ def softmax(cmp: pd.DataFrame, frame: pd.DataFrame, threshold: float, ceilings: 
     large = peers[peers["bytes"] >= LARGE_SOFTMAX_BYTES].dropna(subset=["ours_frac"])
     if not large.empty:
         out["large_frac"] = {"n": len(large), "low": _at(large, "ours_frac"), "high": _at(large, "ours_frac", lowest=False),
-                             "ceiling": num(ceilings.get("copy_tbps")), "sized": sized_share(large, ceilings, "copy")}
+                             "ceiling": num(ceilings.get("copy_tbps")), "sized": sized_share(large, ceilings, "copy"),
+                             "in_trials": in_trial_copy(select(cmp, "softmax", "copy"))}
     kernel = peers[(peers["bytes"] < threshold) & (peers["timing"] == KERNEL_TIMING)]
     if tally(kernel):
         small = frame[(frame["status"] == "ok") & (frame["bytes"] < threshold)]
@@ -264,6 +265,21 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
     out["vs_seeds"] = tally(select(cmp, "decode", "seed"))
     out["host"] = host_cost(frame)
     return out
+
+
+IN_TRIALS_SHARE = 0.90    # the share of the copy in the same trials that the issue's large shapes are held to
+
+
+def in_trial_copy(against_copy: pd.DataFrame) -> dict | None:
+    """Large shapes (>= LARGE_SOFTMAX_BYTES) against the copy of their bytes timed in the same trials
+    (the `copy` bound, rooflab.studies.softmax; vs_best = the copy's time over ours, ours' share of its
+    rate): how many, the median and lowest share, and how many reach IN_TRIALS_SHARE; None where the run
+    timed no copy."""
+    big = against_copy[against_copy["bytes"] >= LARGE_SOFTMAX_BYTES].dropna(subset=["vs_best"])
+    if big.empty:
+        return None
+    return {"n": len(big), "median": pct(big["vs_best"].median()), "low": _at(big, "vs_best"),
+            "share": pct(IN_TRIALS_SHARE), "reach": int((big["vs_best"] >= IN_TRIALS_SHARE).sum())}
 
 
 def sized_share(large: pd.DataFrame, ceilings: dict, kind: str = "read") -> dict | None:

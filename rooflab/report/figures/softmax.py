@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rooflab.report.analysis import LAUNCH_BOUND_BYTES, is_ours
+from rooflab.report.analysis import LAUNCH_BOUND_BYTES, is_bound, is_ours
 from rooflab.report.figures.inputs import FigureData
 from rooflab.report.figures.style import (DTYPE_SHORT, EXTRA_COLORS, bytes_axis, ceiling_lines, impl_lines,
                                           legend_below, mark_failed, ok, panels, pow2_axis, shade_launch_bound,
@@ -103,8 +103,8 @@ def speedup(fig, data: FigureData):
 
 def strategies(fig, data: FigureData):
     frame = data.cases("softmax")
-    frame = frame[frame["impl"].map(is_ours).astype(bool)]
-    if ok(frame[frame["impl"] != "ours"]).empty:
+    frame = frame[frame["impl"].map(lambda i: is_ours(i) or is_bound(i)).astype(bool)]
+    if ok(frame[frame["impl"].str.startswith("ours_")]).empty:
         return "no correct rows of the forced softmax strategies (impl ours_<strategy>)"
     return _fixed_size_panels(fig, data, frame, "the forced softmax strategies",
                               "softmax strategies forced one at a time, at a fixed size")

@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.ticker  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from rooflab.report.analysis import TIE_WITHIN, counts, is_seed  # noqa: E402
+from rooflab.report.analysis import TIE_WITHIN, counts, is_bound, is_seed  # noqa: E402
 from rooflab.report.fmt import label  # noqa: E402
 
 DTYPE_SHORT = {"float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}
@@ -25,6 +25,7 @@ IMPL_COLORS = {
     # our softmax strategies forced one at a time, and the paged decode layout: one colour each in every panel
     "ours_rows": "#bcbd22", "ours_row": "#2ca02c", "ours_looped": "#ff7f0e", "ours_split": "#17becf",
     "ours_paged": "#e377c2", "ours_triton": "#9467bd",
+    "copy": "#000000",     # the copy bound of softmax's cases (a copy of the same bytes in the same trials)
 }
 EXTRA_COLORS = ["#e377c2", "#ff7f0e", "#2ca02c", "#bcbd22", "#17becf", "#9467bd"]
 PART_COLORS = {"norms": "#c7c7c7", "projections": "#1f77b4", "attention": "#d62728", "softmax": "#ff7f0e",
@@ -138,13 +139,14 @@ def legend_below(fig, axes, ncol: int = 6) -> None:
 
 
 def impl_lines(ax, frame: pd.DataFrame, x: str, y: str, bars: bool = True) -> None:
-    """One line per implementation over its correct rows: ours first and heavier, the seeds' designs dashed;
-    bars: each row's 95% confidence interval of the median, as the metric (metric x median / interval end)."""
+    """One line per implementation over its correct rows: ours first and heavier, the seeds' designs dashed,
+    a bound (the copy of the same bytes) dotted and thin; bars: each row's 95% confidence interval of the
+    median, as the metric (metric x median / interval end)."""
     groups = sorted(ok(frame).groupby("impl"), key=lambda kv: (kv[0] != "ours", is_seed(kv[0]), kv[0]))
     for i, (impl, rows) in enumerate(groups):
         rows = rows.sort_values(x)
-        style = dict(color=color(impl, i), lw=2.2 if impl == "ours" else 1.2, ls="--" if is_seed(impl) else "-",
-                     zorder=3 if impl == "ours" else 2)
+        style = dict(color=color(impl, i), lw=2.2 if impl == "ours" else 1.2,
+                     ls="--" if is_seed(impl) else ":" if is_bound(impl) else "-", zorder=3 if impl == "ours" else 2)
         ax.plot(rows[x], rows[y], marker="o", ms=3.5, label=label(impl), **style)
         if bars and rows["ci_low_ms"].notna().any():
             low = rows[y] * rows["median_ms"] / rows["ci_high_ms"]

@@ -36,7 +36,7 @@ from __future__ import annotations
 import pandas as pd
 
 from rooflab.reproduce import ALL_SHAPE_COLUMNS, number, overlap, shape_dict, shape_label
-from rooflab.schema import SHAPE_COLUMNS
+from rooflab.schema import BOUND_IMPLS, SHAPE_COLUMNS
 from rooflab.sized_ceilings import rate_at
 
 THRESHOLDS = {"ours_vs_strategy": 0.10, "dtype_twin": 0.15, "above_ceiling": 1.03, "min_reps": 20,
@@ -176,12 +176,10 @@ def size_factor(ceilings: dict | None, ceiling_name, nbytes) -> float:
     return max(1.0, own / whole) if own else 1.0
 
 
-BOUND_IMPL = "copy"     # a copy of the case's bytes timed in its own trials (rooflab.studies.softmax)
-
-
 def _in_trial_copies(rows: pd.DataFrame, study: str) -> dict:
-    """(dtype, shape tuple, timing) -> the share of the ceiling that the case's own copy reached."""
-    copies = rows[rows["impl"] == BOUND_IMPL] if "impl" in rows else rows.iloc[0:0]
+    """(dtype, shape tuple, timing) -> the share of the ceiling that the case's own copy of its bytes
+    (a bound: rooflab.schema.BOUND_IMPLS, rooflab.studies.softmax) reached."""
+    copies = rows[rows["impl"].isin(BOUND_IMPLS)] if "impl" in rows else rows.iloc[0:0]
     return {(r["dtype"], tuple(shape_dict(r, study).items()), r["timing"]): number(r["frac_ceiling"])
             for r in copies.to_dict(orient="records")}
 

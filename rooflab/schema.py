@@ -32,6 +32,9 @@ PUBLISHED_OPTIONAL = ("ci_low_ms", "ci_high_ms", "trials", "bytes", "flops", "ce
 # `cupti` rows of small cases; no throughput is derived from it).
 TIMINGS = ("events", "cupti", "cudagraph", "host")
 HOST_TIMING = "host"
+# Implementations that are bounds, not kernels of the task: a copy of the case's bytes timed in its own
+# trials (rooflab.studies.softmax). Never a peer; the above_ceiling gate holds rows against them.
+BOUND_IMPLS = ("copy",)
 SHAPE_COLUMNS = {
     "softmax": ("rows", "cols"),
     "attention": ("batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal"),

@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from rooflab.schema import SHAPE_COLUMNS
+from rooflab.schema import BOUND_IMPLS, SHAPE_COLUMNS
 
 # Timings (rooflab.schema.TIMINGS): a kernel study judges a case on its kernel alone where the harness
 # measured that (CUPTI device time of the same L2-flushed calls), else on plain calls timed with CUDA
@@ -43,12 +43,10 @@ def is_seed(impl: str) -> bool:
     return impl.startswith("seed_")
 
 
-BOUNDS = ("copy",)       # not a kernel of the task: what the GPU does with the same bytes, timed in the same trials
-
-
 def is_bound(impl: str) -> bool:
-    """A bound timed beside the implementations (softmax's `copy` of the same bytes), never a peer."""
-    return impl in BOUNDS
+    """A bound timed beside the implementations (rooflab.schema.BOUND_IMPLS: softmax's `copy` of the same
+    bytes), never a peer."""
+    return impl in BOUND_IMPLS
 
 
 def is_peer(impl: str) -> bool:

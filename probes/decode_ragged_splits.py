@@ -1,0 +1,101 @@
+"""Probe: the decode launches of the c3249fa run that read furthest under 95% of the read ceiling at
+256 MB and more, each against the launches the rules did not pick.
+
+1. Ragged B=64 Hkv=8 Lmax=4096 (88.6% of the 4.69 TB/s ceiling, the lowest): unsplit, two programs
+   an SM (104 KB of shared memory), 512 programs, longest first. The longest program (4096 tokens)
+   outlasts the mean slot load (about 3530 tokens). Candidates: the rule's launch (`ours`), forced
+   S = 2, 3 and 4 (chunks dealt out by length, kernels.flash_decoding._ragged_chunk), and the
+   unsplit launch at 3 and 2 stages. RAGGED_CHUNK_TOKENS' comment has S=2 slower (3.27 against
+   3.64 TB/s), from code before longest first.
+2. LONG_CHUNK_CONFIG (128-token tiles, 8 warps, 3 stages) against 64/4/4 and 128/4/3 at the rule's
+   split count, wherever long_grouped_chunks gives it: B=1 Hkv=8 L=131072 and B=4 Hkv=8 L=32768
+   (decode_balance.py DIAG=large had 64/4/4 1-2% ahead there) and the ragged B=4 Hkv=8 Lmax=32768,
+   which the config sped up by 25% when it was set (long_grouped_chunks' docstring; the ragged B=16
+   Lmax=32768 it sped up by 7% now runs S=8 on chunks of 4096 tokens, under LONG_CHUNK_TOKENS, so
+   on 64/4/4 anyway).
+cuDNN and the read kernel over the same bytes run beside them (decode_balance's helpers: every
+variant checked against the float64 reference first, CUPTI kernel time, L2 flushed, shuffled rounds).
+
+Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_ragged_splits.py
+Writes $OUT/decode_ragged_splits.csv (both groups) and prints us and the ratio over `ours` per group.
+PROBE_DRYRUN=1 runs it in Triton's CPU interpreter on tiny shapes.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_balance as db  # noqa: E402  (sets up the interpreter for PROBE_DRYRUN=1)
+
+import torch  # noqa: E402
+
+fd, study = db.fd, db.study
+SPLIT_SHAPES = [(64, 8, 4096, True)]
+CONFIG_SHAPES = [(1, 8, 131072, False), (4, 8, 32768, False), (4, 8, 32768, True)]
+FORCED_SPLITS = (2, 3, 4)
+UNSPLIT_STAGES = (3, 2)
+CONFIGS = {"64x4x4": (64, 4, 4), "128x4x3": (128, 4, 3)}      # beside the rule's (LONG_CHUNK_CONFIG here)
+if db.DRY:
+    SPLIT_SHAPES, CONFIG_SHAPES = [(60, 2, 70, True)], [(1, 2, 600, False)]
+    FORCED_SPLITS, UNSPLIT_STAGES, CONFIGS = (2,), (2,), {"16x2x2": (16, 2, 2)}
+
+
+def _operands(inputs):
+    passed = inputs["seqlens"] if inputs["ragged"] else None       # as the study passes them
+    return inputs["q"], inputs["k_cache"], inputs["v_cache"], passed
+
+
+def _plan_splits(inputs, num_sms) -> int:
+    q, k, _, passed = _operands(inputs)
+    b, hkv, n, _ = k.shape
+    return fd.planned_splits(b, hkv, n, db.D, 2, num_sms, db.HQ // hkv, False, passed is not None)
+
+
+def _peers(inputs, cands, splits):
+    cands["cudnn"] = lambda: study.impls()["sdpa_cudnn"](inputs)
+    splits.update({name: "" for name in ("cudnn", "read2048", "read4096")})
+
+
+def split_candidates(inputs, num_sms):
+    q, k, v, passed = _operands(inputs)
+    cands = {"ours": lambda: (lambda: fd._decode(q, k, v, passed, None, None, None))}
+    splits = {"ours": _plan_splits(inputs, num_sms)}
+    for s in FORCED_SPLITS:
+        cands[f"S={s}"] = lambda s=s: (lambda: fd._decode(q, k, v, passed, None, s, None))
+        splits[f"S={s}"] = s
+    for st in UNSPLIT_STAGES:
+        cands[f"S=1_s{st}"] = lambda st=st: (lambda: fd._decode(q, k, v, passed, None, 1, None, 64, 4, st))
+        splits[f"S=1_s{st}"] = 1
+    _peers(inputs, cands, splits)
+    return cands, splits
+
+
+def config_candidates(inputs, num_sms):
+    q, k, v, passed = _operands(inputs)
+    s = _plan_splits(inputs, num_sms)
+    cands = {"ours": lambda: (lambda: fd._decode(q, k, v, passed, None, None, None))}
+    splits = {"ours": s}
+    for name, (bn, w, st) in CONFIGS.items():
+        cands[name] = lambda bn=bn, w=w, st=st: (lambda: fd._decode(q, k, v, passed, None, s, None, bn, w, st))
+        splits[name] = s
+    _peers(inputs, cands, splits)
+    return cands, splits
+
+
+def main():
+    print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}; (S): splits; x: over ours; read: the whole cache")
+    table, path = db.sweep_to_csv(SPLIT_SHAPES, "splits", split_candidates, "decode_ragged_splits", with_read=True)
+    names = ["ours", *(f"S={s}" for s in FORCED_SPLITS), *(f"S=1_s{st}" for st in UNSPLIT_STAGES)]
+    db.print_ratios(table, [*names, "cudnn", "read2048", "read4096"], "ours", 12)
+    db.print_bad(path)
+    table = db.sweep(CONFIG_SHAPES, "configs", config_candidates, with_read=True)
+    db.write_csv(path, db.ROWS)                 # both groups' rows, the group in each row
+    db.print_ratios(table, ["ours", *CONFIGS, "cudnn", "read2048", "read4096"], "ours", 12)
+    db.print_bad(path)
+
+
+if __name__ == "__main__":
+    if not (db.DRY or torch.cuda.is_available()):
+        sys.exit("decode_ragged_splits needs a CUDA GPU")
+    main()

@@ -176,27 +176,28 @@ def size_factor(ceilings: dict | None, ceiling_name, nbytes) -> float:
     return max(1.0, own / whole) if own else 1.0
 
 
-def _in_trial_copies(rows: pd.DataFrame, study: str) -> dict:
-    """(dtype, shape tuple, timing) -> the share of the ceiling that the case's own copy of its bytes
-    (a bound: rooflab.schema.BOUND_IMPLS, rooflab.studies.softmax) reached."""
-    copies = rows[rows["impl"].isin(BOUND_IMPLS)] if "impl" in rows else rows.iloc[0:0]
-    return {(r["dtype"], tuple(shape_dict(r, study).items()), r["timing"]): number(r["frac_ceiling"])
-            for r in copies.to_dict(orient="records")}
+def _in_trial_copy(index: dict, row: dict, study: str) -> float:
+    """The share of the ceiling that the case's own copy of its bytes (a bound: rooflab.schema.BOUND_IMPLS,
+    rooflab.studies.softmax) reached in the row's timing, from _index; NaN where the case timed none."""
+    shape = tuple(shape_dict(row, study).items())
+    bounds = [index.get((impl, row["dtype"], shape), {}).get(row["timing"]) for impl in BOUND_IMPLS]
+    shares = [number(b["frac_ceiling"]) for b in bounds if b is not None]
+    return max((s for s in shares if s == s), default=float("nan"))
 
 
 def _above_ceiling(rows: pd.DataFrame, study: str, limit: float, ceilings: dict | None = None) -> list[dict]:
     if "frac_ceiling" not in rows:
         return []
     lines = []
-    copies = _in_trial_copies(rows, study)
+    index = _index(rows, study)
     for row in rows.to_dict(orient="records"):
         frac = number(row["frac_ceiling"])
         if frac != frac:                 # no share of a ceiling (host rows, failures)
             continue
         factor = size_factor(ceilings, row.get("ceiling_name"), row.get("bytes"))
-        copy = copies.get((row["dtype"], tuple(shape_dict(row, study).items()), row["timing"]))
+        copy = _in_trial_copy(index, row, study)
         against = "a transfer of its own size"
-        if copy is not None and copy == copy and copy > factor:
+        if copy > factor:                # NaN (no copy in the trials) never is
             factor, against = copy, "the copy in its own trials"   # which moved these bytes faster still
         if frac / factor > limit:
             own = f", {frac / factor:.3g} of {against}" if factor > 1 else ""

@@ -16,6 +16,16 @@
 cuDNN and the read kernel over the same bytes run beside them (decode_balance's helpers: every
 variant checked against the float64 reference first, CUPTI kernel time, L2 flushed, shuffled rounds).
 
+Measured at 24a2def on GPU-0cc7ff8d (the committed run's H200, right after it; fp16, Hq=32, D=128,
+us of kernel time, every variant's output checked):
+1. Ragged B=64 Hkv=8 Lmax=4096: the rule's unsplit launch 117.3; forced S = 2, 3, 4 128.6, 124.0,
+   120.8 (1.10x, 1.06x, 1.03x); unsplit on 3 and 2 stages 126.8 and 137.1; cuDNN 243.5; the read
+   kernel over the whole padded cache 235.0-235.7. The rule's launch is the fastest tried.
+2. LONG_CHUNK_CONFIG (`ours`) / 64x4x4 / 128x4x3: B=1 Hkv=8 L=131072 126.1 / 124.1 / 124.5 (cuDNN
+   125.6), B=4 Hkv=8 L=32768 125.0 / 124.2 / 124.4 (125.0), ragged B=4 Hkv=8 Lmax=32768 55.9 / 112.2
+   / 97.1 (126.3). At uniform lengths the smaller tiles gain 0.6-1.6%; ragged, LONG_CHUNK_CONFIG
+   is 1.74-2.01x faster, so the rule keeps it.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_ragged_splits.py
 Writes $OUT/decode_ragged_splits.csv (both groups) and prints us and the ratio over `ours` per group.
 PROBE_DRYRUN=1 runs it in Triton's CPU interpreter on tiny shapes.

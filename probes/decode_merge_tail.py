@@ -22,6 +22,21 @@ control for the tile loop against the read.
 Kernel time: CUPTI device time between L2 flushes, every variant of a shape in one profiler session
 in shuffled rounds (decode_balance's helpers), fp16, Hq=32, D=128.
 
+Measured at 1e852ce on GPU-45963185 (fp16, us of kernel time; ours / nomerge / noatomic / the
+faster read of the same bytes):
+  268 MB, S=4, 128 programs: B=1 Hkv=32 L=16384 65.1 / 64.5 / 63.7 / 60.6; B=4 Hkv=8 L=16384
+    64.7 / 64.6 / 63.8 / 59.9
+  537 MB, 128 programs: B=1 Hkv=8 L=131072 (S=16 on LONG_CHUNK_CONFIG) 126.4 / 123.4 / 123.1 / 117.9;
+    B=4 Hkv=8 L=32768 124.5 / 123.8 / 123.0 / 117.8; B=1 Hkv=32 L=32768 124.0 / 123.3 / 122.8 / 117.7
+  unsplit controls, no merge: B=16 Hkv=8 L=4096 (128 programs) 63.6 / - / - / 60.6; B=16 Hkv=32
+    L=1024 (512 programs) 64.3 / - / - / 60.6
+The counter and the merge cost 1-3% (noatomic 0.97-0.99x ours); the tile loop itself, with no
+exchange at all, takes 1.04-1.06x the read's time, as the unsplit launches do (1.05-1.06x). The
+read here ran 4.43 TB/s at 268 MB (96% of the run's 4.60) and 4.56 at 537 MB (99%): 95% of the
+ceiling at 268 MB asks ours to come within 1% of a plain read of the same bytes. (The cuDNN rows
+of that call failed on a bug of this probe, fixed since: its factory was wrapped in one lambda
+too many.)
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_merge_tail.py
 Writes $OUT/decode_merge_tail.csv and prints us and the ratio over `ours` per shape.
 PROBE_DRYRUN=1 runs it in Triton's CPU interpreter on tiny shapes.
@@ -79,7 +94,7 @@ def main():
         s = fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, db.HQ // heads_kv)
         splits = {"ours": s, "nomerge": s, "noatomic": s, "cudnn": ""}
         checked = {"ours": lambda: (lambda: fd._decode(q, k, v, None, None, None)),
-                   "cudnn": lambda: (lambda: study.impls()["sdpa_cudnn"](inputs))}
+                   "cudnn": lambda: study.impls()["sdpa_cudnn"](inputs)}      # the study's factory: a call
         first = len(db.ROWS)
         good = db.checked(shape, "tail", checked, ref, splits)
         fns = {name: fn for name, (fn, _) in good.items()}

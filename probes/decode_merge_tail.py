@@ -36,6 +36,9 @@ read here ran 4.43 TB/s at 268 MB (96% of the run's 4.60) and 4.56 at 537 MB (99
 ceiling at 268 MB asks ours to come within 1% of a plain read of the same bytes. (The cuDNN rows
 of that call failed on a bug of this probe, fixed since: its factory was wrapped in one lambda
 too many.)
+Again at 6b22037 on GPU-610f8862, cuDNN included: ours 62.6-64.3 us at 268 MB and 122.8-125.9 at
+537 MB, nomerge 0.98-0.99x, noatomic 0.97-0.99x, cuDNN 0.99-1.03x, the read 0.92-0.96x (59.7-59.9 us
+at 268 MB, 4.49 TB/s).
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_merge_tail.py
 Writes $OUT/decode_merge_tail.csv and prints us and the ratio over `ours` per shape.

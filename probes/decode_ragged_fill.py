@@ -16,6 +16,16 @@ one program an SM), 128x8x3 (LONG_CHUNK_CONFIG), 128x4x3 and 128x8x2; cuDNN and 
 the whole padded cache beside them (decode_balance's helpers: every variant checked against the
 float64 reference first, CUPTI kernel time, L2 flushed, shuffled rounds), fp16, Hq=32, D=128.
 
+Measured at 6b22037 on GPU-610f8862 (fp16, us of kernel time, every variant checked; over ours):
+  ragged B=64 Hkv=8 Lmax=4096 (S=1): ours 114.5; 64x4x5 117.4 (1.02), 64x4x6 118.8 (1.04), 128x8x3
+    117.0 (1.02), 128x4x3 115.7 (1.01), 128x8x2 113.9 (0.99); cuDNN 236.7; the read of the whole
+    padded cache 230.5
+  ragged B=16 Hkv=8 Lmax=32768 (S=8, dealt by length): ours 247.8; 64x4x5 269.5 (1.09), 64x4x6 288.0
+    (1.16), 128x8x3 262.7 (1.06), 128x4x3 268.1 (1.08), 128x8x2 249.5 (1.01); cuDNN 468.8
+One program an SM is slower at both shapes: its slots do not stream as fast as two programs an SM,
+and what longest first gains in balance the launch loses in bytes in flight. 128x8x2 (two 64 KB
+tiles, one program an SM but a shallower ring) ties the shipped launch (0.99-1.01x). Not kept.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_ragged_fill.py
 Writes $OUT/decode_ragged_fill.csv and prints us and the ratio over `ours` per shape.
 PROBE_DRYRUN=1 runs it in Triton's CPU interpreter on tiny shapes.

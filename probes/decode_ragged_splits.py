@@ -26,6 +26,10 @@ us of kernel time, every variant's output checked):
    / 97.1 (126.3). At uniform lengths the smaller tiles gain 0.6-1.6%; ragged, LONG_CHUNK_CONFIG
    is 1.74-2.01x faster, so the rule keeps it.
 
+DIAG=long: group 2 only, at LONG_CHUNK_CONFIG's uniform shapes by chunk length (8192: B=1 Hkv=8
+L=131072, B=4 Hkv=8 L=32768, B=2 Hkv=8 L=65536; 16384: B=4 Hkv=8 L=65536; 32768: B=4 Hkv=8
+L=131072), where long_grouped_chunks' docstring had it 2-7% ahead on earlier code.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_ragged_splits.py
 Writes $OUT/decode_ragged_splits.csv (both groups) and prints us and the ratio over `ours` per group.
 PROBE_DRYRUN=1 runs it in Triton's CPU interpreter on tiny shapes.
@@ -46,6 +50,10 @@ CONFIG_SHAPES = [(1, 8, 131072, False), (4, 8, 32768, False), (4, 8, 32768, True
 FORCED_SPLITS = (2, 3, 4)
 UNSPLIT_STAGES = (3, 2)
 CONFIGS = {"64x4x4": (64, 4, 4), "128x4x3": (128, 4, 3)}      # beside the rule's (LONG_CHUNK_CONFIG here)
+if db.DIAG == "long":   # LONG_CHUNK_CONFIG's uniform shapes by chunk length: 8192 (the first three), 16384, 32768
+    SPLIT_SHAPES = []
+    CONFIG_SHAPES = [(1, 8, 131072, False), (4, 8, 32768, False), (2, 8, 65536, False), (4, 8, 65536, False),
+                     (4, 8, 131072, False)]
 if db.DRY:
     SPLIT_SHAPES, CONFIG_SHAPES = [(60, 2, 70, True)], [(1, 2, 600, False)]
     FORCED_SPLITS, UNSPLIT_STAGES, CONFIGS = (2,), (2,), {"16x2x2": (16, 2, 2)}
@@ -96,9 +104,10 @@ def config_candidates(inputs, num_sms):
 def main():
     print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}; (S): splits; x: over ours; read: the whole cache")
     table, path = db.sweep_to_csv(SPLIT_SHAPES, "splits", split_candidates, "decode_ragged_splits", with_read=True)
-    names = ["ours", *(f"S={s}" for s in FORCED_SPLITS), *(f"S=1_s{st}" for st in UNSPLIT_STAGES)]
-    db.print_ratios(table, [*names, "cudnn", "read2048", "read4096"], "ours", 12)
-    db.print_bad(path)
+    if SPLIT_SHAPES:
+        names = ["ours", *(f"S={s}" for s in FORCED_SPLITS), *(f"S=1_s{st}" for st in UNSPLIT_STAGES)]
+        db.print_ratios(table, [*names, "cudnn", "read2048", "read4096"], "ours", 12)
+        db.print_bad(path)
     table = db.sweep(CONFIG_SHAPES, "configs", config_candidates, with_read=True)
     db.write_csv(path, db.ROWS)                 # both groups' rows, the group in each row
     db.print_ratios(table, ["ours", *CONFIGS, "cudnn", "read2048", "read4096"], "ours", 12)

@@ -278,7 +278,7 @@ PAGED_CHUNK_TOKENS = 2048    # paged, one sequence (B = 1): one wave of programs
                              # (26.9), L=32768 50.1 (64) -> 46.2 (16) (44.6), L=131072 S=64 either way
                              # 141.4 (135.2; S=16 143.7); Hkv=32 L=4096 28.1 (16) -> 26.7 (4) (26.5);
                              # probes/decode_paged_ahead.py DIAG=paged_splits)
-LONG_CHUNK_TOKENS = 8192     # split launches with G > 1 and chunks this long take LONG_CHUNK_CONFIG, and
+LONG_CHUNK_TOKENS = 8192     # split launches with lengths, G > 1 and chunks this long take LONG_CHUNK_CONFIG, and
                              # unsplit paged launches of caches this long on a filled grid of up to
                              # PAGED_UNSPLIT_PER_SM programs an SM (paged_long_unsplit)
 LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks,
@@ -668,32 +668,36 @@ def launch_config(head_dim: int, element_size: int) -> tuple[int, int, int]:
 
     On the H200 at D = 128, fp16, BLOCK_N of 32, 64 and 128 with 3-4 stages all stream
     within noise of each other once the grid is full; 64 x 4 warps x 4 stages is kept. Split
-    launches of grouped heads over long chunks take LONG_CHUNK_CONFIG instead (long_grouped_chunks).
+    launches with lengths of grouped heads over long chunks take LONG_CHUNK_CONFIG instead
+    (long_grouped_chunks).
     """
     block_d = max(16, pow2(head_dim))
     block_n = max(16, min(128, 8192 // block_d))
     return block_n, 4, 4
 
 
-def long_grouped_chunks(group: int, splits: int, chunk_len: int, block_n: int) -> bool:
-    """True for a split launch of a contiguous cache whose programs each stream at least
-    LONG_CHUNK_TOKENS tokens for a query group of G > 1 heads, at the 64-token tiles of D = 65..128:
-    such launches take LONG_CHUNK_CONFIG's wider tiles.
+def long_grouped_chunks(group: int, splits: int, chunk_len: int, block_n: int, lengths: bool) -> bool:
+    """True for a split launch of a contiguous cache, given the sequence lengths, whose programs each
+    stream chunks of at least LONG_CHUNK_TOKENS tokens of Lmax for a query group of G > 1 heads, at the
+    64-token tiles of D = 65..128: such launches take LONG_CHUNK_CONFIG's wider tiles.
 
-    H200, fp16, D = 128, S = 4 (one wave), kernel time (CUPTI, L2 flushed): the same chunks read by
-    G = 1 and by G = 2 or 4 take 474 and 513 us at L = 131072 with 64-token tiles, 4 warps, 4 stages
-    (G > 1 compiles to fewer registers, 96 with 2 spilled at G = 4 against 126); 128-token tiles,
-    8 warps and 3 stages take 480-483 us at G > 1 (cuDNN 475-480), 137 against 141 at L = 32768
-    (chunks of 8192), and at B=1 Hkv=8 L=131072 (S = 16, chunks of 8192) 137.7 against 140.6. At
-    chunks of 1024 tokens or fewer they were slower (B=1 Hkv=8 L=16384: 32.4 against 29.3 us;
-    B=4 Hkv=8 L=4096: 32.6 against 30.3), and at G = 1 no faster (477.5 against 474.1). Through
-    decode_attention with the rule against 64/4/4 forced: B=1 Hkv=8 L=131072 136.6 against 140.9
-    (cuDNN 132.2), B=4 Hkv=8 L=131072 bf16 482.5 against 514.6 (cuDNN 476.5), B=4 Hkv=8 L=32768
-    136.7 against 141.5 (cuDNN 132.3); ragged lengths B=16 Hkv=8 Lmax=32768 292.3 against 312.8,
-    B=4 Hkv=8 Lmax=32768 103.4 against 138.7; unchanged where it does not apply (B=1 Hkv=8
-    L=32768, chunks of 2048: 46.6 and 46.5).
+    H200, fp16, Hq = 32, D = 128, kernel time (CUPTI, L2 flushed), us. With lengths that differ,
+    LONG_CHUNK_CONFIG against 64/4/4 at the rule's split count: ragged B=4 Hkv=8 Lmax=32768 55.9
+    against 112.2 (128/4/3 97.1; probes/decode_ragged_splits.py at 24a2def), and earlier 103.4
+    against 138.7, ragged B=16 Hkv=8 Lmax=32768 292.3 against 312.8 (that shape now splits into
+    chunks of 4096, under LONG_CHUNK_TOKENS). Without lengths it paid when it was set (B=1 Hkv=8
+    L=131072 136.6 against 140.9, B=4 Hkv=8 L=131072 bf16 482.5 against 514.6, B=4 Hkv=8 L=32768
+    136.7 against 141.5), but not on the code since: at 24a2def, over three H200s, 64/4/4 took
+    0.980-0.996x its time at every uniform shape it applied to, chunks of 8192 to 32768 tokens
+    (decode_ragged_splits.py DIAG=long on GPU-85e81234: B=1 Hkv=8 L=131072 124.5 against 127.0,
+    B=4 Hkv=8 L=32768 123.7 against 124.5, B=2 Hkv=8 L=65536 124.5 against 125.9, B=4 Hkv=8
+    L=65536 241.9 against 243.1, B=4 Hkv=8 L=131072 476.1 against 478.1; cuDNN 125.5, 124.9,
+    124.9, 242.3, 475.8; probes/decode_balance.py DIAG=large on GPU-d7868900 121.7 against 124.3
+    and 121.2 against 122.2), so calls without lengths keep 64/4/4. At chunks of 1024 tokens or
+    fewer the wide tiles were slower (B=1 Hkv=8 L=16384: 32.4 against 29.3 us), and at G = 1 no
+    faster (477.5 against 474.1).
     """
-    return group > 1 and splits > 1 and chunk_len >= LONG_CHUNK_TOKENS and block_n == 64
+    return lengths and group > 1 and splits > 1 and chunk_len >= LONG_CHUNK_TOKENS and block_n == 64
 
 
 def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int,
@@ -925,7 +929,7 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
 
     S: choose_splits (the one-wave rule for contiguous caches, its paged rule for paged caches); a
     forced num_splits is kept exactly, up to one tile per split. Unless tiles, warps or stages are
-    forced: contiguous long grouped chunks take LONG_CHUNK_CONFIG; unsplit contiguous launches
+    forced: contiguous long grouped chunks with lengths take LONG_CHUNK_CONFIG; unsplit contiguous launches
     without lengths on a filled grid take, up to FULL_GRID_PROGRAMS_PER_SM programs an SM, the
     launch_config tiles at resident_stages' ring for `smem` bytes of shared memory per SM (all
     programs resident; DEEP_FILLED_CONFIG instead at more than two an SM over long caches,
@@ -944,7 +948,7 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     else:
         splits = choose_splits(batch, heads_kv, cache_len, block_n, num_sms, paged=paged, lengths=lengths)
     splits = max(1, min(splits, n_blocks))
-    if chosen and not paged and long_grouped_chunks(group, splits, (n_blocks // splits) * block_n, block_n):
+    if chosen and not paged and long_grouped_chunks(group, splits, (n_blocks // splits) * block_n, block_n, lengths):
         block_n, num_warps, num_stages = LONG_CHUNK_CONFIG
         splits = min(splits, cdiv(cache_len, block_n))
     ring = chosen and paged_ring(batch * heads_kv, splits, num_sms, paged, lengths, cache_len, block_n, table_ahead)

@@ -237,27 +237,32 @@ def test_choose_splits_with_lengths(batch, heads_kv, cache_len, splits):
     assert choose_splits(batch, heads_kv, cache_len, 64, 132) == (1 if batch * heads_kv >= 119 else splits)
 
 
-@pytest.mark.parametrize("group,splits,chunk,block_n,wide", [(4, 4, 32768, 64, True), (4, 16, 8192, 64, True),
-                                                             (2, 4, 8192, 64, True), (4, 16, 1024, 64, False),
-                                                             (1, 4, 32768, 64, False), (4, 1, 131072, 64, False),
-                                                             (4, 4, 32768, 128, False)])
-def test_long_grouped_chunks(group, splits, chunk, block_n, wide):
-    """Only split launches of grouped heads with chunks of at least LONG_CHUNK_TOKENS at 64-token tiles widen."""
-    assert decode.long_grouped_chunks(group, splits, chunk, block_n) is wide
+@pytest.mark.parametrize("group,splits,chunk,block_n,lengths,wide", [
+    (4, 4, 32768, 64, True, True), (4, 16, 8192, 64, True, True), (2, 4, 8192, 64, True, True),
+    (4, 4, 32768, 64, False, False), (4, 16, 8192, 64, False, False), (4, 16, 1024, 64, True, False),
+    (1, 4, 32768, 64, True, False), (4, 1, 131072, 64, True, False), (4, 4, 32768, 128, True, False)])
+def test_long_grouped_chunks(group, splits, chunk, block_n, lengths, wide):
+    """Only split launches with lengths of grouped heads with chunks of at least LONG_CHUNK_TOKENS at 64-token
+    tiles widen."""
+    assert decode.long_grouped_chunks(group, splits, chunk, block_n, lengths) is wide
 
 
 def test_long_grouped_chunks_plan(monkeypatch):
     """The plan of such a call launches LONG_CHUNK_CONFIG with the same split count, chunks whole tiles of it;
-    options passed by the caller are kept."""
+    the same cache without lengths, and options passed by the caller, keep the 64-token tiles."""
     monkeypatch.setattr(decode, "sm_count", lambda device: 132)
     q = torch.zeros(4, 32, 128, dtype=torch.float16)
     k = torch.zeros(4, 8, 32768, 128, dtype=torch.float16).expand(4, 8, 32768, 128)
-    plan = decode._plan(q, k, k, None, None, None, None, None, None, None)
+    lens = torch.tensor([32768, 20000, 9000, 1], dtype=torch.int32)
+    plan = decode._plan(q, k, k, lens, None, None, None, None, None, None)
     block_n, warps, stages = decode.LONG_CHUNK_CONFIG
-    assert plan.grid == (4, 32) and plan.options == dict(num_warps=warps, num_stages=stages)
+    assert plan.grid[1] == 32 and plan.options == dict(num_warps=warps, num_stages=stages)
     assert (_rest(plan, "n_blocks"), _rest(plan, "num_splits")) == (32768 // block_n, 4)    # 4 chunks of 8192 tokens
     assert _rest(plan, "BLOCK_N") == block_n
-    forced = decode._plan(q, k, k, None, None, None, None, 64, None, None)
+    uniform = decode._plan(q, k, k, None, None, None, None, None, None, None)
+    assert uniform.grid == (4, 32) and _rest(uniform, "BLOCK_N") == 64
+    assert uniform.options == dict(num_warps=4, num_stages=4) and _rest(uniform, "num_splits") == 4
+    forced = decode._plan(q, k, k, lens, None, None, None, 64, None, None)
     assert _rest(forced, "BLOCK_N") == 64 and forced.options == dict(num_warps=4, num_stages=4)
 
 

@@ -30,6 +30,12 @@ DIAG=long: group 2 only, at LONG_CHUNK_CONFIG's uniform shapes by chunk length (
 L=131072, B=4 Hkv=8 L=32768, B=2 Hkv=8 L=65536; 16384: B=4 Hkv=8 L=65536; 32768: B=4 Hkv=8
 L=131072), where long_grouped_chunks' docstring had it 2-7% ahead on earlier code.
 
+Measured with DIAG=long at f6f5c8a (GPU-85e81234, fp16, us; `ours` then ran LONG_CHUNK_CONFIG at
+all five shapes) ours / 64x4x4 / 128x4x3 / cuDNN: B=1 Hkv=8 L=131072 127.0 / 124.5 / 125.0 / 125.5;
+B=4 Hkv=8 L=32768 124.5 / 123.7 / 124.3 / 124.9; B=2 Hkv=8 L=65536 125.9 / 124.5 / 124.5 / 124.9;
+B=4 Hkv=8 L=65536 243.1 / 241.9 / 242.3 / 242.3; B=4 Hkv=8 L=131072 478.1 / 476.1 / 477.8 / 475.8.
+64x4x4 0.980-0.996x at every chunk length: since 147b65e calls without lengths keep it.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_ragged_splits.py
 Writes $OUT/decode_ragged_splits.csv (both groups) and prints us and the ratio over `ours` per group.
 PROBE_DRYRUN=1 runs it in Triton's CPU interpreter on tiny shapes.

@@ -1,0 +1,75 @@
+"""Probe: split decode launches of many short chunks in several waves, against the one-wave rule, at
+the KV reads of 256 MB and more that stay under 95% of the read ceiling.
+
+The question. At 268 MB the read kernel that sets the ceiling's sized entry reads with tens of
+thousands of short programs, 4.43-4.49 TB/s (96-97%), while a plain read shaped like decode's
+launches, one long chunk a program, reached 94.5% at best (probes/decode_read_programs.py) and ours
+reads 0.90-0.92; without its merge and counter ours is only 1-3% faster (probes/
+decode_merge_tail.py). A launch of many short chunks reads like the former, and in several waves
+the merges of the heads that finish early run under the loads of the heads still streaming; only
+the last wave's merges are exposed. Forced split counts of two to 64 waves (each a multiple of the
+one-wave count), on rings shallow enough for several programs an SM, show whether that pays.
+Earlier measurements on older code had more splits slower (kernels.flash_decoding's docstring:
+S=128 at B=1 Hkv=8 L=131072 156.2 against 141.8 us at the one-wave S=16; decode_balance.py
+DIAG=large: up to four programs an SM, no S beat the rule's).
+
+Variants per shape: `ours` (decode_attention as shipped) and `S=<n> <BLOCK_N>x<warps>x<stages>` for
+the forced counts in WAVES (times the one-wave count, chunks of at least one tile) on CONFIGS;
+cuDNN and the read kernel over the same bytes beside them (decode_balance's helpers: every variant
+checked against the float64 reference first, CUPTI kernel time, L2 flushed, shuffled rounds),
+fp16, Hq=32, D=128. No new shape is started after PROBE_BUDGET_S seconds.
+
+Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_waves.py
+Writes $OUT/decode_waves.csv and prints us and the ratio over `ours` per shape.
+PROBE_DRYRUN=1 runs it in Triton's CPU interpreter on tiny shapes.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import decode_balance as db  # noqa: E402  (sets up the interpreter for PROBE_DRYRUN=1)
+from decode_ragged_splits import _operands, _peers, _plan_splits  # noqa: E402
+
+fd = db.fd
+SHAPES = [(1, 32, 16384, False), (4, 8, 16384, False), (1, 8, 131072, False), (16, 8, 4096, False)]
+WAVES = (2, 4, 8, 16, 32, 64)            # forced S = this many times the one-wave count (B * Hkv < SMs)
+CONFIGS = ((64, 4, 2), (64, 4, 3), (32, 4, 2))   # (BLOCK_N, warps, stages): 1-2 tiles in shared memory
+if db.DRY:
+    SHAPES, WAVES, CONFIGS = [(1, 2, 600, False)], (2,), ((16, 2, 2),)
+
+
+def candidates(inputs, num_sms):
+    q, k, v, passed = _operands(inputs)
+    programs, cache_len = k.shape[0] * k.shape[1], k.shape[2]
+    wave = max(1, num_sms // programs)            # the one-wave count (an unsplit launch that fills: 1)
+    cands = {"ours": lambda: (lambda: fd._decode(q, k, v, passed, None, None, None))}
+    splits = {"ours": _plan_splits(inputs, num_sms)}
+    for n in WAVES:
+        for bn, w, st in CONFIGS:
+            s = min(n * wave, fd.cdiv(cache_len, bn))
+            name = f"S={s} {bn}x{w}x{st}"
+            if name not in cands:
+                cands[name] = lambda s=s, bn=bn, w=w, st=st: (lambda: fd._decode(q, k, v, passed, None, s, None,
+                                                                                   bn, w, st))
+                splits[name] = s
+    _peers(inputs, cands, splits)
+    return cands, splits
+
+
+def main():
+    print(f"\nus, CUPTI kernel time, fp16, Hq={db.HQ}, D={db.D}; (S): splits; x: over ours; read: the same bytes")
+    table, path = db.sweep_to_csv(SHAPES, "waves", candidates, "decode_waves", with_read=True)
+    for (b, h, n, _), res, sp in table:          # per shape, every variant fastest first, over ours
+        ours = res.get("ours")
+        print(f"B={b} Hkv={h} L={n} (ours: S={sp.get('ours')})")
+        for name, us in sorted(res.items(), key=lambda item: item[1]):
+            print(f"  {name:>22} {us:10.1f}" + (f"  {us / ours:.3f}" if ours else ""))
+    db.print_bad(path)
+
+
+if __name__ == "__main__":
+    if not (db.DRY or db.torch.cuda.is_available()):
+        sys.exit("decode_waves needs a CUDA GPU")
+    main()

@@ -803,6 +803,28 @@ def test_paged_plans_cap_registers_only_with_indices_ahead(fresh_plans, monkeypa
     assert unsplit.grid == (1, 512) and unsplit.options == dict(num_warps=4, num_stages=4)   # contiguous launch
 
 
+def test_long_grouped_chunks_plan_matches_reference(fresh_plans, poison, monkeypatch):
+    """A split call with lengths over long chunks (here on 4 SMs, LONG_CHUNK_TOKENS lowered) reads
+    LONG_CHUNK_CONFIG's 128-token tiles with its chunks dealt out by length, lengths that end inside a
+    tile, at 1 and at Lmax included."""
+    monkeypatch.setattr(decode, "sm_count", lambda device: 4)
+    monkeypatch.setattr(decode, "LONG_CHUNK_TOKENS", 256)
+    q, k, v = _inputs(2, 8, 2, 600, 128, torch.float16)
+    lens = torch.tensor([600, 1], dtype=torch.int32)
+    plan = decode._plan(q, k, v, lens, None, None, None, None, None, None)
+    block_n, warps, stages = decode.LONG_CHUNK_CONFIG
+    assert plan.options == dict(num_warps=warps, num_stages=stages) and _rest(plan, "BLOCK_N") == block_n
+    assert _rest(plan, "num_splits") == 2 and _rest(plan, "SPREAD")
+    for lengths in (lens, torch.tensor([333, 599], dtype=torch.int32)):
+        out = decode_attention(q, k, v, lengths)
+        _assert_close(out, reference(q, k, v, lengths), torch.float16)
+    q1, k1, v1 = q[:1], k[:1], v[:1]                 # one sequence, no lengths: two chunks of 300 tokens
+    uniform = decode._plan(q1, k1, v1, None, None, None, None, None, None, None)
+    assert _rest(uniform, "BLOCK_N") == 64 and _rest(uniform, "num_splits") == 2      # 64-token tiles
+    _assert_close(decode_attention(q1, k1, v1), reference(q1, k1, v1, torch.full((1,), 600, dtype=torch.int32)),
+                  torch.float16)
+
+
 def test_paged_long_unsplit_launch_takes_the_long_chunk_config():
     # B=16 Hkv=8 and B=4 Hkv=32 (one program an SM), no lengths, L >= LONG_CHUNK_TOKENS: 128/8/3
     assert decode.launch_shape(16, 8, 4, 32768, 128, 2, 132, True, False) == (1, *decode.LONG_CHUNK_CONFIG)

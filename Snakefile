@@ -18,7 +18,7 @@ from rooflab import config_checks  # noqa: E402
 
 config_checks.check(config)   # rules across keys the schema cannot state (heads_q vs heads_kv, impl names)
 from rooflab.gpuslots import check_run as check_gpu_slots  # noqa: E402
-from rooflab.workflow import detect_gpu, importable_from, preflight, result_dirs  # noqa: E402
+from rooflab.workflow import detect_gpu, importable_from, preflight, result_dirs, stale_pdf_message  # noqa: E402
 
 importable_from(workflow.basedir)
 
@@ -36,6 +36,7 @@ FRESH_SLUG = SLUG
 QA_CSV = f"{FRESH}/qa.csv" if SLUG else None      # open quality flags of the fresh run
 VERIFY_CSV = "results/verify/interpreter.csv"
 HAS_LATEX = subprocess.run(["which", "latexmk"], capture_output=True).returncode == 0
+STALE_PDF = []      # onstart's warning about a PDF this run does not rebuild (stale_pdf_message)
 
 if SLUG:
     include: "workflow/rules/env.smk"
@@ -63,6 +64,14 @@ onstart:
                                    if job.rule.resources.get("gpu")})
     if problem:
         raise SystemExit(problem)
+    # The paper rendered here without latexmk leaves a committed PDF behind: say so once the run ends.
+    STALE_PDF.append(stale_pdf_message(HAS_LATEX, "paper/paper.pdf",
+                                       "paper" in {job.rule.name for job in workflow.dag.needrun_jobs()}))
+
+
+onsuccess:
+    if STALE_PDF and STALE_PDF[-1]:
+        print(STALE_PDF[-1], file=sys.stderr)
 
 
 rule all:

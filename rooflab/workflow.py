@@ -85,6 +85,16 @@ def preflight(device: str, fresh_slug: str | None, local: bool, targets, gpu_rul
     return None
 
 
+def stale_pdf_message(has_latex: bool, pdf: str, rendered: bool) -> str | None:
+    """A warning, in one line, when the paper was rendered (`rendered`: its Markdown and LaTeX were
+    written by this run) on a machine without latexmk while an earlier PDF is still at `pdf`: that
+    PDF was not rebuilt and may describe other results than paper.md. None otherwise."""
+    if has_latex or not rendered or not Path(pdf).exists():
+        return None
+    return (f"latexmk is not on PATH, so {pdf} is not rebuilt with paper.md and paper.tex and may "
+            "describe an earlier run: install latexmk (README) and run again, or do not commit it")
+
+
 def result_dirs(committed_root: str, fresh: str | None) -> list[str]:
     """Every committed GPU folder, with this run's fresh folder replacing a committed one of the same slug."""
     root = Path(committed_root)

@@ -73,3 +73,13 @@ def test_config_cross_field_error_stops_the_parse(tmp_path):
     run = _snakemake("-n", "--configfile", str(bad))
     assert run.returncode != 0
     assert "e2e: heads 30 is not a multiple of kv_heads 8" in run.stdout + run.stderr
+
+
+def test_stale_pdf_message_only_where_the_paper_was_rendered_without_latex(tmp_path):
+    pdf = tmp_path / "paper.pdf"
+    assert workflow.stale_pdf_message(False, str(pdf), True) is None          # no PDF to go stale
+    pdf.write_bytes(b"%PDF-1.5")
+    message = workflow.stale_pdf_message(False, str(pdf), True)
+    assert message.startswith("latexmk is not on PATH") and str(pdf) in message and "\n" not in message
+    assert workflow.stale_pdf_message(True, str(pdf), True) is None           # rebuilt with the rest
+    assert workflow.stale_pdf_message(False, str(pdf), False) is None         # the paper was not rendered

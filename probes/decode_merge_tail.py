@@ -97,7 +97,7 @@ def main():
         s = fd.planned_splits(batch, heads_kv, cache_len, db.D, 2, num_sms, db.HQ // heads_kv)
         splits = {"ours": s, "nomerge": s, "noatomic": s, "cudnn": ""}
         checked = {"ours": lambda: (lambda: fd._decode(q, k, v, None, None, None)),
-                   "cudnn": lambda: study.impls()["sdpa_cudnn"](inputs)}      # the study's factory: a call
+                   "cudnn": lambda x=inputs: study.impls()["sdpa_cudnn"](x)}    # the study's factory: a call
         first = len(db.ROWS)
         good = db.checked(shape, "tail", checked, ref, splits)
         fns = {name: fn for name, (fn, _) in good.items()}

@@ -383,8 +383,22 @@ def test_host_against_a_reference_shape_by_shape_below_the_threshold():
                           host("liger", 0.001, 1)])
     h = headline.host_against(frame, "softmax", "torch", 8e6)
     assert h == {"n": 3, "reference": "torch", "median": "1.10x", "highest": "1.20x", "shape": "rows=1 cols=256",
-                 "dtype": "fp16"}
+                 "dtype": "fp16", "limit": "1.20x", "over": 0, "over_beyond": 0}
     assert headline.host_against(frame[frame["impl"] != "torch"], "softmax", "torch", 8e6) is None
+
+
+def test_host_against_counts_ratios_above_the_limit_by_median_and_by_interval():
+    """A median above the limit counts as over; it is over beyond its interval only when ours's lower
+    bound over the reference's upper one is above the limit too."""
+    def host(impl, ms, low, high, rows):
+        return {"impl": impl, "timing": "host", "median_ms": ms, "ci_low_ms": low, "ci_high_ms": high,
+                "status": "ok", "rows": rows, "cols": 256, "dtype": "float16", "bytes": 1e6}
+    frame = pd.DataFrame([host("ours", 0.013, 0.0128, 0.0132, 1), host("torch", 0.010, 0.0099, 0.0101, 1),  # 1.30x, low 1.27
+                          host("ours", 0.0125, 0.0110, 0.0140, 2), host("torch", 0.010, 0.0095, 0.0105, 2),  # 1.25x, low 1.05
+                          host("ours", 0.011, 0.0109, 0.0111, 3), host("torch", 0.010, 0.0099, 0.0101, 3)])  # 1.10x
+    h = headline.host_against(frame, "softmax", "torch", 8e6)
+    assert (h["n"], h["over"], h["over_beyond"], h["highest"], h["limit"]) == (3, 2, 1, "1.30x", "1.20x")
+    assert headline.host_against(frame, "softmax", "torch", 8e6, limit=1.28)["over_beyond"] == 0
 
 
 def test_large_softmax_shapes_against_the_copy_in_their_trials():

@@ -27,6 +27,7 @@ from rooflab.sized_ceilings import rate_at
 
 LARGE_SOFTMAX_BYTES = 128e6     # large enough that every peer streams at its sustained rate
 LARGE_DECODE_BYTES = 256e6      # a KV read this large dwarfs the 60 MB L2 and any launch cost
+HOST_RATIO_LIMIT = 1.2          # a repeat call's host time over torch.softmax's that a wrapper should stay within
 LONG_SEQUENCE = 4096            # prefill lengths where attention is compute-bound
 DECODE_ANCHOR = {"batch": 1, "heads_kv": 32, "cache_len": 4096, "ragged": False}   # anchors-h200.md's first decode row
 PAGED_WITHIN = 0.05             # a paged read this close to the contiguous one (or tied with it) keeps up
@@ -120,22 +121,31 @@ def _host_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[(frame["timing"] == HOST_TIMING) & (frame["status"] == "ok") & frame["median_ms"].notna()]
 
 
-def host_against(frame: pd.DataFrame, study: str, reference: str, below: float) -> dict | None:
+def host_against(frame: pd.DataFrame, study: str, reference: str, below: float,
+                 limit: float = HOST_RATIO_LIMIT) -> dict | None:
     """A repeat call's own host time of ours over `reference`'s, shape by shape, at the shapes moving
     fewer than `below` bytes where both were timed on the host: the shapes, the median ratio and the
-    highest with its shape; None where no shape has both."""
+    highest with its shape, and how many ratios lie above `limit`: their medians (`over`), and their
+    whole interval (`over_beyond`: ours's lower bound over the reference's upper one, as the
+    comparisons' intervals are taken). None where no shape has both."""
     rows = _host_rows(frame)
     rows = rows[(rows["bytes"] < below) & rows["impl"].isin(["ours", reference])]
     keys = ["dtype", *SHAPE_COLUMNS[study]]
-    per = rows.pivot_table(index=keys, columns="impl", values="median_ms", aggfunc="median")
-    if "ours" not in per or reference not in per:
+    values = ["median_ms", *(c for c in ("ci_low_ms", "ci_high_ms") if c in rows)]
+    per = rows.pivot_table(index=keys, columns="impl", values=values, aggfunc="median")
+    if ("median_ms", "ours") not in per or ("median_ms", reference) not in per:
         return None
-    ratios = (per["ours"] / per[reference]).dropna()
+    ratios = (per["median_ms"]["ours"] / per["median_ms"][reference]).dropna()
     if ratios.empty:
         return None
+    if "ci_low_ms" in per and "ci_high_ms" in per:
+        lows = (per["ci_low_ms"]["ours"] / per["ci_high_ms"][reference]).reindex(ratios.index)
+    else:
+        lows = ratios
     worst = dict(zip(keys, ratios.idxmax()))
     return {"n": len(ratios), "reference": reference, "median": ratio(ratios.median()),
-            "highest": ratio(ratios.max()), "shape": shape_label(worst, study), "dtype": dt(worst["dtype"])}
+            "highest": ratio(ratios.max()), "shape": shape_label(worst, study), "dtype": dt(worst["dtype"]),
+            "limit": ratio(limit), "over": int((ratios > limit).sum()), "over_beyond": int((lows > limit).sum())}
 
 
 def host_cost(frame: pd.DataFrame) -> dict | None:

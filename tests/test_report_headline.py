@@ -411,3 +411,20 @@ def test_large_softmax_shapes_against_the_copy_in_their_trials():
     assert (out["n"], out["reach"], out["median"], out["share"]) == (3, 2, "95%", "90%")
     assert (out["low"]["frac"], out["low"]["shape"], out["low"]["dtype"]) == ("69%", "rows=16 cols=4194304", "bf16")
     assert in_trial_copy(table[table["bytes"] < 128e6]) is None
+
+
+def test_under_share_counts_medians_and_whole_intervals_under_the_target():
+    """A row under the share at its median counts as under; it stays under beyond its interval only when
+    the share at its fastest bound (ours_low_ms) is under too."""
+    rows = pd.DataFrame({"ours_frac": [0.90, 0.94, 0.97], "ours_ms": [1.0, 1.0, 1.0],
+                         "ours_low_ms": [0.99, 0.98, 0.99]})     # fastest-bound shares 0.909, 0.959, 0.980
+    assert headline.under_share(rows, 0.95) == {"target": "95%", "under": 2, "under_beyond": 1}
+    assert headline.under_share(rows, 0.90)["under"] == 0
+
+
+def test_decode_large_shapes_count_those_under_the_target_share(agg, cmp):
+    large = headline.decode(cmp, agg.study("decode"), agg.ceiling(GPU))["large"]
+    peers = derive.select(cmp, "decode", "peer")
+    rows = peers[peers["bytes"] >= headline.LARGE_DECODE_BYTES].dropna(subset=["ours_frac"])
+    assert large["target"] == "95%" and large["under"] == int((rows["ours_frac"] < 0.95).sum())
+    assert 0 <= large["under_beyond"] <= large["under"] <= large["n"]

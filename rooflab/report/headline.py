@@ -28,6 +28,7 @@ from rooflab.sized_ceilings import rate_at
 LARGE_SOFTMAX_BYTES = 128e6     # large enough that every peer streams at its sustained rate
 LARGE_DECODE_BYTES = 256e6      # a KV read this large dwarfs the 60 MB L2 and any launch cost
 HOST_RATIO_LIMIT = 1.2          # a repeat call's host time over torch.softmax's that a wrapper should stay within
+LARGE_DECODE_SHARE = 0.95       # the share of the read ceiling a KV read of LARGE_DECODE_BYTES is held to
 LONG_SEQUENCE = 4096            # prefill lengths where attention is compute-bound
 DECODE_ANCHOR = {"batch": 1, "heads_kv": 32, "cache_len": 4096, "ragged": False}   # anchors-h200.md's first decode row
 PAGED_WITHIN = 0.05             # a paged read this close to the contiguous one (or tied with it) keeps up
@@ -266,7 +267,7 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
     if not large.empty:
         out["large"] = {"bytes": megabytes(LARGE_DECODE_BYTES), "n": len(large), "low": _at(large, "ours_frac"),
                         "median": pct(large["ours_frac"].median()), "ceiling": num(ceilings.get("read_tbps")),
-                        "sized": sized_share(large, ceilings, "read")}
+                        "sized": sized_share(large, ceilings, "read"), **under_share(large, LARGE_DECODE_SHARE)}
     split = tally(select(cmp, "decode", "ours_nosplit"))
     if split:
         out["split"] = dict(split, low=split["worst"]["ratio"], low_shape=split["worst"]["shape"],
@@ -278,6 +279,15 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
 
 
 IN_TRIALS_SHARE = 0.90    # the share of the copy in the same trials that the issue's large shapes are held to
+
+
+def under_share(rows: pd.DataFrame, share: float) -> dict:
+    """How many comparison rows read under `share` of their ceiling: at the median (`under`), and with
+    their whole interval (`under_beyond`: the share at ours's fastest bound, ours_low_ms, still under
+    it). `target` is the share as a percentage."""
+    frac = rows["ours_frac"].astype(float)
+    best = frac * rows["ours_ms"].astype(float) / rows["ours_low_ms"].astype(float)
+    return {"target": pct(share), "under": int((frac < share).sum()), "under_beyond": int((best < share).sum())}
 
 
 def in_trial_copy(against_copy: pd.DataFrame) -> dict | None:

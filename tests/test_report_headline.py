@@ -411,6 +411,9 @@ def test_large_softmax_shapes_against_the_copy_in_their_trials():
     assert (out["n"], out["reach"], out["median"], out["share"]) == (3, 2, "95%", "90%")
     assert (out["low"]["frac"], out["low"]["shape"], out["low"]["dtype"]) == ("69%", "rows=16 cols=4194304", "bf16")
     assert in_trial_copy(table[table["bytes"] < 128e6]) is None
+    assert out["reach_interval"] is None                                   # no intervals given: not counted
+    wide = table.assign(vs_best_high=[0.91, 0.97, 1.0, 0.6])               # 0.69's interval reaches 0.91
+    assert in_trial_copy(wide)["reach_interval"] == 3
 
 
 def test_under_share_counts_medians_and_whole_intervals_under_the_target():

@@ -293,13 +293,15 @@ def under_share(rows: pd.DataFrame, share: float) -> dict:
 def in_trial_copy(against_copy: pd.DataFrame) -> dict | None:
     """Large shapes (>= LARGE_SOFTMAX_BYTES) against the copy of their bytes timed in the same trials
     (the `copy` bound, rooflab.studies.softmax; vs_best = the copy's time over ours, ours' share of its
-    rate): how many, the median and lowest share, and how many reach IN_TRIALS_SHARE; None where the run
-    timed no copy."""
+    rate): how many, the median and lowest share, how many reach IN_TRIALS_SHARE at the median and how
+    many at the high end of their interval (`reach_interval`); None where the run timed no copy."""
     big = against_copy[against_copy["bytes"] >= LARGE_SOFTMAX_BYTES].dropna(subset=["vs_best"])
     if big.empty:
         return None
+    reach_interval = int((big["vs_best_high"] >= IN_TRIALS_SHARE).sum()) if "vs_best_high" in big else None
     return {"n": len(big), "median": pct(big["vs_best"].median()), "low": _at(big, "vs_best"),
-            "share": pct(IN_TRIALS_SHARE), "reach": int((big["vs_best"] >= IN_TRIALS_SHARE).sum())}
+            "share": pct(IN_TRIALS_SHARE), "reach": int((big["vs_best"] >= IN_TRIALS_SHARE).sum()),
+            "reach_interval": reach_interval}
 
 
 def sized_share(large: pd.DataFrame, ceilings: dict, kind: str = "read") -> dict | None:

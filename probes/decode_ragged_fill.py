@@ -37,7 +37,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decode_balance as db  # noqa: E402  (sets up the interpreter for PROBE_DRYRUN=1)
-from decode_ragged_splits import _operands, _peers, _plan_splits  # noqa: E402
+from decode_ragged_splits import _forced, _operands, _peers, _plan_splits  # noqa: E402
 
 fd = db.fd
 SHAPES = [(64, 8, 4096, True), (16, 8, 32768, True)]
@@ -48,14 +48,13 @@ if db.DRY:
 
 
 def candidates(inputs, num_sms):
-    q, k, v, passed = _operands(inputs)
-    s = _plan_splits(inputs, num_sms)
-    cands = {"ours": lambda: (lambda: fd._decode(q, k, v, passed, None, None, None))}
-    splits = {"ours": s}
-    for name, (bn, w, st) in CONFIGS.items():    # the rule's S (not forced: its dealing by length stays)
-        cands[name] = lambda bn=bn, w=w, st=st: (lambda: fd._decode(q, k, v, passed, None, None, None, bn, w, st))
+    _, k, _, passed = _operands(inputs)
+    cands = {"ours": _forced(inputs)}
+    splits = {"ours": _plan_splits(inputs, num_sms)}
+    for name, tiles in CONFIGS.items():           # the rule's S (not forced: its dealing by length stays)
+        cands[name] = _forced(inputs, None, tiles)
         splits[name] = fd.launch_shape(k.shape[0], k.shape[1], db.HQ // k.shape[1], k.shape[2], db.D, 2, num_sms,
-                                       False, passed is not None, None, bn, w, st)[0]
+                                       False, passed is not None, None, *tiles)[0]
     _peers(inputs, cands, splits)
     return cands, splits
 

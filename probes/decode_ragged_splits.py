@@ -76,32 +76,37 @@ def _plan_splits(inputs, num_sms) -> int:
     return fd.planned_splits(b, hkv, n, db.D, 2, num_sms, db.HQ // hkv, False, passed is not None)
 
 
+def _forced(inputs, splits=None, tiles=(None, None, None)):
+    """A candidate (a factory of calls) of decode_attention on the study's operands with the split count
+    and (BLOCK_N, warps, stages) given; None takes the rule's."""
+    q, k, v, passed = _operands(inputs)
+    return lambda: (lambda: fd._decode(q, k, v, passed, None, splits, None, *tiles))
+
+
 def _peers(inputs, cands, splits):
     cands["cudnn"] = lambda: study.impls()["sdpa_cudnn"](inputs)
     splits.update({name: "" for name in ("cudnn", "read2048", "read4096")})
 
 
 def split_candidates(inputs, num_sms):
-    q, k, v, passed = _operands(inputs)
-    cands = {"ours": lambda: (lambda: fd._decode(q, k, v, passed, None, None, None))}
+    cands = {"ours": _forced(inputs)}
     splits = {"ours": _plan_splits(inputs, num_sms)}
     for s in FORCED_SPLITS:
-        cands[f"S={s}"] = lambda s=s: (lambda: fd._decode(q, k, v, passed, None, s, None))
+        cands[f"S={s}"] = _forced(inputs, s)
         splits[f"S={s}"] = s
     for st in UNSPLIT_STAGES:
-        cands[f"S=1_s{st}"] = lambda st=st: (lambda: fd._decode(q, k, v, passed, None, 1, None, 64, 4, st))
+        cands[f"S=1_s{st}"] = _forced(inputs, 1, (64, 4, st))
         splits[f"S=1_s{st}"] = 1
     _peers(inputs, cands, splits)
     return cands, splits
 
 
 def config_candidates(inputs, num_sms):
-    q, k, v, passed = _operands(inputs)
     s = _plan_splits(inputs, num_sms)
-    cands = {"ours": lambda: (lambda: fd._decode(q, k, v, passed, None, None, None))}
+    cands = {"ours": _forced(inputs)}
     splits = {"ours": s}
-    for name, (bn, w, st) in CONFIGS.items():
-        cands[name] = lambda bn=bn, w=w, st=st: (lambda: fd._decode(q, k, v, passed, None, s, None, bn, w, st))
+    for name, tiles in CONFIGS.items():
+        cands[name] = _forced(inputs, s, tiles)
         splits[name] = s
     _peers(inputs, cands, splits)
     return cands, splits

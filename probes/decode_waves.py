@@ -19,6 +19,19 @@ cuDNN and the read kernel over the same bytes beside them (decode_balance's help
 checked against the float64 reference first, CUPTI kernel time, L2 flushed, shuffled rounds),
 fp16, Hq=32, D=128. No new shape is started after PROBE_BUDGET_S seconds.
 
+Measured (7f433b0, GPU-d0347937, fp16, kernel time, us): no multi-wave count beats the one-wave rule.
+- B=1 Hkv=32 L=16384 (268 MB): ours (S=4) 65.1, cuDNN 66.1, the read 60.6; the best forced launch
+  S=8 on 64x4x3 65.5 (1.007x ours's time), the other 17 1.02-1.75x.
+- B=4 Hkv=8 L=16384 (268 MB): ours (S=4) 65.0, cuDNN 66.4, the read 60.6; best S=8 64x4x3 65.7
+  (1.011x), the rest 1.03-1.86x.
+- B=1 Hkv=8 L=131072 (537 MB): ours (S=16) 124.1, cuDNN 126.3, the read 117.9; best S=32 64x4x3
+  127.0 (1.023x), the rest 1.05-2.16x.
+- B=16 Hkv=8 L=4096 (268 MB, unsplit): ours 64.0, cuDNN 64.3, the read 59.2; best S=2 64x4x3 65.2
+  (1.019x), the rest 1.03-1.64x.
+More waves of shorter chunks only add merges and per-chunk start-up; the merges they could hide
+are 1-3% of the launch (decode_merge_tail.py), less than what the extra chunks cost. Ours reads at
+0.93-0.95x the plain read's speed at all four, as in decode_merge_tail.py.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_waves.py
 Writes $OUT/decode_waves.csv and prints us and the ratio over `ours` per shape.
 PROBE_DRYRUN=1 runs it in Triton's CPU interpreter on tiny shapes.

@@ -12,8 +12,11 @@ into a copy of the parameters on the C stack and the kernel is launched with cuL
 (cuLaunchKernelEx where the launch is cooperative or programmatic-dependent), the GIL released
 around it as Triton's launcher does.
 
-The C module is built once per machine with Triton's own build helper (a C compiler and libcuda,
-which Triton's launchers need too) and cached in Triton's cache. Where it cannot be built, or a
+The C module is built once per machine with Triton's own build helper (a C compiler, which
+Triton's launchers need too) and cached in Triton's cache; it finds the driver's entry points with
+dlopen at its first launch, so it builds and loads on a machine without libcuda too, where a launch
+fails naming what is missing. Its launch (`LAUNCH_CORE`) is also the one kernels._native_replay
+compiles into its C++ repeat call. Where the module cannot be built, or a
 kernel has what the blob does not describe (tensor descriptors, tuple arguments, clusters, global
 or profile scratch, fp16/bf16 scalars), `pack` returns None and the plan launches through Triton.
 """
@@ -32,12 +35,16 @@ _HEADER = struct.Struct(f"<Q12I{MAX_PARAMS}I{MAX_SLOTS}I")   # function; grid x 
 _SCALARS = {"i1": "b", "i8": "b", "i16": "h", "i32": "i", "i64": "q", "u1": "B", "u8": "B", "u16": "H",
             "u32": "I", "u64": "Q", "fp32": "f", "f32": "f", "fp64": "d"}
 
-SOURCE = r"""
+# The launch itself, in C that also compiles as C++ (kernels._native_replay includes it): the blob's
+# header, the driver's entry points found with dlopen (so that a module using it builds and loads on
+# a machine without libcuda, where a launch then fails with an error that says so) and
+# `launch_blob`, which writes a call's addresses into a copy of the parameters and launches.
+LAUNCH_CORE = r"""
 #include "cuda.h"
+#include <dlfcn.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
 
 #define MAX_PARAMS %(params)d
 #define MAX_SLOTS %(slots)d
@@ -50,85 +57,136 @@ typedef struct {
   uint32_t slots[MAX_SLOTS];
 } Header;
 
-static PyObject* fail(CUresult code, const char* what) {
-  const char* text = NULL;
-  cuGetErrorString(code, &text);
-  PyErr_Format(PyExc_RuntimeError, "%%s: %%s", what, text ? text : "unknown CUDA error");
-  return NULL;
+typedef struct {
+  CUresult (*ctx_get_current)(CUcontext*);
+  CUresult (*ctx_set_current)(CUcontext);
+  CUresult (*device_get)(CUdevice*, int);
+  CUresult (*primary_ctx_retain)(CUcontext*, CUdevice);
+  CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            CUstream, void**, void**);
+  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**);
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*);
+  CUresult (*get_error_string)(CUresult, const char**);
+} Driver;
+
+/* The driver's entry points, or NULL (with *why set) where libcuda.so.1 or one of them is missing. */
+static const Driver* driver_api(const char** why) {
+  static Driver d;
+  static int state = 0;                       /* 0: not tried, 1: loaded, -1: failed */
+  if (state == 0) {
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+    state = -1;
+    if (lib) {
+      d.ctx_get_current = (CUresult (*)(CUcontext*))dlsym(lib, "cuCtxGetCurrent");
+      d.ctx_set_current = (CUresult (*)(CUcontext))dlsym(lib, "cuCtxSetCurrent");
+      d.device_get = (CUresult (*)(CUdevice*, int))dlsym(lib, "cuDeviceGet");
+      d.primary_ctx_retain = (CUresult (*)(CUcontext*, CUdevice))dlsym(lib, "cuDevicePrimaryCtxRetain");
+      d.launch_kernel = (CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                                      unsigned, CUstream, void**, void**))dlsym(lib, "cuLaunchKernel");
+      d.launch_kernel_ex = (CUresult (*)(const CUlaunchConfig*, CUfunction, void**, void**))dlsym(lib, "cuLaunchKernelEx");
+      d.stream_is_capturing = (CUresult (*)(CUstream, CUstreamCaptureStatus*))dlsym(lib, "cuStreamIsCapturing");
+      d.get_error_string = (CUresult (*)(CUresult, const char**))dlsym(lib, "cuGetErrorString");
+      if (d.ctx_get_current && d.ctx_set_current && d.device_get && d.primary_ctx_retain && d.launch_kernel
+          && d.launch_kernel_ex && d.stream_is_capturing && d.get_error_string) state = 1;
+    }
+  }
+  if (state < 0) { *why = "libcuda.so.1 (the CUDA driver) or one of its entry points is missing"; return NULL; }
+  return &d;
 }
 
+/* Launch the blob's kernel on `stream` with `addresses` written into its slots. Returns NULL, or what
+   failed: a malformed blob, a missing driver, or the driver call (its error in *code). */
+static const char* launch_blob(const char* raw, size_t raw_size, uint64_t stream, const uint64_t* addresses,
+                               size_t n_addresses, CUresult* code) {
+  *code = CUDA_SUCCESS;
+  Header h;
+  if (raw_size < sizeof(Header)) return "blob shorter than its header";
+  memcpy(&h, raw, sizeof(Header));
+  if (n_addresses != h.n_slots || h.size > MAX_DATA || h.n_params > MAX_PARAMS || raw_size < sizeof(Header) + h.size)
+    return "blob and addresses disagree (slots, parameters or data size)";
+  const char* why = NULL;
+  const Driver* cu = driver_api(&why);
+  if (!cu) return why;
+  char data[MAX_DATA] __attribute__((aligned(16)));
+  memcpy(data, raw + sizeof(Header), h.size);
+  for (uint32_t i = 0; i < h.n_slots; ++i) memcpy(data + h.slots[i], &addresses[i], sizeof(uint64_t));
+  void* params[MAX_PARAMS];
+  for (uint32_t i = 0; i < h.n_params; ++i) params[i] = data + h.offsets[i];
+  CUcontext context = NULL;
+  *code = cu->ctx_get_current(&context);
+  if (*code == CUDA_SUCCESS && context == NULL) {      /* a thread with no current context: the device's primary one */
+    CUdevice device;
+    *code = cu->device_get(&device, (int)h.device);
+    if (*code == CUDA_SUCCESS) *code = cu->primary_ctx_retain(&context, device);
+    if (*code == CUDA_SUCCESS) *code = cu->ctx_set_current(context);
+    if (*code != CUDA_SUCCESS) return "cuDevicePrimaryCtxRetain";
+  }
+  if (*code != CUDA_SUCCESS) return "cuCtxGetCurrent";
+  if (!h.cooperative && !h.pdl) {
+    *code = cu->launch_kernel((CUfunction)h.function, h.grid[0], h.grid[1], h.grid[2], h.block, 1, 1, h.shared,
+                              (CUstream)stream, params, NULL);
+    return *code == CUDA_SUCCESS ? NULL : "cuLaunchKernel";
+  }
+  CUlaunchAttribute attributes[2];
+  unsigned n = 0;
+  if (h.pdl) {
+    attributes[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[n].value.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  if (h.cooperative) {
+    attributes[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attributes[n].value.cooperative = 1;
+    ++n;
+  }
+  CUlaunchConfig config;
+  memset(&config, 0, sizeof(config));
+  config.gridDimX = h.grid[0]; config.gridDimY = h.grid[1]; config.gridDimZ = h.grid[2];
+  config.blockDimX = h.block; config.blockDimY = 1; config.blockDimZ = 1;
+  config.sharedMemBytes = h.shared;
+  config.hStream = (CUstream)stream;
+  config.attrs = attributes;
+  config.numAttrs = n;
+  *code = cu->launch_kernel_ex(&config, (CUfunction)h.function, params, NULL);
+  return *code == CUDA_SUCCESS ? NULL : "cuLaunchKernelEx";
+}
+
+/* The error of a failed launch_blob as text: "what: the driver's message". */
+static void launch_error(const char* what, CUresult code, char* text, size_t size) {
+  const char* message = NULL;
+  const char* why = NULL;
+  const Driver* cu = code == CUDA_SUCCESS ? NULL : driver_api(&why);
+  if (cu) cu->get_error_string(code, &message);
+  if (code == CUDA_SUCCESS) snprintf(text, size, "%%s", what);
+  else snprintf(text, size, "%%s: %%s", what, message ? message : "unknown CUDA error");
+}
+""" % dict(params=MAX_PARAMS, slots=MAX_SLOTS, data=MAX_DATA)
+
+SOURCE = LAUNCH_CORE + r"""
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
 static PyObject* launch(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs < 2 || !PyBytes_Check(args[0])) {
+  if (nargs < 2 || !PyBytes_Check(args[0]) || nargs - 2 > MAX_SLOTS) {
     PyErr_SetString(PyExc_TypeError, "launch(blob: bytes, stream: int, *addresses: int)");
     return NULL;
   }
-  const char* raw = PyBytes_AS_STRING(args[0]);
-  if (PyBytes_GET_SIZE(args[0]) < (Py_ssize_t)sizeof(Header)) {
-    PyErr_SetString(PyExc_ValueError, "blob shorter than its header");
-    return NULL;
-  }
-  Header h;
-  memcpy(&h, raw, sizeof(Header));
-  if (nargs - 2 != (Py_ssize_t)h.n_slots || h.size > MAX_DATA || h.n_params > MAX_PARAMS
-      || PyBytes_GET_SIZE(args[0]) < (Py_ssize_t)(sizeof(Header) + h.size)) {
-    PyErr_Format(PyExc_ValueError, "blob of %%u addresses and %%u bytes, called with %%zd addresses",
-                 h.n_slots, h.size, nargs - 2);
-    return NULL;
-  }
-  _Alignas(16) char data[MAX_DATA];
-  memcpy(data, raw + sizeof(Header), h.size);
   uint64_t stream = PyLong_AsUnsignedLongLong(args[1]);
-  for (uint32_t i = 0; i < h.n_slots; ++i) {
-    uint64_t address = PyLong_AsUnsignedLongLong(args[2 + i]);
-    memcpy(data + h.slots[i], &address, sizeof(address));
-  }
+  uint64_t addresses[MAX_SLOTS];
+  for (Py_ssize_t i = 0; i < nargs - 2; ++i) addresses[i] = PyLong_AsUnsignedLongLong(args[2 + i]);
   if (PyErr_Occurred()) return NULL;
-  void* params[MAX_PARAMS];
-  for (uint32_t i = 0; i < h.n_params; ++i) params[i] = data + h.offsets[i];
   CUresult code;
-  const char* what = "cuLaunchKernel";
+  const char* what;
   Py_BEGIN_ALLOW_THREADS;
-  CUcontext context = NULL;
-  code = cuCtxGetCurrent(&context);
-  if (code == CUDA_SUCCESS && context == NULL) {      /* a thread with no current context: the device's primary one */
-    what = "cuDevicePrimaryCtxRetain";
-    CUdevice device;
-    code = cuDeviceGet(&device, (int)h.device);
-    if (code == CUDA_SUCCESS) code = cuDevicePrimaryCtxRetain(&context, device);
-    if (code == CUDA_SUCCESS) code = cuCtxSetCurrent(context);
-  }
-  if (code == CUDA_SUCCESS) {
-    what = "cuLaunchKernel";
-    if (!h.cooperative && !h.pdl) {
-      code = cuLaunchKernel((CUfunction)h.function, h.grid[0], h.grid[1], h.grid[2], h.block, 1, 1, h.shared,
-                            (CUstream)stream, params, NULL);
-    } else {
-      CUlaunchAttribute attributes[2];
-      unsigned n = 0;
-      if (h.pdl) {
-        attributes[n].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-        attributes[n].value.programmaticStreamSerializationAllowed = 1;
-        ++n;
-      }
-      if (h.cooperative) {
-        attributes[n].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-        attributes[n].value.cooperative = 1;
-        ++n;
-      }
-      CUlaunchConfig config;
-      memset(&config, 0, sizeof(config));
-      config.gridDimX = h.grid[0]; config.gridDimY = h.grid[1]; config.gridDimZ = h.grid[2];
-      config.blockDimX = h.block; config.blockDimY = 1; config.blockDimZ = 1;
-      config.sharedMemBytes = h.shared;
-      config.hStream = (CUstream)stream;
-      config.attrs = attributes;
-      config.numAttrs = n;
-      what = "cuLaunchKernelEx";
-      code = cuLaunchKernelEx(&config, (CUfunction)h.function, params, NULL);
-    }
-  }
+  what = launch_blob(PyBytes_AS_STRING(args[0]), (size_t)PyBytes_GET_SIZE(args[0]), stream, addresses,
+                     (size_t)(nargs - 2), &code);
   Py_END_ALLOW_THREADS;
-  if (code != CUDA_SUCCESS) return fail(code, what);
+  if (what != NULL) {
+    char text[256];
+    launch_error(what, code, text, sizeof(text));
+    PyErr_SetString(PyExc_RuntimeError, text);
+    return NULL;
+  }
   Py_RETURN_NONE;
 }
 
@@ -140,17 +198,17 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "rooflab_lean_launch", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit_rooflab_lean_launch(void) { return PyModule_Create(&module); }
-""" % dict(params=MAX_PARAMS, slots=MAX_SLOTS, data=MAX_DATA)
+"""
 
 
 @functools.lru_cache(maxsize=1)
 def module():
-    """The built C module, or None where it cannot be built (no compiler, no libcuda, no CUDA backend)."""
+    """The built C module, or None where it cannot be built (no C compiler, no Triton NVIDIA backend)."""
     try:
         from triton.backends.nvidia import driver
         from triton.runtime.build import compile_module_from_src
-        return compile_module_from_src(src=SOURCE, name="rooflab_lean_launch", library_dirs=driver.library_dirs(),
-                                       include_dirs=driver.include_dirs, libraries=driver.libraries)
+        return compile_module_from_src(src=SOURCE, name="rooflab_lean_launch", include_dirs=driver.include_dirs,
+                                       libraries=["dl"])
     except Exception:   # noqa: BLE001  any failure to build: the plans launch through Triton
         return None
 

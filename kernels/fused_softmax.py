@@ -290,6 +290,7 @@ import triton.language as tl
 from kernels._checks import check_tensor, interpreting
 from kernels._device import INTERPRETER_SMS, cdiv, pow2, properties
 from kernels._device import sm_count as num_sms
+from kernels import _native_replay as native
 from kernels._plans import ALIGN, Launch, aligned, hooked, new_output, remember
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -1112,7 +1113,8 @@ class _Plan:
     `fast` from a launch inside a capture (its workspace would belong to the graph's pool, zeroed
     by each replay) nor from a launch on a device other than x's.
     """
-    __slots__ = ("launch", "cfg", "moved_dim", "rows", "cols", "stream_bound", "fast", "stream", "like", "lean")
+    __slots__ = ("launch", "cfg", "moved_dim", "rows", "cols", "stream_bound", "fast", "stream", "like", "lean",
+                 "to_native")
 
     def __init__(self, launch, cfg, moved_dim, rows, cols, stream_bound=False, like=False):
         self.launch, self.cfg, self.moved_dim, self.rows, self.cols = launch, cfg, moved_dim, rows, cols
@@ -1121,6 +1123,7 @@ class _Plan:
         self.lean = None        # (C launcher, blob) of `fast` with out and x as addresses (kernels._lean_launch)
         self.stream = None      # stream_bound: handle of the stream `fast` may launch on
         self.like = like        # x is contiguous: a replay's output is kernels._plans.new_output's
+        self.to_native = False  # `lean` is a real blob not yet given to the native replay (kernels._native_replay)
 
     def keep(self, launched: tuple, device: torch.device) -> None:
         """Keep a first launch's (compiled, grid, args) as `fast` (on a GPU, direct plans only)."""
@@ -1133,6 +1136,17 @@ class _Plan:
             self.stream = stream
         self.fast = (launch, args[2:])
         self.lean = launch.lean(args, (0, 1))
+        self.to_native = self.lean is not None and isinstance(self.lean[1], bytes)
+
+    def go_native(self, x: torch.Tensor, dim: int) -> None:
+        """Give this plan to the native replay once its module is built (the first call starts the
+        build in the background; until then repeat calls replay from Python and try again)."""
+        global _native_replay
+        mod = native.ready()
+        if mod is not None and x.is_cuda:
+            mod.register(x, dim, self.lean[1], self.fast[0].device, self.stream or 0, self.stream_bound, self)
+            _native_replay = mod.replay
+            self.to_native = False
 
     def fast_stream(self) -> int | None:
         """The current stream's handle when `fast` may launch on it now, else None."""
@@ -1140,6 +1154,9 @@ class _Plan:
         if self.stream_bound and (stream is None or stream != self.stream or _capturing()):
             return None
         return stream
+
+
+_native_replay = None      # the native module's replay() once it holds a plan of this process
 
 
 def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
@@ -1176,6 +1193,10 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     forward is this same Triton kernel and whose backward, dx = y * (dy - sum(dy * y, dim)), is
     torch ops in fp32 (cast back to x's dtype; no double backward). Other calls skip it.
     """
+    if _native_replay is not None:            # a plan's repeat call in C++ (kernels._native_replay)
+        out = _native_replay(x, dim)
+        if out is not None:
+            return out
     try:
         if x.requires_grad and torch.is_grad_enabled():
             return _Softmax.apply(x, dim)
@@ -1194,6 +1215,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
                 lean = plan.lean
                 if lean is not None and not hooked():
                     lean[0](lean[1], stream, out_ptr, x_ptr)
+                    if plan.to_native:
+                        plan.go_native(x, dim)
                 else:
                     launch(stream, out_ptr, x_ptr, *rest)    # addresses: no pointer lookup at launch
                 return out
@@ -1217,6 +1240,8 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     if (launched is not None and direct and plan.fast is None and key is not None
             and not interpreting() and aligned(out)):
         plan.keep(launched, x.device)
+        if plan.to_native:
+            plan.go_native(x, dim)
     out = out.view(xt.shape)
     return out.movedim(-1, moved_dim) if moved_dim is not None else out
 

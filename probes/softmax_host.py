@@ -257,9 +257,67 @@ def alloc() -> None:
     report(rows, "softmax_host_alloc.csv")
 
 
+# the sweep's 21 cases under 8 MB (full profile), and two split plans (stream-bound, cooperative)
+NATIVE_SHAPES = [(r, c, d) for d in (torch.float32, torch.float16, torch.bfloat16)
+                 for r, c in ((256, 256), (512, 512), (1024, 128), (4096, 1), (4096, 7), (1024, 1000),
+                              (1024, 1024), (1048576, 1))
+                 if r * c * 2 * (4 if d == torch.float32 else 2) < 8_000_000] \
+    + [(8, 262144, torch.float16), (16, 4194304, torch.float32)]
+
+
+def native_replay() -> None:
+    """DIAG=native: the repeat call in C++ (kernels._native_replay) against the same call replayed
+    from Python (the lean launcher; the module's replay switched off for those calls) and
+    torch.softmax, per shape: the native output checked equal to the first call's and close to
+    torch's, then host us a call (per_call_us) and as the study times host rows (study_us), in a
+    process with no CUPTI session."""
+    from kernels import _native_replay as native
+    start = time.perf_counter()
+    module = native.module()
+    print(f"native module: {module} ({time.perf_counter() - start:.1f} s to build or load)", flush=True)
+    if module is None:
+        native.build()                                 # raises, saying why
+    timer = CudaTimer()
+    rows = []
+    for n_rows, cols, dtype in NATIVE_SHAPES:
+        x = torch.randn(n_rows, cols, device="cuda").to(dtype)
+        shape = f"{n_rows}x{cols} {str(dtype).removeprefix('torch.')}"
+        first = fs.softmax(x)
+        fs.softmax(x)                                  # the repeat call that registers the plan
+        got = module.replay(x, -1)
+        torch.cuda.synchronize()
+        ok = got is not None and bool(torch.equal(got, first)) \
+            and bool(torch.allclose(got.float(), torch.softmax(x.float(), -1), rtol=2e-2, atol=1e-3))
+        replay = fs._native_replay
+
+        def python_path():
+            fs._native_replay = None
+            try:
+                return fs.softmax(x)
+            finally:
+                fs._native_replay = replay
+        tests = {"softmax": lambda: fs.softmax(x), "softmax_python": python_path,
+                 "torch": lambda: torch.softmax(x, -1)}
+        for name, fn in tests.items():
+            rows.append({"shape": shape, "step": name, "us": round(per_call_us(fn), 3), "ok": ok})
+        for name, fn in tests.items():
+            rows.append({"shape": shape, "step": f"study_{name}", "us": round(study_us(timer, fn), 3), "ok": ok})
+        print(f"  done {shape} (native {'taken, output matches' if ok else 'NOT TAKEN OR DIFFERS'})", flush=True)
+    report(rows, "softmax_host_native.csv")
+    mine = {(r["shape"], r["step"]): r["us"] for r in rows}
+    shapes = list(dict.fromkeys(r["shape"] for r in rows))
+    for step in ("softmax", "softmax_python"):
+        ratios = sorted(mine[(s, f"study_{step}")] / mine[(s, "study_torch")] for s in shapes)
+        print(f"study_{step} / study_torch over {len(ratios)} shapes: median {statistics.median(ratios):.3f}, "
+              f"max {ratios[-1]:.3f}, above 1.2: {sum(r > 1.2 for r in ratios)}")
+
+
 def main():
     print(f"device {torch.cuda.get_device_name()}", flush=True)
     os.makedirs(OUT, exist_ok=True)
+    if os.environ.get("DIAG") == "native":
+        native_replay()
+        return
     if os.environ.get("DIAG") == "alloc":
         alloc()
         return

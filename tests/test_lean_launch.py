@@ -87,6 +87,22 @@ def test_a_kernel_without_its_source_is_refused():
     assert lean.pack(kernel, (5,), ARGS, (0, 1), device=0) is None
 
 
+def test_the_module_builds_without_a_driver_and_its_launch_errors_name_the_problem():
+    module = lean.module()
+    if module is None:
+        pytest.skip("no C compiler or Triton NVIDIA backend here")
+    blob = lean.pack(compiled(), (5,), ARGS, (0, 1), device=0)
+    with pytest.raises(RuntimeError, match="shorter than its header"):
+        module.launch(blob[:10], 0, 1, 2)
+    with pytest.raises(RuntimeError, match="blob and addresses disagree"):
+        module.launch(blob, 0, 1)
+    with pytest.raises(TypeError, match="launch"):
+        module.launch("blob", 0)
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match="libcuda"):
+            module.launch(blob, 0, 1, 2)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("shape,dtype", [((256, 256), torch.float32), ((4096, 1), torch.float16),
                                          ((64, 5000), torch.bfloat16), ((8, 262144), torch.float16)])

@@ -66,7 +66,10 @@ def strategy(shape: dict, dtype: str, inputs: dict) -> str:
 
 def _ours(inputs):
     import kernels
+    from kernels import _native_replay
     x = inputs["x"]
+    if x.is_cuda:
+        _native_replay.module()     # built or loaded now, not in the background while calls are timed
     return lambda: kernels.softmax(x, dim=-1)
 
 

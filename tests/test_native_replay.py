@@ -3,7 +3,8 @@ its table's bound, and on a GPU softmax's repeat calls through it.
 
 Without a GPU the module is built all the same (a C++ compiler and torch's headers; skipped where
 it cannot be): a call it takes allocates the output and reaches the launch, which then fails naming
-the missing driver; a call it leaves returns None before that.
+the missing driver; a call it leaves returns None before that. Those tests launch a stand-in blob,
+so they run only where there is no driver; on a GPU the last test replays real plans.
 """
 import types
 
@@ -29,6 +30,8 @@ def mod():
 def table(mod):
     """The module with a clean table, device 0 current, stream 7, no launch hook; `hooks` holds the
     two hook stand-ins (objects with a `calls` list, as Triton's knobs)."""
+    if torch.cuda.is_available():
+        pytest.skip("a driver would launch the stand-in blob's made-up function; the GPU test covers this machine")
     hooks = types.SimpleNamespace(enter=types.SimpleNamespace(calls=[]), exit=types.SimpleNamespace(calls=[]))
     state = types.SimpleNamespace(device=0, stream=7)
     mod.clear()
@@ -42,11 +45,11 @@ BLOB = lean.pack(compiled(), (5,), ARGS, (0, 1), device=0)
 
 def taken(mod, x, dim=-1) -> bool:
     """True when replay(x, dim) takes the call: it gets as far as the launch, which fails here
-    without a driver (or, on a GPU, on the stand-in blob's made-up function)."""
+    without a driver."""
     try:
         return mod.replay(x, dim) is not None
     except RuntimeError as error:
-        assert "libcuda" in str(error) or "cuLaunchKernel" in str(error)
+        assert "libcuda" in str(error)
         return True
 
 
@@ -80,8 +83,8 @@ def test_grad_hooks_device_and_stream_leave_the_call_to_python(table):
     state.device = 0
     mod.register(x, -1, BLOB, 0, 9, True, None)                       # stream-bound to stream 9
     assert not taken(mod, x)                                           # current stream 7
-    state.stream = 9                # its stream, but no driver here (nor a stream 9 on a GPU): the
-    assert not taken(mod, x)        # capture check cannot say it is not capturing, so Python takes it
+    state.stream = 9                # its stream, but no driver here: the capture check cannot say
+    assert not taken(mod, x)        # that it is not capturing, so Python takes the call
 
 
 def test_the_table_drops_its_oldest_plan_beyond_its_bound(table):

@@ -34,6 +34,11 @@ one included), the empty kernel's 5.3-7.8 / 4.4-6.1; the whole repeat call 10.9-
 (torch.softmax 7.9-12.3 on that host). Triton's launch hooks, when registered, take the calls
 back through Triton's launcher (`hooked`).
 
+Where kernels._native_replay builds (a C++ compiler and torch's headers), softmax hands each such
+plan to it as well, and a repeat call takes it before any Python runs: key, allocation and launch in
+C++, the same blob launched (H200 host, the sweep's host timing at the 21 softmax cases under 8 MB:
+a median 0.97x torch.softmax's host time, against 1.15x through the Python replay below).
+
 A replay's output comes from `new_output`: torch.empty_like for a contiguous input (3.5 us of
 host time on an H200 host against 7.7 for torch.empty(shape, dtype=, device=)).
 """

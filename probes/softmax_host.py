@@ -20,6 +20,8 @@ DIAG=profiler: the study's host rows before and after one torch.profiler session
 DIAG=lean: the repeat path through kernels._lean_launch against Triton's C launcher (`lean`).
 DIAG=outliers: the shapes whose plain call was above 1.2x torch's in a committed run, beside their
 other dtypes.
+DIAG=native: the repeat call in C++ (kernels._native_replay) against the same call replayed from
+Python and torch.softmax, at the sweep's 21 cases under 8 MB and two split plans.
 DIAG=alloc: the output's allocation alone, six ways (torch.empty_like, with contiguous_format,
 Tensor.new_empty, torch.empty_strided, torch.empty, aten.empty_like through torch.ops), beside the
 whole repeat call and torch.softmax.
@@ -45,6 +47,16 @@ the median of STUDY_CALLS; otherwise the mean of CALLS back to back, the median 
   contiguous_format 1.35-1.72, torch.empty_strided 1.40-1.65, aten.empty_like 2.04-2.40, new_empty
   2.18-2.47, torch.empty 2.83-3.40; the whole repeat call 5.56-6.15 against torch.softmax 5.15-5.38
   (1.04-1.14x). The output's allocation is already the cheapest of the six.
+- DIAG=native at 8d50095 (GPU-3b1b49c3's host; the module built in 22.8 s; every native output equal
+  to the first call's and close to torch's), the 21 cases under 8 MB: study_softmax 6.77-10.54 us
+  through the native replay, 7.85-14.62 replayed from Python, study_torch 7.08-10.64: native over
+  torch a median 0.97x (0.73-1.07x, none above 1.2x), Python over torch 1.15x (0.90-1.42x, five
+  above 1.2x); the native call saves a median 1.78 us (0.96-4.07) of the Python one. Back to back,
+  native 6.02-9.70 against torch 5.95-9.41 (a median 1.01x; 4096x1 and 4096x7 bf16 1.40x and
+  1.35x, where the Python path took 8.17 and 7.78 us against native's 8.68 and 8.79, and where the
+  study's timing had native at 0.96x torch) and Python 7.30-11.78 (1.21x). Split plans (stream-bound,
+  cooperative) replay natively too: 8x262144 fp16 study 7.69 against 9.35 from Python (torch 7.41),
+  16x4194304 fp32 7.13 against 8.61 (7.54).
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/softmax_host.py
 Writes $OUT/softmax_host.csv (OUT defaults to ./probe_out) and prints us per step and shape last.

@@ -290,7 +290,7 @@ import triton.language as tl
 from kernels._checks import check_tensor, interpreting
 from kernels._device import INTERPRETER_SMS, cdiv, pow2, properties
 from kernels._device import sm_count as num_sms
-from kernels import _native_replay as native
+from kernels._native_replay import ready as native_ready
 from kernels._plans import ALIGN, Launch, aligned, hooked, new_output, remember
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -1142,7 +1142,7 @@ class _Plan:
         """Give this plan to the native replay once its module is built (the first call starts the
         build in the background; until then repeat calls replay from Python and try again)."""
         global _native_replay
-        mod = native.ready()
+        mod = native_ready()
         if mod is not None and x.is_cuda:
             mod.register(x, dim, self.lean[1], self.fast[0].device, self.stream or 0, self.stream_bound, self)
             _native_replay = mod.replay

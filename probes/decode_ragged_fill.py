@@ -37,7 +37,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decode_balance as db  # noqa: E402  (sets up the interpreter for PROBE_DRYRUN=1)
-from decode_ragged_splits import _forced, _operands, _peers, _plan_splits  # noqa: E402
+from decode_ragged_splits import _candidates, _operands  # noqa: E402
 
 fd = db.fd
 SHAPES = [(64, 8, 4096, True), (16, 8, 32768, True)]
@@ -49,14 +49,11 @@ if db.DRY:
 
 def candidates(inputs, num_sms):
     _, k, _, passed = _operands(inputs)
-    cands = {"ours": _forced(inputs)}
-    splits = {"ours": _plan_splits(inputs, num_sms)}
-    for name, tiles in CONFIGS.items():           # the rule's S (not forced: its dealing by length stays)
-        cands[name] = _forced(inputs, None, tiles)
-        splits[name] = fd.launch_shape(k.shape[0], k.shape[1], db.HQ // k.shape[1], k.shape[2], db.D, 2, num_sms,
-                                       False, passed is not None, None, *tiles)[0]
-    _peers(inputs, cands, splits)
-    return cands, splits
+    b, hkv, n = k.shape[:3]
+    return _candidates(inputs, num_sms, {         # the rule's S (not forced: its dealing by length stays)
+        name: (None, tiles, fd.launch_shape(b, hkv, db.HQ // hkv, n, db.D, 2, num_sms, False, passed is not None,
+                                            None, *tiles)[0])
+        for name, tiles in CONFIGS.items()})
 
 
 def main():

@@ -83,33 +83,28 @@ def _forced(inputs, splits=None, tiles=(None, None, None)):
     return lambda: (lambda: fd._decode(q, k, v, passed, None, splits, None, *tiles))
 
 
-def _peers(inputs, cands, splits):
+def _candidates(inputs, num_sms, variants: dict):
+    """(candidates, split counts) of one shape: `ours` (the rule), each forced variant of `variants`
+    ({name: (splits forced or None, (BLOCK_N, warps, stages), split count it reports)}) and cuDNN;
+    the read kernels' entries (read2048, read4096) report no split count."""
+    cands = {"ours": _forced(inputs)}
+    splits = {"ours": _plan_splits(inputs, num_sms)}
+    for name, (forced, tiles, reported) in variants.items():
+        cands[name] = _forced(inputs, forced, tiles)
+        splits[name] = reported
     cands["cudnn"] = lambda: study.impls()["sdpa_cudnn"](inputs)
     splits.update({name: "" for name in ("cudnn", "read2048", "read4096")})
+    return cands, splits
 
 
 def split_candidates(inputs, num_sms):
-    cands = {"ours": _forced(inputs)}
-    splits = {"ours": _plan_splits(inputs, num_sms)}
-    for s in FORCED_SPLITS:
-        cands[f"S={s}"] = _forced(inputs, s)
-        splits[f"S={s}"] = s
-    for st in UNSPLIT_STAGES:
-        cands[f"S=1_s{st}"] = _forced(inputs, 1, (64, 4, st))
-        splits[f"S=1_s{st}"] = 1
-    _peers(inputs, cands, splits)
-    return cands, splits
+    return _candidates(inputs, num_sms, {**{f"S={s}": (s, (None, None, None), s) for s in FORCED_SPLITS},
+                                         **{f"S=1_s{st}": (1, (64, 4, st), 1) for st in UNSPLIT_STAGES}})
 
 
 def config_candidates(inputs, num_sms):
     s = _plan_splits(inputs, num_sms)
-    cands = {"ours": _forced(inputs)}
-    splits = {"ours": s}
-    for name, tiles in CONFIGS.items():
-        cands[name] = _forced(inputs, s, tiles)
-        splits[name] = s
-    _peers(inputs, cands, splits)
-    return cands, splits
+    return _candidates(inputs, num_sms, {name: (s, tiles, s) for name, tiles in CONFIGS.items()})
 
 
 def main():

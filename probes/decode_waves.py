@@ -43,7 +43,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import decode_balance as db  # noqa: E402  (sets up the interpreter for PROBE_DRYRUN=1)
-from decode_ragged_splits import _forced, _operands, _peers, _plan_splits  # noqa: E402
+from decode_ragged_splits import _candidates, _operands  # noqa: E402
 
 fd = db.fd
 SHAPES = [(1, 32, 16384, False), (4, 8, 16384, False), (1, 8, 131072, False), (16, 8, 4096, False)]
@@ -57,17 +57,12 @@ def candidates(inputs, num_sms):
     _, k, _, _ = _operands(inputs)
     programs, cache_len = k.shape[0] * k.shape[1], k.shape[2]
     wave = max(1, num_sms // programs)            # the one-wave count (an unsplit launch that fills: 1)
-    cands = {"ours": _forced(inputs)}
-    splits = {"ours": _plan_splits(inputs, num_sms)}
+    variants = {}
     for n in WAVES:
         for bn, w, st in CONFIGS:
             s = min(n * wave, fd.cdiv(cache_len, bn))
-            name = f"S={s} {bn}x{w}x{st}"
-            if name not in cands:
-                cands[name] = _forced(inputs, s, (bn, w, st))
-                splits[name] = s
-    _peers(inputs, cands, splits)
-    return cands, splits
+            variants.setdefault(f"S={s} {bn}x{w}x{st}", (s, (bn, w, st), s))
+    return _candidates(inputs, num_sms, variants)
 
 
 def main():

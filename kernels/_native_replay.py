@@ -258,11 +258,12 @@ _build_started = threading.Event()
 
 
 def ready():
-    """The module once `module()` has returned it in this process, else None; the first call starts
+    """The module once `module()` has returned it in this process; False once `module()` has found
+    that it cannot be built (callers stop asking); None while the build runs. The first call starts
     `module()` in a daemon thread, so that no call waits for the build (the sweep calls `module()`
     itself before it times anything)."""
     if module.cache_info().currsize:
-        return module()
+        return module() or False
     if not _build_started.is_set():
         _build_started.set()
         threading.Thread(target=module, name="rooflab-native-replay-build", daemon=True).start()

@@ -1136,17 +1136,20 @@ class _Plan:
             self.stream = stream
         self.fast = (launch, args[2:])
         self.lean = launch.lean(args, (0, 1))
-        self.to_native = self.lean is not None and isinstance(self.lean[1], bytes)
+        self.to_native = self.lean is not None and isinstance(self.lean[1], bytes) and device.type == "cuda"
 
     def go_native(self, x: torch.Tensor, dim: int) -> None:
         """Give this plan to the native replay once its module is built (the first call starts the
-        build in the background; until then repeat calls replay from Python and try again)."""
+        build in the background; until then repeat calls replay from Python and try again). Where
+        the module cannot be built, the plan stops trying and replays from Python."""
         global _native_replay
         mod = native_ready()
-        if mod is not None and x.is_cuda:
+        if mod is None:
+            return
+        if mod:
             mod.register(x, dim, self.lean[1], self.fast[0].device, self.stream or 0, self.stream_bound, self)
             _native_replay = mod.replay
-            self.to_native = False
+        self.to_native = False
 
     def fast_stream(self) -> int | None:
         """The current stream's handle when `fast` may launch on it now, else None."""

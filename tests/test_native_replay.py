@@ -120,6 +120,30 @@ def test_register_refuses_what_is_not_a_strided_tensor(table):
         table.mod.register("x", -1, BLOB, 0, 0, False, None)
 
 
+def test_a_plan_waits_for_the_build_registers_once_built_and_stops_where_it_cannot_be(monkeypatch):
+    """softmax's plans (fused_softmax._Plan.go_native): while the module builds (ready() None) a
+    plan keeps asking; once built it registers and the module's replay serves softmax; where it
+    cannot be built (False) the plan stops asking."""
+    from kernels import fused_softmax as fs
+    registered = []
+    built = types.SimpleNamespace(register=lambda *args: registered.append(args), replay=object())
+    plan = fs._Plan(None, None, None, 1, 1)
+    plan.fast, plan.lean = (types.SimpleNamespace(device=0), ()), (None, b"blob")
+    monkeypatch.setattr(fs, "_native_replay", None)
+    x = torch.randn(2, 3)
+    for state, asking, count in ((None, True, 0), (built, False, 1)):
+        monkeypatch.setattr(fs, "native_ready", lambda: state)
+        plan.to_native = True
+        plan.go_native(x, -1)
+        assert plan.to_native is asking and len(registered) == count
+    assert registered[0][0] is x and registered[0][2] == b"blob" and registered[0][-1] is plan
+    assert fs._native_replay is built.replay
+    monkeypatch.setattr(fs, "native_ready", lambda: False)
+    plan.to_native = True
+    plan.go_native(x, -1)
+    assert plan.to_native is False and len(registered) == 1
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("shape,dtype", [((256, 256), torch.float32), ((4096, 1), torch.float16),
                                          ((64, 5000), torch.bfloat16), ((8, 262144), torch.float16)])

@@ -28,6 +28,10 @@ if ls .devcache/cache.t?z.* >/dev/null 2>&1; then
         cat .devcache/cache.tgz.* | tar xz -C /tmp/rooflab-cache
     fi && echo "device_setup: compile cache seeded ($(du -sh /tmp/rooflab-cache | cut -f1), $(find /tmp/rooflab-cache -type f | wc -l) files)"
 fi
+# This machine's GPU as the workflow names its results folder (results/$SLUG, data/results/$SLUG):
+# an H200 and an H100 may both answer for the same kind of call.
+SLUG=$(python3 -c "from rooflab.workflow import detect_gpu; print(detect_gpu()[1])") && [ "$SLUG" != None ] || { echo "device_setup: no GPU slug"; return 1; }
+echo "device_setup: results folder $SLUG"
 nvidia-smi --query-gpu=name,uuid,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv,noheader
 nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader
 

@@ -14,7 +14,7 @@
 # compile caches .devcache carried (softmax sweeps 61-84 s, 31-50 of first calls), 365 s of wall clock.
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
-G=results/nvidia-h200
+G=results/$SLUG
 timeout -s INT "${SNAKEMAKE_LIMIT_S:-560}" $SMK --cores 1 --rerun-incomplete $G/softmax.csv $G/e2e.csv $KEEP \
     2>&1 | tee "$OUT/call1.log" | grep -E "^(rule|Finished|Error|.*steps|Nothing)"
 rc=${PIPESTATUS[0]}

@@ -11,7 +11,7 @@
 # clock with the run record, flags and publish).
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
-G=results/nvidia-h200
+G=results/$SLUG
 PUBLISHED=/tmp/rooflab-published
 [ -d $PUBLISHED ] && { echo "call2: published already on this machine (full.tgz came back with that call)"; exit 0; }
 test -s $G/softmax.csv -a -s $G/e2e.csv || { echo "call2: no softmax.csv and e2e.csv from call 1 on this machine"; exit 3; }
@@ -26,7 +26,7 @@ if [ "$rc" -ne 0 ]; then
     exit $rc
 fi
 cat $G/qa.csv
-rm -f logs/nvidia-h200/published.done
+rm -f logs/$SLUG/published.done
 $SMK --cores 1 publish --config allow_flags=true $KEEP 2>&1 | tail -3
-tar czf "$OUT/full.tgz" data/results/nvidia-h200 logs && cp -r data/results/nvidia-h200 $PUBLISHED
+tar czf "$OUT/full.tgz" data/results/$SLUG logs && cp -r data/results/$SLUG $PUBLISHED
 python3 -m rooflab.runtime $G 2>/dev/null | tail -16

@@ -5,15 +5,15 @@
 # Later, on any machine: unpack call 2's full.tgz into the working tree, then
 #   bash probes/fullrun_call3.sh COMMIT   (carry .whl); reproduction.json records whether the GPU
 #   is the full run's.
-# Either way, copy reproduction.csv and .json into data/results/nvidia-h200/.
+# Either way, copy reproduction.csv and .json into data/results/$SLUG/.
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
-G=results/nvidia-h200
+G=results/$SLUG
 if [ -n "$REPRODUCE_BATCH" ]; then
     [ -d /tmp/rooflab-published ] || { echo "call3: no run published on this machine"; exit 3; }
-    rm -rf data/results/nvidia-h200 && cp -r /tmp/rooflab-published data/results/nvidia-h200
+    rm -rf data/results/$SLUG && cp -r /tmp/rooflab-published data/results/$SLUG
 fi
-test -s data/results/nvidia-h200/env.json || { echo "call3: no full run in data/results/nvidia-h200"; exit 3; }
+test -s data/results/$SLUG/env.json || { echo "call3: no full run in data/results/$SLUG"; exit 3; }
 $SMK --cores 1 reproduce --config profile=quick 2>&1 | tee "$OUT/call3_quick.log" | grep -E "^(rule|Finished|Error|.*steps)"
 rc=${PIPESTATUS[0]}
 cp $G/reproduction.csv $G/reproduction.json "$OUT/" 2>/dev/null

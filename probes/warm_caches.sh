@@ -7,7 +7,7 @@
 # bash probes/warm_caches.sh COMMIT   (carry .whl); save the parts under .devcache/.
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
-G=results/nvidia-h200
+G=results/$SLUG
 sweep() { $SMK --cores 1 --rerun-incomplete "$@" 2>&1 | tee -a "$OUT/warm.log" | grep -E "^(Finished|Error)"; }
 sweep $G/softmax/float32.csv
 cp $G/softmax/float32.env.json "$OUT/cold.env.json"

@@ -15,7 +15,7 @@
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
 G=results/$SLUG
-timeout -s INT "${SNAKEMAKE_LIMIT_S:-560}" $SMK --cores 1 --rerun-incomplete $G/softmax.csv $G/e2e.csv $KEEP \
+timeout -s INT "${SNAKEMAKE_LIMIT_S:-560}" $SMK --cores 1 --keep-going --rerun-incomplete $G/softmax.csv $G/e2e.csv $KEEP \
     2>&1 | tee "$OUT/call1.log" | grep -E "^(rule|Finished|Error|.*steps|Nothing)"
 rc=${PIPESTATUS[0]}
 tar czf "$OUT/call1.tgz" results logs

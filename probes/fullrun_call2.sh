@@ -16,7 +16,7 @@ PUBLISHED=/tmp/rooflab-published
 [ -d $PUBLISHED ] && { echo "call2: published already on this machine (full.tgz came back with that call)"; exit 0; }
 test -s $G/softmax.csv -a -s $G/e2e.csv || { echo "call2: no softmax.csv and e2e.csv from call 1 on this machine"; exit 3; }
 . probes/same_gpu.sh $G || exit 5
-timeout -s INT "${SNAKEMAKE_LIMIT_S:-560}" $SMK --cores 1 --rerun-incomplete $G/env.json $G/qa.csv $KEEP \
+timeout -s INT "${SNAKEMAKE_LIMIT_S:-560}" $SMK --cores 1 --keep-going --rerun-incomplete $G/env.json $G/qa.csv $KEEP \
     2>&1 | tee "$OUT/call2.log" | grep -E "^(rule|Finished|Error|.*steps)"
 rc=${PIPESTATUS[0]}
 save_compile_cache

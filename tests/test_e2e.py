@@ -75,3 +75,26 @@ def test_sustain_runs_for_its_time_and_at_least_min_calls():
     start = time.perf_counter()
     calls = _sustain(lambda: time.sleep(0.001), 30.0, min_calls=1)
     assert time.perf_counter() - start >= 0.03 and calls >= 2
+
+
+def test_releasing_graphs_turns_their_rows_into_errors_and_drops_their_replays():
+    from rooflab.e2e import _release_graphs
+
+    class Graph:
+        released = False
+
+        def replay(self):
+            pass
+
+        def reset(self):
+            self.released = True
+
+    graph = Graph()
+    ready = {"eager": ({"impl": "eager"}, graph), "sdpa": ({"impl": "sdpa"}, "graph capture: failed"),
+             "ours_softmax": ({"impl": "ours_softmax"}, None)}
+    replays = {"eager": [1.0, 2.0], "sdpa": [], "ours_softmax": []}
+    assert _release_graphs(ready, replays, "graph released: out of memory") == 1
+    assert graph.released and replays["eager"] == []
+    assert ready["eager"] == ({"impl": "eager"}, "graph released: out of memory")
+    assert ready["sdpa"][1] == "graph capture: failed" and ready["ours_softmax"][1] is None
+    assert _release_graphs(ready, replays, "again") == 0

@@ -57,6 +57,11 @@ the median of STUDY_CALLS; otherwise the mean of CALLS back to back, the median 
   study's timing had native at 0.96x torch) and Python 7.30-11.78 (1.21x). Split plans (stream-bound,
   cooperative) replay natively too: 8x262144 fp16 study 7.69 against 9.35 from Python (torch 7.41),
   16x4194304 fp32 7.13 against 8.61 (7.54).
+- DIAG=native at acd613b on an H100 host (GPU-00648679, 23 shapes, every native output equal to
+  the first call's): study_softmax 6.61-9.57 us, Python replay 7.63-11.63, study_torch 6.80-9.69;
+  native over torch a median 0.94x, at most 1.20x (4096x1 fp16: 9.57 against 8.00), none above
+  1.2x; the Python replay a median 1.09x, at most 1.55x (4096x7 fp16), 3 above 1.2x (4096x7 fp16,
+  8x262144 fp16, 16x4194304 fp32); the native call saves a median 1.2 us of the Python one.
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/softmax_host.py
 Writes $OUT/softmax_host.csv (OUT defaults to ./probe_out) and prints us per step and shape last.

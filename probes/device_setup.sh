@@ -1,8 +1,10 @@
 # Sourced at the start of every device call: Snakemake and Liger from the carried wheelhouse
-# (.whl, built with `PYENV_VERSION=3.12.1 python3.12 -m pip wheel -w .whl snakemake==9.27.1
-# liger-kernel`, less what the GPU image already has, and less PuLP: its 16 MB wheel is the
-# solvers of Snakemake's ILP scheduler, which a --cores 1 run does not need; $SMK runs Snakemake
-# with the greedy scheduler instead), and the commit being measured.
+# (.whl, 56 wheels and 15 MB at Snakemake 9.27.1 and Liger 0.8.5, built in about a minute with
+# `PYENV_VERSION=3.12.1 PYTHON=python3.12 bash envs/wheelhouse.sh .whl torch triton numpy pandas
+# matplotlib jinja2 markupsafe && rm .whl/pulp-*`: what the requirements need beyond what the GPU
+# image has, less PuLP, whose 16 MB wheel is the solvers of Snakemake's ILP scheduler, which a
+# --cores 1 run does not need; $SMK runs Snakemake with the greedy scheduler instead), and the
+# commit being measured.
 # Compiled kernels: Triton's cache and Inductor's under /tmp/rooflab-cache, seeded from carried
 # .devcache/cache.txz.NN (or .tgz.NN) parts when there are some (what `save_compile_cache` returned from an
 # earlier call: the same image's compilers, so a hit loads the same binary a fresh compile makes).

@@ -202,6 +202,10 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
     per configuration and round (and as many CUDA-graph replays of the block), so drift hits
     all alike; each configuration's calls in a round follow sustain_ms of its own calls (see
     `_sustain`). A row pools every round's samples: median and its 95 % interval.
+
+    Out of memory, in the checks or the timed rounds, while the case holds captured graphs: the
+    graphs are given up (`_release_graphs`: their cudagraph rows become error rows that say so) and
+    the call is tried once more; a configuration that still runs out is one `oom` row.
     """
     seqlen, cache_len = (length, 0) if phase == "prefill" else (1, length)
     x = torch.randn(batch, seqlen, block.width, device=device, dtype=dtype)

@@ -223,21 +223,13 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
     for config in CONFIGS[phase]:
         base = {"impl": config, "phase": phase, "seqlen": seqlen, "cache_len": cache_len,
                 "width": block.width, "heads": block.heads}
-        errors = None
-        for attempt in (0, 1):
-            try:
-                errors = _checked_and_warm(block, x, config, cache, ref)
-                break
-            except Exception as exc:  # OOM or a kernel refusing the case: one row says so
-                if attempt == 0 and is_oom(exc) and _release_graphs(ready, {}, _released(exc)):
-                    continue          # the graphs captured so far held the memory: try again without
-                yield dict(base, part="total", status="oom" if is_oom(exc) else "error",
-                           message=f"{type(exc).__name__}: {exc}"[:300])
-                torch.cuda.empty_cache()
-                break
-        if errors is None:
+        try:
+            max_abs, rel = _freeing_graphs(lambda: _checked_and_warm(block, x, config, cache, ref), ready, {})
+        except Exception as exc:  # OOM or a kernel refusing the case: one row says so
+            yield dict(base, part="total", status="oom" if is_oom(exc) else "error",
+                       message=f"{type(exc).__name__}: {exc}"[:300])
+            torch.cuda.empty_cache()
             continue
-        max_abs, rel = errors
         status = "ok" if rel <= tol else "incorrect"
         base.update(max_abs_err=max_abs, rel_err=rel, status=status,
                     message=None if status == "ok" else f"rel_err {rel:.3g} > tolerance {tol:g}")
@@ -250,24 +242,18 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
         order = list(ready)
         random.Random(f"{seed}|{phase}|{length}|{trial}").shuffle(order)
         for config in order:
-            for attempt in (0, 1):
-                try:
-                    samples, replayed = _one_round(block, x, config, cache, ready[config][1], per_trial, sustain_ms)
-                    break
-                except Exception as exc:
-                    if not is_oom(exc):
-                        raise
-                    # The graphs' memory pools (a long prefill's scores under eager attention among
-                    # them) can leave too little for the eager calls on a smaller GPU: give them up,
-                    # keep timing events, and let the cudagraph rows say why they are missing.
-                    if attempt == 1 or not _release_graphs(ready, replays, _released(exc)):
-                        yield dict(ready.pop(config)[0], part="total", status="oom", message=f"{type(exc).__name__}: {exc}"[:300])
-                        parts.pop(config), replays.pop(config)
-                        torch.cuda.empty_cache()
-                        break
-            if config in ready:
-                parts[config].extend(samples)
-                replays[config].extend(replayed)
+            try:
+                samples, replayed = _freeing_graphs(
+                    lambda: _one_round(block, x, config, cache, ready[config][1], per_trial, sustain_ms), ready, replays)
+            except Exception as exc:
+                if not is_oom(exc):
+                    raise
+                yield dict(ready.pop(config)[0], part="total", status="oom", message=f"{type(exc).__name__}: {exc}"[:300])
+                parts.pop(config), replays.pop(config)
+                torch.cuda.empty_cache()
+                continue
+            parts[config].extend(samples)
+            replays[config].extend(replayed)
     for config, (base, graph) in ready.items():
         samples = parts[config]
         for part in ("total",) + PARTS:
@@ -296,8 +282,18 @@ def _checked_and_warm(block: DecoderBlock, x, config: str, cache, ref) -> tuple[
     return errors
 
 
-def _released(exc: BaseException) -> str:
-    return f"graph released: out of memory with the case's graphs held ({type(exc).__name__}: {exc})"[:300]
+def _freeing_graphs(call, ready: dict, replays: dict):
+    """call(); if it runs out of memory while the case holds captured graphs, give them up
+    (`_release_graphs`) and call once more. The graphs' memory pools (a long prefill's scores under
+    eager attention among them) can leave too little for the eager calls on a smaller GPU; the
+    events timing stays, and the cudagraph rows say why they are missing."""
+    try:
+        return call()
+    except Exception as exc:
+        why = f"graph released: out of memory with the case's graphs held ({type(exc).__name__}: {exc})"[:300]
+        if not (is_oom(exc) and _release_graphs(ready, replays, why)):
+            raise
+    return call()
 
 
 def _one_round(block: DecoderBlock, x, config: str, cache, graph, per_trial: int, sustain_ms: float):

@@ -77,19 +77,21 @@ def test_sustain_runs_for_its_time_and_at_least_min_calls():
     assert time.perf_counter() - start >= 0.03 and calls >= 2
 
 
+class _Graph:
+    """Stands in for a captured torch.cuda.CUDAGraph."""
+    released = False
+
+    def replay(self):
+        pass
+
+    def reset(self):
+        self.released = True
+
+
 def test_releasing_graphs_turns_their_rows_into_errors_and_drops_their_replays():
     from rooflab.e2e import _release_graphs
 
-    class Graph:
-        released = False
-
-        def replay(self):
-            pass
-
-        def reset(self):
-            self.released = True
-
-    graph = Graph()
+    graph = _Graph()
     ready = {"eager": ({"impl": "eager"}, graph), "sdpa": ({"impl": "sdpa"}, "graph capture: failed"),
              "ours_softmax": ({"impl": "ours_softmax"}, None)}
     replays = {"eager": [1.0, 2.0], "sdpa": [], "ours_softmax": []}
@@ -98,3 +100,34 @@ def test_releasing_graphs_turns_their_rows_into_errors_and_drops_their_replays()
     assert ready["eager"] == ({"impl": "eager"}, "graph released: out of memory")
     assert ready["sdpa"][1] == "graph capture: failed" and ready["ours_softmax"][1] is None
     assert _release_graphs(ready, replays, "again") == 0
+
+
+def test_out_of_memory_with_graphs_held_releases_them_and_calls_once_more():
+    from rooflab.e2e import _freeing_graphs
+
+    def failing(times, error):
+        calls = []
+
+        def call():
+            calls.append(1)
+            if len(calls) <= times:
+                raise error
+            return len(calls)
+        return call, calls
+
+    graph = _Graph()
+    ready = {"eager": ({"impl": "eager"}, graph)}
+    call, calls = failing(1, RuntimeError("CUDA out of memory. Tried to allocate 16.00 GiB"))
+    assert _freeing_graphs(call, ready, {"eager": [1.0]}) == 2
+    assert graph.released and ready["eager"][1].startswith("graph released: out of memory")
+
+    call, calls = failing(2, RuntimeError("CUDA out of memory"))        # no graph left to give up
+    with pytest.raises(RuntimeError, match="out of memory"):
+        _freeing_graphs(call, ready, {})
+    assert len(calls) == 1
+
+    held = {"eager": ({"impl": "eager"}, _Graph())}
+    call, calls = failing(1, ValueError("q is not 4-D"))                 # not memory: no retry
+    with pytest.raises(ValueError):
+        _freeing_graphs(call, held, {})
+    assert len(calls) == 1 and not held["eager"][1].released

@@ -117,7 +117,7 @@ def _pipeline_kernel(out_ptr, x_ptr, slots_ptr, done_ptr,
     start = seg * seg_tiles * BLOCK
     own = tl.cast(first, tl.int64) * n_segs + seg             # the first word this program writes
     if reader:
-        tag = 1 - ((tl.load(slots_ptr + own, volatile=True) >> 31) & 1)
+        tag = fs._tag(slots_ptr, own, _FUSED)                # the word's last tag, flipped
         for row in range(first, n_rows, per_round):
             if MODE == _FUSED:
                 back = row - (LAG + 1) * per_round            # its writes leave L2 room for this row
@@ -127,7 +127,7 @@ def _pipeline_kernel(out_ptr, x_ptr, slots_ptr, done_ptr,
             m, s = fs._tiles_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
             fs._publish(slots_ptr, tl.cast(row, tl.int64) * n_segs + seg, m, s, tag)
     else:
-        tag = 1 - ((tl.load(done_ptr + own, volatile=True) >> 31) & 1)
+        tag = fs._tag(done_ptr, own, _FUSED)                 # (also in _FINISH: done words are the writers' own)
         for row in range(first, n_rows, per_round):
             part = tl.cast(row, tl.int64) * n_segs
             row_max, row_sum = fs._gather(slots_ptr, part, n_segs, tag, PARTIALS_BLOCK)
@@ -141,7 +141,9 @@ _BUFFERS: dict = {}
 
 
 def _buffers(device, rows: int, n_segs: int) -> tuple:
-    """(slots, done): (rows, n_segs) int64 each, zero when made, kept per layout (module docstring)."""
+    """(slots, done): (rows, n_segs) int64 each, zero when made, kept per layout (module docstring).
+    Not fs._slots's buffer: the shipped split's launches flip that one's tags, and readers and
+    writers take theirs from the two buffers, which must flip together."""
     key = (device, rows, n_segs)
     if key not in _BUFFERS:
         _BUFFERS[key] = tuple(torch.zeros((rows, n_segs), dtype=torch.int64, device=device) for _ in range(2))
@@ -204,12 +206,11 @@ def dry_run() -> None:
                                                      (4, 1024, 1, 3, 1)):       # 64 tiles in 3 segments of 22
             x = _dry_input(rows, cols, dt)
             ref = torch.softmax(x.double(), -1)
-            seg_tiles, n_segs, per_round = plan(rows, cols, x.element_size(), 16, per_sm * sms,
-                                                round_bytes * x.element_size() / 2**20)
+            round_mb = round_bytes * x.element_size() / 2**20
+            seg_tiles, n_segs, per_round = plan(rows, cols, x.element_size(), 16, per_sm * sms, round_mb)
             for launch in range(2):                  # the second launch reuses the buffers' flipped tags
                 out = torch.full_like(x, float("nan"))
-                pipeline_split(x, out, cfg=small, per_sm=per_sm, sms=sms,
-                               round_mb=round_bytes * x.element_size() / 2**20)
+                pipeline_split(x, out, cfg=small, per_sm=per_sm, sms=sms, round_mb=round_mb)
                 err = (out.double() - ref).abs().nan_to_num(nan=0.0).max().item()
                 nan_ok = torch.equal(out.isnan(), ref.isnan())
                 ok = err <= TOL[dt] and nan_ok

@@ -55,7 +55,8 @@ table's 16 KB tiles on 8 warps (5 and 6 programs an SM by registers), so 2 + 2 a
 Measured and not kept (H100 80GB HBM3 GPU-9ac8f5b3, at dc116ca; CUPTI
 kernel time, L2 flushed; copy time / variant time, us in brackets; every variant's output checked
 against float64 first, all ok): slower than the shipped split at every shape, the best variant of
-each shape 1.00-1.10x the split's time.
+each shape 1.00-1.10x the split's time. A second H100 (GPU-d94f654f, the same commit) gave
+0.996-1.11x: only 16x4194304 fp32 tied (pipe il 226.6 us against the split's 227.6).
 
 | shape | copy (us) | ours | split | pipe | pipe lag2 | pipe 8K 3+3 | pipe r6 | pipe il |
 |---|---|---|---|---|---|---|---|---|

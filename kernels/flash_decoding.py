@@ -166,7 +166,11 @@ checked and raise ValueError; lengths already on the GPU are not read back (that
 the host every call): the kernel clamps them to 0..Lmax, so it never reads outside the cache.
 An unsplit launch with lengths serves its sequences longest first, each program ranking the B
 lengths on the device (`longest_first`, up to LONGEST_FIRST_MAX_BATCH), so the block
-scheduler, which starts programs in grid order, does not leave a long sequence to run last.
+scheduler, which starts programs in grid order, does not leave a long sequence to run last. Cutting
+only the longest sequences of such a launch (E more rows of Hkv programs, each KV head's B + E dealt
+out by length, longest first) did not pay (probes/decode_tail_rows.py, H100, fp16, E = 4..64 over
+the unsplit launch: ragged B=64 Hkv=8 Lmax=4096 0.99-1.03x, B=40 0.97-1.00x, B=64 Lmax=2048
+1.03-1.12x).
 
 Paged caches (`block_table`): serving engines keep the KV cache as a pool of fixed-size pages
 and give each sequence a row of page indices. The pool layout here is (num_pages, page_size,
@@ -385,18 +389,19 @@ def _merge_group(Part, Lse, Out, row0, n_valid, num_splits, GROUP: tl.constexpr,
 
 
 @triton.jit
-def _ragged_chunk(lens, tiles, mask_b, batch, j, target, part_splits, BLOCK_N: tl.constexpr,
-                  BLOCK_B: tl.constexpr, RANKED: tl.constexpr):
-    """Program j of a KV head's `target` (B * S, or B + E under TAIL_ROWS) when the sequences' lengths
-    differ: every sequence takes chunks of one length c (whole tiles), the shortest for which the B
-    sequences need at most `target` programs, one at least each (a sequence of n tiles takes
-    max(1, cdiv(n, c)) splits, at most part_splits); program j serves the sequence and split that j
-    falls on in index order, or (RANKED) in order of decreasing length, ties by index. Returns (b, split, start, end, seqlen, splits of b); a program past the last split gets
+def _ragged_chunk(lens, tiles, mask_b, batch, j, num_splits, part_splits, BLOCK_N: tl.constexpr,
+                  BLOCK_B: tl.constexpr):
+    """Program j of a KV head's B * S (num_splits = S) when the sequences' lengths differ: every
+    sequence takes chunks of one length c (whole tiles), the shortest for which the B sequences need
+    at most B * S programs, one at least each (a sequence of n tiles takes max(1, cdiv(n, c))
+    splits, at most part_splits); program j serves the sequence and split that j falls on in that
+    order. Returns (b, split, start, end, seqlen, splits of b); a program past the last split gets
     b = 0, split = -1 and an empty chunk. `lens` and `tiles` are the (BLOCK_B,) clamped lengths and
     their tile counts, 0 past the batch."""
+    target = batch * num_splits
     total = tl.sum(tiles, 0)
     lo = tl.maximum(tl.maximum(tl.cdiv(total, target), tl.cdiv(tl.max(tiles, 0), part_splits)), 1)
-    # A chunk of hi tiles needs at most total / hi + B <= target programs, since target > B.
+    # A chunk of hi tiles needs at most total / hi + B <= target programs, since S >= 2.
     hi = tl.maximum(lo, tl.cdiv(total, target - batch))
     while lo < hi:
         mid = (lo + hi) // 2
@@ -404,14 +409,9 @@ def _ragged_chunk(lens, tiles, mask_b, batch, j, target, part_splits, BLOCK_N: t
         hi = tl.where(fits, mid, hi)
         lo = tl.where(fits, lo, mid + 1)
     per_seq = tl.where(mask_b, tl.maximum(tl.cdiv(tiles, lo), 1), 0)              # (BLOCK_B,) splits
-    offs = tl.arange(0, BLOCK_B)
-    if RANKED:   # before[i, k]: sequence k comes before sequence i
-        before = (lens[None, :] > lens[:, None]) | ((lens[None, :] == lens[:, None]) & (offs[None, :] < offs[:, None]))
-        after = tl.sum(tl.where(before & mask_b[None, :], per_seq[None, :], 0), 1) + per_seq
-    else:
-        after = tl.cumsum(per_seq, 0)                            # programs up to and including b
-    mine = mask_b & (after - per_seq <= j) & (j < after)         # the sequence whose range holds j
-    b = tl.where(tl.sum(mine.to(tl.int32), 0) > 0, tl.sum(tl.where(mine, offs, 0), 0), batch)
+    after = tl.cumsum(per_seq, 0)                                # programs up to and including b
+    b = tl.sum((after <= j).to(tl.int32), 0)                     # the first sequence whose range holds j
+    mine = tl.arange(0, BLOCK_B) == b
     n_split = tl.sum(tl.where(mine, per_seq, 0), 0)
     split = j - tl.sum(tl.where(mine, after - per_seq, 0), 0)
     n_tiles = tl.sum(tl.where(mine, tiles, 0), 0)
@@ -492,12 +492,10 @@ def _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, 
                   start, end, seqlen, n_valid, q, table_row, page_next,
                   GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
                   BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
-                  BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr,
-                  TAIL: tl.constexpr):
+                  BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr):
     """_decode_kernel's program from its chunk on: tokens start..end of sequence b, KV head h (seqlen
     tokens long, n_valid splits holding keys), q its (BLOCK_G, BLOCK_D) query rows, page_next the first
-    tile's page indices (paged, TABLE_AHEAD). TAIL (SPLIT launches whose sequences mostly take one
-    program): a sequence read by this program alone (n_valid = 1) is written directly, not merged."""
+    tile's page indices (paged, TABLE_AHEAD)."""
     offs_g = tl.arange(0, BLOCK_G)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -546,10 +544,7 @@ def _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, 
             k_ptrs += k_step
             v_ptrs += v_step
 
-    direct = not SPLIT
-    if TAIL:
-        direct = n_valid == 1
-    if not direct:
+    if SPLIT:
         # start < end (_decode_kernel), so every row saw at least one key and l_i > 0.
         tl.store(Part + (rows * part_splits + split)[:, None] * HEAD_DIM + offs_d[None, :],
                  acc / l_i[:, None], mask=out_mask)
@@ -569,7 +564,7 @@ def _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, 
                  (acc / l_safe[:, None]).to(Out.dtype.element_ty), mask=out_mask)
 
 
-@triton.jit(do_not_specialize=["n_blocks", "num_splits", "batch", "part_splits", "dealt"])
+@triton.jit(do_not_specialize=["n_blocks", "num_splits", "batch", "part_splits"])
 def _decode_kernel(
     Q, K, V, Lens, Table, Out, Part, Lse, Count,
     stride_qb, stride_qh, stride_qd,
@@ -581,7 +576,6 @@ def _decode_kernel(
     HAS_LENS: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
     BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr,
     batch, part_splits, SPREAD: tl.constexpr, BLOCK_B: tl.constexpr, LONGEST_FIRST: tl.constexpr,
-    dealt, TAIL: tl.constexpr,
 ):
     # Out (B, Hq, D) contiguous; when SPLIT: Part (B, Hq, P, D) fp32, Lse (B, Hq, P) fp32 and
     # Count (B * Hkv,) int32 zeros, all contiguous. Contiguous caches (PAGE_SIZE 0): K and V
@@ -595,14 +589,9 @@ def _decode_kernel(
     # programs of a KV head are dealt out by length instead (_ragged_chunk). Part and Lse hold
     # P = part_splits slots a row (S, or more under SPREAD). LONGEST_FIRST (lengths, S = 1): program
     # b * Hkv + h serves the sequence of rank b by decreasing length instead of sequence b.
-    # SPREAD deals `dealt` programs a KV head: B * S, or under TAIL (lengths, S = 1, SPREAD) B + E,
-    # the grid's B + E rows of Hkv programs, longest first; rows past the batch serve only dealt chunks.
     split = tl.program_id(0)
     bh = tl.program_id(1)
-    row = bh // heads_kv
-    b = row
-    if TAIL:
-        b = tl.minimum(row, batch - 1)
+    b = bh // heads_kv
     h = bh % heads_kv
     if LONGEST_FIRST:   # unsplit with lengths: the sequence of rank b, longest first (longest_first)
         b = _rank_by_length(Lens, stride_l, batch, cache_len, b, BLOCK_B)
@@ -634,7 +623,7 @@ def _decode_kernel(
         most = tl.max(tiles, 0)
         if tl.min(tl.where(mask_b, tiles, most), 0) != most:   # lengths differ: deal chunks by length
             rb, rsplit, rstart, rend, rlen, rvalid = _ragged_chunk(
-                lens, tiles, mask_b, batch, row * num_splits + split, dealt, part_splits, BLOCK_N, BLOCK_B, TAIL)
+                lens, tiles, mask_b, batch, b * num_splits + split, num_splits, part_splits, BLOCK_N, BLOCK_B)
             rtable, rpage, rq = _chunk_operands(Q, Table, rb, heads, rstart, rend, offs_n, offs_d, out_mask,
                                                 stride_qb, stride_qh, stride_qd, stride_tb, stride_tp,
                                                 PAGE_SIZE, TABLE_AHEAD)
@@ -646,10 +635,7 @@ def _decode_kernel(
                           stride_vh, stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale,
                           rb, h, rsplit, rstart, rend, rlen, rvalid, rq, rtable, rpage,
                           GROUP, HEAD_DIM, BLOCK_G, BLOCK_N, BLOCK_D, BLOCK_S, SPLIT, UPCAST_DOT, BLOCK_MG, PAGE_SIZE,
-                          TABLE_AHEAD, TAIL)
-            return
-    if TAIL:
-        if row >= batch:   # lengths all alike: the first B rows read one sequence each
+                          TABLE_AHEAD)
             return
     if SPLIT:
         if start >= end:   # this chunk lies past the sequence: nothing to read or merge
@@ -659,7 +645,7 @@ def _decode_kernel(
                   stride_vh, stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale,
                   b, h, split, start, end, seqlen, n_valid, q, table_row, page_next,
                   GROUP, HEAD_DIM, BLOCK_G, BLOCK_N, BLOCK_D, BLOCK_S, SPLIT, UPCAST_DOT, BLOCK_MG, PAGE_SIZE,
-                  TABLE_AHEAD, TAIL)
+                  TABLE_AHEAD)
 
 
 _COUNTERS: dict = {}
@@ -1073,7 +1059,7 @@ def longest_first(batch: int, splits: int, lengths: bool) -> bool:
 
 
 def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block_n, num_warps, num_stages,
-          table_ahead=None, maxnreg=None, spread=None, tail=None):
+          table_ahead=None, maxnreg=None, spread=None):
     """Validate a call and choose its launch (splits, tiles, warps): a _DecodePlan."""
     _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table)
     batch, heads_q, head_dim = q.shape
@@ -1111,28 +1097,22 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
     spread = bool(spread) and spread_by_length(batch, splits, seqlens is not None, False)
     part_splits = min(n_blocks, RAGGED_SPLIT_LIMIT * splits) if spread else splits
     ranked = longest_first(batch, splits, seqlens is not None)
-    rows = (tail or 0) if ranked else 0     # TAIL: E rows of programs beside the B of an unsplit launch
-    if rows:
-        spread, ranked, part_splits = True, False, min(n_blocks, RAGGED_SPLIT_LIMIT)
-    split = splits > 1 or rows > 0
     rest = (heads_kv, cache_len, num_pages, n_blocks, splits, scale,
             group, head_dim, max(16, pow2(group)), block_n, max(16, pow2(head_dim)),
-            merge_step(group, head_dim) if split else 2,   # S = 1 merges nothing: one kernel for all
-            seqlens is not None, split,
+            merge_step(group, head_dim) if splits > 1 else 2,   # S = 1 merges nothing: one kernel for all
+            seqlens is not None, splits > 1,
             # Triton's CPU interpreter multiplies bf16 tiles as raw uint16 bits; give it fp32.
             q.dtype == torch.bfloat16 and interpreting(), merge_rows(group), page_size,
-            ahead, batch, part_splits, spread, max(16, pow2(batch)) if spread or ranked else 16, ranked,
-            batch * splits + rows, rows > 0)
-    return _DecodePlan((splits, (batch + rows) * heads_kv), (batch, heads_q, head_dim),
-                       (batch, heads_q, part_splits) if split else None, batch * heads_kv, cache_len, num_pages,
+            ahead, batch, part_splits, spread, max(16, pow2(batch)) if spread or ranked else 16, ranked)
+    return _DecodePlan((splits, batch * heads_kv), (batch, heads_q, head_dim),
+                       (batch, heads_q, part_splits) if splits > 1 else None, batch * heads_kv, cache_len, num_pages,
                        (*q.stride(), *k_strides, *v_strides), rest,
                        dict(num_warps=num_warps, num_stages=num_stages,
                             **({} if maxnreg is None else {"maxnreg": maxnreg})), like=q.is_contiguous())
 
 
 def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None,
-            block_n=None, num_warps=None, num_stages=None, table_ahead=None, maxnreg=None, spread=None,
-            tail=None):
+            block_n=None, num_warps=None, num_stages=None, table_ahead=None, maxnreg=None, spread=None):
     """Shared launcher; num_splits=None chooses S (launch_shape), 1 writes the output directly.
 
     Plan cache (kernels._plans): the first call with a given layout of q, the caches, the
@@ -1148,7 +1128,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
                None if seqlens is None else layout(seqlens),
                None if block_table is None else layout(block_table),
                sm_scale, type(sm_scale), num_splits, type(num_splits), block_n, num_warps, num_stages,
-               table_ahead, maxnreg, spread, tail)
+               table_ahead, maxnreg, spread)
         plan = _PLANS.get(key)
     except (AttributeError, TypeError, RuntimeError):   # not tensors, unhashable options: checked below
         key, plan = None, None
@@ -1172,7 +1152,7 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
                 return out
     if plan is None:
         plan = _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table,
-                     block_n, num_warps, num_stages, table_ahead, maxnreg, spread, tail)
+                     block_n, num_warps, num_stages, table_ahead, maxnreg, spread)
         if key is not None:
             remember(_PLANS, key, plan)
     out = new_output(q, plan.like)                                                 # (B, Hq, D)

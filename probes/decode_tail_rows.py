@@ -19,7 +19,7 @@ rule's launch), `tailE` for E in TAIL_ROWS, cuDNN and the read kernel over the w
 (decode_balance's helpers: every variant checked against the float64 reference first, CUPTI kernel
 time, L2 flushed, shuffled rounds).
 
-Measured at this file's first commit on an H100 (GPU-c7f97cab, fp16, us of kernel time, every variant
+Measured at b146204 on an H100 (GPU-c7f97cab, fp16, us of kernel time, every variant
 checked; E = 4 / 8 / 16 / 32 / 64 rows, x over ours in brackets):
   ragged B=64 Hkv=8 Lmax=4096: ours 162.0; 160.7 / 162.0 / 165.9 / 164.9 / 166.4 (0.99-1.03); cuDNN 341.6
   ragged B=48 Lmax=4096: ours 136.5; 135.6 / 136.1 / 144.3 / 133.6 / 142.9 (0.98-1.06)
@@ -28,9 +28,8 @@ checked; E = 4 / 8 / 16 / 32 / 64 rows, x over ours in brackets):
   B=64 L=4096, lengths equal: ours 344.8; 344.1-345.4 (1.00); the read of the cache 333.1
 No E gains more than 3% at any shape and every E loses up to 4-12% somewhere: the slots' imbalance is
 not what holds the unsplit launch, or cutting the longest sequences costs what it would gain. Not kept:
-the kernel and `_decode` lost `tail` in the next commit, so the probe runs from a checkout of its first
-commit (`git worktree add /tmp/tail-rows <commit>`; `git log --diff-filter=A -- probes/decode_tail_rows.py`
-names it).
+the kernel and `_decode` lost `tail` in the next commit, so the probe runs from a checkout of b146204
+(`git worktree add /tmp/tail-rows b146204`).
 
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/decode_tail_rows.py
 Writes $OUT/decode_tail_rows.csv and prints us and the ratio over `ours` per shape.

@@ -166,11 +166,7 @@ checked and raise ValueError; lengths already on the GPU are not read back (that
 the host every call): the kernel clamps them to 0..Lmax, so it never reads outside the cache.
 An unsplit launch with lengths serves its sequences longest first, each program ranking the B
 lengths on the device (`longest_first`, up to LONGEST_FIRST_MAX_BATCH), so the block
-scheduler, which starts programs in grid order, does not leave a long sequence to run last. Cutting
-only the longest sequences of such a launch (E more rows of Hkv programs, each KV head's B + E dealt
-out by length, longest first) did not pay (probes/decode_tail_rows.py, H100, fp16, E = 4..64 over
-the unsplit launch: ragged B=64 Hkv=8 Lmax=4096 0.99-1.03x, B=40 0.97-1.00x, B=64 Lmax=2048
-1.03-1.12x).
+scheduler, which starts programs in grid order, does not leave a long sequence to run last.
 
 Paged caches (`block_table`): serving engines keep the KV cache as a pool of fixed-size pages
 and give each sequence a row of page indices. The pool layout here is (num_pages, page_size,

@@ -59,6 +59,16 @@ def lookup(device_name: str, path: str | Path = PATH) -> dict | None:
     return None
 
 
+def same_model(a: str, b: str, path: str | Path = PATH) -> bool:
+    """True when slugs a and b name one GPU model: equal, or both resolving to one entry (a results
+    folder named after the device, nvidia-h100-80gb-hbm3, and a published table's entry key,
+    nvidia-h100-sxm)."""
+    if a == b:
+        return True
+    ea, eb = for_slug(a, path), for_slug(b, path)
+    return bool(ea and eb and ea["slug"] == eb["slug"])
+
+
 def for_slug(name: str, path: str | Path = PATH) -> dict | None:
     """The entry keyed by this slug, or whose device names slug to it (see rooflab.gpus.slug)."""
     entries = load(path)

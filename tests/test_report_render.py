@@ -222,6 +222,26 @@ def test_a_record_without_open_flags_names_the_gates(tmp_path):
     assert "None stayed open." in _paper([folder])
 
 
+def test_every_other_gpu_read_has_its_open_flags_listed_after_the_lead(tmp_path):
+    lead, other = tmp_path / "fixture-gpu", tmp_path / "fixture-gpu-two"
+    shutil.copytree(FIXTURES / "results" / "fixture-gpu", lead)
+    shutil.copytree(FIXTURES / "results" / "fixture-gpu", other)
+    for name in ("qa.csv", *(p.name for p in (other).glob("*.csv") if p.name != "qa.csv")):
+        frame = pd.read_csv(other / name)
+        if "gpu" in frame:
+            frame.assign(gpu="fixture-gpu-two").to_csv(other / name, index=False)
+    section = _paper([lead, other, FIXTURES / "results" / "fixture-gpu-partial"]).split(
+        "\n## Threats to validity\n", 1)[1].split("\n## ", 1)[0]
+    assert section.count("2 flags stayed open") == 2 and section.index("fixture-gpu-two") > section.index("stayed open")
+    assert "On fixture-gpu-two, whose rows judge the claims made on its model and fill its cross-GPU lines, 2 flags " \
+           "stayed open (1 more cleared):" in section
+    assert "The run on fixture-gpu-partial has no quality record: its rows were not passed through the quality gates." \
+        in section
+    qa = pd.read_csv(other / "qa.csv").assign(open=False)
+    qa.to_csv(other / "qa.csv", index=False)
+    assert "On fixture-gpu-two no flag stayed open (3 flagged and cleared)." in _paper([lead, other])
+
+
 def test_reproduction_figure_says_what_is_missing(tmp_path):
     agg = load.collect([FIXTURES / "results" / "fixture-gpu-partial"])
     (entry,) = figures.render_all(agg, derive.derive(agg), tmp_path, names=["reproduction"])

@@ -1,5 +1,10 @@
 """Each published claim against our measurement of the same implementation, shape and dtype.
 
+"Same GPU" means one model: a results folder is named after the device (nvidia-h100-80gb-hbm3), a
+published table after its data/gpus.yaml entry (nvidia-h100-sxm), and the two are one GPU where the
+entry lists the device's name (datasheet.same_model). A claim is judged on its own model where we
+measured it, else on the lead GPU (gpu_order).
+
 Verdicts:
   reproduced      same GPU, and the claimed number lies inside our interval: the 95% confidence
                   interval of our row's median time (ci_low_ms..ci_high_ms; as throughput where the
@@ -80,6 +85,21 @@ def compute_twins(a: str, b: str) -> bool:
     if not ea or not eb:
         return False
     return all(abs(float(ea[k]) - float(eb[k])) <= 0.02 * max(float(ea[k]), float(eb[k])) for k in TWIN_FIELDS)
+
+
+def gpu_order(gpus, claim_gpu: str, prefer: list[str] | None = None) -> list[str]:
+    """`gpus` in the order a claim made on `claim_gpu` is judged on them: its own GPU model first
+    (datasheet.same_model: a results folder named after the device counts as its entry), then
+    `prefer`'s order (the paper's lead GPU), then by slug."""
+    order = {g: i for i, g in enumerate(prefer or [])}
+    return sorted(set(gpus), key=lambda g: (not datasheet.same_model(g, claim_gpu), order.get(g, len(order)), g))
+
+
+def _model_note(gpu: str, claim_gpu: str) -> str:
+    """'measured on X, the claim's GPU model (label)' where our slug differs from the claim's but names its model."""
+    if gpu == claim_gpu or not datasheet.same_model(gpu, claim_gpu):
+        return ""
+    return f"measured on {gpu}, the claim's GPU model ({datasheet.for_slug(gpu)['label']})"
 
 
 def _compute_bound(study: str, *impls: str) -> bool:
@@ -174,7 +194,7 @@ def flop_convention(published: pd.DataFrame, results: pd.DataFrame) -> dict[str,
                 continue
             mine = _matches(results, claim, "attention")
             mine = mine[(mine["status"] == "ok") & mine["gpu"].map(
-                lambda g: g == claim["gpu"] or compute_twins(g, claim["gpu"]))]
+                lambda g: g == claim["gpu"] or compute_twins(g, claim["gpu"])).astype(bool)]
             if not mine.empty and _num(mine.iloc[0]["tflops"]):
                 ratios.append(float(claim["tflops"]) / float(mine.iloc[0]["tflops"]))
         if ratios:
@@ -183,13 +203,14 @@ def flop_convention(published: pd.DataFrame, results: pd.DataFrame) -> dict[str,
     return out
 
 
-def _launch_caveat(claim, study: str, results: pd.DataFrame) -> str:
-    """A note for a claim at a shape small enough that a plain call times the launch, not the kernel."""
+def _launch_caveat(claim, study: str, results: pd.DataFrame, gpu: str) -> str:
+    """A note for a claim at a shape small enough that a plain call times the launch, not the kernel (the
+    kernel's time on `gpu`, the GPU the verdict is measured on)."""
     nbytes, _ = _work(claim, study, results)
     if nbytes is None or nbytes >= LAUNCH_BOUND_BYTES:
         return ""
     kernel = _matches(results, claim, study, timing=KERNEL_TIMING)
-    kernel = kernel[kernel["status"] == "ok"]
+    kernel = kernel[(kernel["status"] == "ok") & (kernel["gpu"] == gpu)]
     tail = f"; the kernel alone takes {float(kernel.iloc[0]['median_ms']) * 1e3:.3g} us here" if not kernel.empty else ""
     return f"; launch-bound ({nbytes / 1e6:.3g} MB): a plain call times the launch as much as the kernel{tail}"
 
@@ -237,7 +258,6 @@ def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: fl
         verdict.convention = ("causal FLOPs counted in full; halved here to compare" if convention == FULL
                               else "causal FLOPs halved, as ours")
     compared = verdict.claimed / 2 if causal_full and verdict.claimed is not None else verdict.claimed
-    caveat = _launch_caveat(claim, study, results)
     tput_metric, claimed_tput, derived = throughput(claim, study, results) if status == "ok" else (None, None, False)
     if causal_full and claimed_tput is not None:
         claimed_tput /= 2
@@ -250,17 +270,18 @@ def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: fl
     if rows.empty:
         verdict.note = "no measurement of ours at this implementation, shape and dtype"
         return verdict
-    same = rows[rows["gpu"] == claim["gpu"]]
-    twin_note = ""
+    ranked = gpu_order(rows["gpu"], claim["gpu"], prefer)
+    rows = rows.assign(_rank=rows["gpu"].map(ranked.index)).sort_values("_rank", kind="stable")
+    same = rows[rows["gpu"].map(lambda g: datasheet.same_model(g, claim["gpu"]))]
+    twin_note = _model_note(same.iloc[0]["gpu"], claim["gpu"]) if not same.empty else ""
     if same.empty and metric != "status" and _compute_bound(study, claim["impl"]):
         twins = rows[rows["gpu"].map(lambda g: compute_twins(g, claim["gpu"]))]
         if not twins.empty:
             same = twins
             twin_note = f"measured on {twins.iloc[0]['gpu']}, a compute twin of {claim['gpu']}"
     if same.empty:
-        order = {g: i for i, g in enumerate(prefer or [])}
-        rows = rows.assign(_rank=rows["gpu"].map(lambda g: order.get(g, len(order)))).sort_values(["_rank", "gpu"])
         row = rows.iloc[0]
+        caveat = _launch_caveat(claim, study, results, row["gpu"])
         verdict.ours_gpu, verdict.ours_status = row["gpu"], row["status"]
         if metric == "status":
             verdict.note = f"published {status} on {claim['gpu']}, ours {row['status']} on {row['gpu']}: memory sizes differ"
@@ -277,6 +298,7 @@ def judge(claim, results: pd.DataFrame, prefer: list[str] | None = None, tol: fl
         return verdict
 
     row = same.iloc[0]
+    caveat = _launch_caveat(claim, study, results, row["gpu"])
     verdict.ours_gpu, verdict.ours_status = row["gpu"], row["status"]
     if metric == "status":
         if row["status"] == status:
@@ -348,7 +370,6 @@ def ratio_claims(published: pd.DataFrame, results: pd.DataFrame, prefer: list[st
     out = []
     if published.empty:
         return out
-    order = {g: i for i, g in enumerate(prefer or [])}
     for (source, study), table in published.groupby(["source", "study"], sort=True):
         keys = ["gpu", "dtype", *SHAPE_COLUMNS[study]]
         for _, group in table[table["status"] == "ok"].groupby(keys, sort=True):
@@ -361,19 +382,18 @@ def ratio_claims(published: pd.DataFrame, results: pd.DataFrame, prefer: list[st
                     if not sa or not sb or sa[0] != sb[0]:
                         continue
                     fast, slow, claimed = (a, b, sa[1] / sb[1]) if sa[1] >= sb[1] else (b, a, sb[1] / sa[1])
-                    out.append(_judge_ratio(source, study, fast, slow, claimed, results, order, tol))
+                    out.append(_judge_ratio(source, study, fast, slow, claimed, results, prefer, tol))
     return out
 
 
-def _judge_ratio(source, study, fast, slow, claimed, results, order, tol) -> RatioVerdict:
+def _judge_ratio(source, study, fast, slow, claimed, results, prefer, tol) -> RatioVerdict:
     """A ratio is dimensionless, so it is judged on our GPU even when the claim's GPU differs (the note says
     which GPUs); for a seed design, the note also gives our own kernel against the same slower one."""
     rv = RatioVerdict(source=source, study=study, dtype=fast["dtype"], shape=shape_label(fast, study),
                       faster=fast["impl"], slower=slow["impl"], claim_gpu=fast["gpu"], claimed=claimed)
     mine_f, mine_s = _matches(results, fast, study), _matches(results, slow, study)
     mine_f, mine_s = mine_f[mine_f["status"] == "ok"], mine_s[mine_s["status"] == "ok"]
-    gpus = sorted(set(mine_f["gpu"]) & set(mine_s["gpu"]),
-                  key=lambda g: (g != fast["gpu"], order.get(g, len(order)), g))
+    gpus = gpu_order(set(mine_f["gpu"]) & set(mine_s["gpu"]), fast["gpu"], prefer)
     if not gpus:
         rv.note = "no correct measurement of ours of both implementations at this shape"
         return rv
@@ -386,15 +406,17 @@ def _judge_ratio(source, study, fast, slow, claimed, results, order, tol) -> Rat
     rv.ours_low = s_low / f_high * (1 - tol)
     rv.ours_high = s_high / f_low * (1 + tol)
     rv.verdict = REPRODUCED if rv.ours_low <= rv.claimed <= rv.ours_high else NOT_REPRODUCED
-    rv.note = f"claim on {fast['gpu']}, ratio measured on {gpu}" if gpu != fast["gpu"] else f"measured on {gpu}"
-    if gpu != fast["gpu"] and compute_twins(gpu, fast["gpu"]) and _compute_bound(study, fast["impl"], slow["impl"]):
+    own = datasheet.same_model(gpu, fast["gpu"])
+    rv.note = (_model_note(gpu, fast["gpu"]) or f"measured on {gpu}") if own else \
+        f"claim on {fast['gpu']}, ratio measured on {gpu}"
+    if not own and compute_twins(gpu, fast["gpu"]) and _compute_bound(study, fast["impl"], slow["impl"]):
         rv.note += f", a compute twin of {fast['gpu']}"
     ours = _matches(results, dict(fast, impl="ours"), study)
     ours = ours[(ours["status"] == "ok") & (ours["gpu"] == gpu)]
     if is_seed(fast["impl"]) and not ours.empty:
         ratio, low, high, result = versus(ours.iloc[0], s)
         rv.note += f"; ours over {slow['impl']}: {ratio:.2f}x [{low:.2f}, {high:.2f}], a {result}"
-    rv.note += _launch_caveat(fast, study, results) or _host_caveat(f, s, study, results)
+    rv.note += _launch_caveat(fast, study, results, gpu) or _host_caveat(f, s, study, results)
     return rv
 
 
@@ -409,14 +431,16 @@ def worded_claims(path: str | Path = CLAIMS_PATH) -> list[dict]:
     return list(yaml.safe_load(path.read_text()) or []) if path.is_file() else []
 
 
-def _amdahl_claim(c: dict, amdahl: pd.DataFrame, tol: float) -> dict:
+def _amdahl_claim(c: dict, amdahl: pd.DataFrame, tol: float, prefer: list[str] | None = None) -> dict:
     """An article's end-to-end speedup explained by Amdahl's law, against our blocks with our softmax swapped
     in: reproduced when our block's measured speedup (its interval widened by tol) holds Amdahl's prediction
-    from our own share and part speedup, at the article's phase and length where we measured it."""
+    from our own share and part speedup, at the article's phase and length where we measured it, on one GPU
+    (gpu_order: the claim's own model, else the lead GPU)."""
     out = dict(kind="amdahl", study="e2e", impl="ours_softmax", claim_gpu=c["gpu"], metric="speedup",
                claimed=float(c["measured"]), verdict=NOT_COMPARABLE)
     if amdahl.empty:
         return dict(out, note="no end-to-end block with our softmax measured")
+    amdahl = amdahl[amdahl["gpu"] == gpu_order(amdahl["gpu"], c["gpu"], prefer)[0]]
     same = amdahl[(amdahl["phase"] == c.get("phase")) & (amdahl["seqlen"] == c.get("seqlen"))]
     row = (same if not same.empty else amdahl.sort_values("share", ascending=False)).iloc[0]
     low, high = row["measured_low"] * (1 - tol), row["measured_high"] * (1 + tol)
@@ -431,14 +455,18 @@ def _amdahl_claim(c: dict, amdahl: pd.DataFrame, tol: float) -> dict:
                       f"[{row['measured_low']:.3f}, {row['measured_high']:.3f}]; the law is judged, not the GPU's number"))
 
 
-def _slower_below_claim(c: dict, results: pd.DataFrame) -> dict:
+def _slower_below_claim(c: dict, results: pd.DataFrame, prefer: list[str] | None = None) -> dict:
     """'A is slower than B at rows of at most N columns': judged per shape on plain calls, as published, with
-    the kernel-time outcome beside it (at these sizes a plain call times the launch)."""
+    the kernel-time outcome beside it (at these sizes a plain call times the launch), on one GPU (gpu_order:
+    the claim's own model, else the lead GPU)."""
     study, dtype = c["study"], c["dtype"]
     out = dict(kind="slower_below", study=study, impl=c["slower"], dtype=dtype, claim_gpu=c["gpu"],
                metric="shapes", shape=f"cols <= {c['max_cols']}", verdict=NOT_COMPARABLE)
     rows = results[(results["study"] == study) & (results["dtype"] == dtype) & (results["status"] == "ok")]
-    rows = rows[rows["cols"] <= int(c["max_cols"])]
+    rows = rows[(rows["cols"] <= int(c["max_cols"])) & rows["impl"].isin([c["slower"], c["faster"]])]
+    both_gpus = set(rows.loc[rows["impl"] == c["slower"], "gpu"]) & set(rows.loc[rows["impl"] == c["faster"], "gpu"])
+    if both_gpus:
+        rows = rows[rows["gpu"] == gpu_order(both_gpus, c["gpu"], prefer)[0]]
     tallies = {}
     for timing in (PLAIN_TIMING, KERNEL_TIMING):
         part = rows[rows["timing"] == timing]
@@ -451,9 +479,11 @@ def _slower_below_claim(c: dict, results: pd.DataFrame) -> dict:
     if not n:
         return dict(out, note=f"no shape with correct rows of {c['slower']} and {c['faster']} at these lengths")
     k_wins, k_n, _ = tallies[KERNEL_TIMING]
-    return dict(out, ours_gpu=both[0][0], ours=wins, claimed=n, ours_metric="shapes",
+    gpu = both[0][0]
+    return dict(out, ours_gpu=gpu, ours=wins, claimed=n, ours_metric="shapes",
                 verdict=REPRODUCED if wins * 2 > n else NOT_REPRODUCED,
-                note=(f"{c['faster']} faster (a win outside both intervals) at {wins} of {n} shapes in plain calls"
+                note=(f"{_model_note(gpu, c['gpu']) or f'measured on {gpu}'}: "
+                      f"{c['faster']} faster (a win outside both intervals) at {wins} of {n} shapes in plain calls"
                       + (f", at {k_wins} of {k_n} on kernel time" if k_n else "")
                       + "; launch-bound sizes: a plain call times the host as much as the kernel"))
 
@@ -481,6 +511,7 @@ def verdict_table(published: pd.DataFrame, results: pd.DataFrame, prefer: list[s
                             ours_low=r.ours_low, ours_high=r.ours_high, verdict=r.verdict, note=r.note))
     amdahl = amdahl if amdahl is not None else pd.DataFrame()
     for c in worded_claims() if claims is None else claims:
-        judged = WORDED[c["kind"]](c, amdahl, tol) if c["kind"] == "amdahl" else WORDED[c["kind"]](c, results)
+        judged = (WORDED[c["kind"]](c, amdahl, tol, prefer) if c["kind"] == "amdahl"
+                  else WORDED[c["kind"]](c, results, prefer))
         records.append(dict(judged, source=c["source"], section=c["section"], claim=c["claim"]))
     return pd.DataFrame.from_records(records, columns=list(VERDICT_COLUMNS))

@@ -98,21 +98,28 @@ def same_code_view(agg: Aggregate, tables: dict, gpu: str | None) -> dict | None
 
 
 def qa_view(agg: Aggregate, gpu: str | None) -> dict:
-    """The quality record of the paper's GPU: every open flag of its qa.csv, or that it has none."""
-    view = {"gpu": gpu, "present": agg.has_record(gpu, "qa.csv"),
-            "gates": [f"{name}, {text}" for name, text in QA_GATES.items()], "open": [], "lines": 0, "closed": 0}
-    if not view["present"]:
-        return view
+    """The quality record of the paper's GPU: every open flag of its qa.csv, or that it has none; the same
+    for each other GPU read (`others`: the claims judged on them and the cross-GPU appendix use their rows)."""
+    view = {"gpu": gpu, "gates": [f"{name}, {text}" for name, text in QA_GATES.items()],
+            **_record(agg, gpu), "others": [dict(gpu=g, **_record(agg, g)) for g in agg.gpus if g != gpu]}
+    return view
+
+
+def _record(agg: Aggregate, gpu: str | None) -> dict:
+    """{present, open, lines, closed} of one GPU's qa.csv: each open flag as one line of text."""
+    record = {"present": agg.has_record(gpu, "qa.csv"), "open": [], "lines": 0, "closed": 0}
+    if not record["present"]:
+        return record
     lines = agg.qa[agg.qa["gpu"] == gpu]
     is_open = lines["open"].map(_flag).astype(bool)
-    view.update(lines=len(lines), closed=int((~is_open).sum()))
+    record.update(lines=len(lines), closed=int((~is_open).sum()))
     for _, r in lines[is_open].iterrows():
         shape = "" if _missing(r["shape"]) else str(r["shape"])
-        view["open"].append(
+        record["open"].append(
             f"{r['study']}, {r['gate']}: {shape}, {dt(str(r['dtype']))}, {r['impl']}: {num(r['value'])} against a "
             f"limit of {num(r['limit'])}; {'re-measured once and still flagged' if _flag(r['remeasured']) else 'not re-measured'}"
             + (f" ({r['detail']})" if not _missing(r["detail"]) else ""))
-    return view
+    return record
 
 
 def _worst_ratio(part: pd.DataFrame, min_ms: float) -> str:

@@ -62,3 +62,19 @@ def test_rows_without_an_interval_fall_back_to_their_medians():
     table = comparisons(frame(ours, peer), "softmax")
     assert table["vs_best_low"].iloc[0] == table["vs_best_high"].iloc[0] == pytest.approx(1.05)
     assert table["vs_best_outcome"].iloc[0] == WIN
+
+
+def test_a_case_judged_on_kernel_time_carries_both_plain_call_shares():
+    """Small cases are judged on CUPTI kernel time; the cross-GPU figure still sets ours and that case's fastest
+    peer side by side in plain calls: each one's plain-call share of the ceiling travels with the line."""
+    def timed(impl, ms, timing, frac):
+        r = row(impl, ms, ms * 0.99, ms * 1.01, rows=64)
+        r.update(timing=timing, frac_ceiling=frac)
+        return r
+    rows = frame(timed("ours", 0.004, "events", 0.20), timed("torch", 0.005, "events", 0.16),
+                 timed("liger", 0.0045, "events", 0.18),
+                 timed("ours", 0.002, "cupti", 0.40), timed("torch", 0.0021, "cupti", 0.38),
+                 timed("liger", 0.0030, "cupti", 0.27))
+    (r,) = comparisons(rows, "softmax").itertuples()
+    assert r.timing == "cupti" and r.best_impl == "torch"              # fastest on kernel time, not in plain calls
+    assert (r.ours_frac_plain, r.best_frac_plain) == (pytest.approx(0.20), pytest.approx(0.16))

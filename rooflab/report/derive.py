@@ -33,7 +33,7 @@ GROUPS = {"peer": is_peer, "seed": is_seed, "strategy": lambda impl: is_ours(imp
 COMPARISON_COLUMNS = (
     "gpu", "study", "dtype", *SHAPE_UNION, "shape", "timing", "against", "ours_status", "ours_ms", "ours_low_ms",
     "ours_high_ms", "ours_metric", "ours_frac", "ours_frac_plain", "ceiling_name", "bytes", "flops", "other_impl", "other_ms",
-    "other_metric", "speedup", "speedup_low", "speedup_high", "outcome")
+    "other_metric", "other_frac_plain", "speedup", "speedup_low", "speedup_high", "outcome")
 AMDAHL_COLUMNS = (
     "gpu", "dtype", "phase", "seqlen", "cache_len", "width", "heads", "swapped", "share", "part_speedup", "bound",
     "predicted", "measured", "measured_low", "measured_high", "outcome", "graph_measured")
@@ -48,7 +48,10 @@ def comparisons(frame: pd.DataFrame, study: str) -> pd.DataFrame:
     metric = METRIC[study]
     keys = ["gpu", "dtype", *SHAPE_COLUMNS[study]]
     cases = judged(frame, study)
-    plain = _ok(frame[(frame["timing"] == PLAIN_TIMING) & (frame["impl"] == "ours")]).set_index(keys)["frac_ceiling"]
+    # every implementation's plain-call share of the ceiling, by case: the figures set ours and the best peer
+    # side by side in one timing, whichever timing judged the case
+    plain_rows = _ok(frame[frame["timing"] == PLAIN_TIMING])
+    shares = {(*k, impl): f for *k, impl, f in plain_rows[[*keys, "impl", "frac_ceiling"]].itertuples(index=False)}
     records = []
     for key, group in cases.groupby(keys, sort=True, dropna=False):
         mine = group[group["impl"] == "ours"]
@@ -58,7 +61,7 @@ def comparisons(frame: pd.DataFrame, study: str) -> pd.DataFrame:
         ok = mine["status"] == "ok" and pd.notna(mine["median_ms"])
         base = dict(zip(keys, key), study=study, shape=shape_label(mine, study), timing=mine["timing"],
                     ours_status=mine["status"], ceiling_name=mine["ceiling_name"], bytes=mine["bytes"], flops=mine["flops"],
-                    ours_frac_plain=plain.get(key) if key in plain.index else None)
+                    ours_frac_plain=shares.get((*key, "ours")))
         if ok:
             base.update(ours_ms=mine["median_ms"], ours_low_ms=mine["ci_low_ms"], ours_high_ms=mine["ci_high_ms"],
                         ours_metric=mine[metric], ours_frac=mine["frac_ceiling"])
@@ -71,7 +74,8 @@ def comparisons(frame: pd.DataFrame, study: str) -> pd.DataFrame:
             rec = dict(base, against=against)
             if not candidates.empty:
                 best = candidates.loc[candidates["median_ms"].idxmin()]
-                rec.update(other_impl=best["impl"], other_ms=best["median_ms"], other_metric=best[metric])
+                rec.update(other_impl=best["impl"], other_ms=best["median_ms"], other_metric=best[metric],
+                           other_frac_plain=shares.get((*key, best["impl"])))
                 if ok:
                     rec.update(zip(("speedup", "speedup_low", "speedup_high", "outcome"), versus(mine, best)))
             else:
@@ -147,7 +151,8 @@ def read(paths: dict[str, str | Path]) -> dict[str, pd.DataFrame]:
 
 
 # select()'s names for the comparison's columns: the fastest of the group is the "best", ours against it "vs_best".
-AS_BEST = {"other_impl": "best_impl", "other_ms": "best_ms", "other_metric": "best_metric", "speedup": "vs_best",
+AS_BEST = {"other_impl": "best_impl", "other_ms": "best_ms", "other_metric": "best_metric",
+           "other_frac_plain": "best_frac_plain", "speedup": "vs_best",
            "speedup_low": "vs_best_low", "speedup_high": "vs_best_high", "outcome": "vs_best_outcome"}
 
 

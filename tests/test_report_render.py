@@ -222,14 +222,41 @@ def test_a_record_without_open_flags_names_the_gates(tmp_path):
     assert "None stayed open." in _paper([folder])
 
 
-def test_every_other_gpu_read_has_its_open_flags_listed_after_the_lead(tmp_path):
+def _two_gpus(tmp_path):
+    """The fixture GPU's folder and a copy of it under another slug (every row's `gpu` renamed)."""
     lead, other = tmp_path / "fixture-gpu", tmp_path / "fixture-gpu-two"
     shutil.copytree(FIXTURES / "results" / "fixture-gpu", lead)
     shutil.copytree(FIXTURES / "results" / "fixture-gpu", other)
-    for name in ("qa.csv", *(p.name for p in (other).glob("*.csv") if p.name != "qa.csv")):
-        frame = pd.read_csv(other / name)
+    for path in other.glob("*.csv"):
+        frame = pd.read_csv(path)
         if "gpu" in frame:
-            frame.assign(gpu="fixture-gpu-two").to_csv(other / name, index=False)
+            frame.assign(gpu="fixture-gpu-two").to_csv(path, index=False)
+    return lead, other
+
+
+def test_a_second_gpu_is_compared_shape_by_shape_with_the_lead(tmp_path):
+    lead, other = _two_gpus(tmp_path)
+    slow = pd.read_csv(other / "decode.csv")
+    ours = slow["impl"] == "ours"
+    slow.loc[ours, ["median_ms", "ci_low_ms", "ci_high_ms", "p20_ms", "p80_ms"]] *= 1.5
+    for col in ("tbps", "tflops", "frac_ceiling", "frac_datasheet"):
+        slow.loc[ours, col] /= 1.5
+    slow.to_csv(other / "decode.csv", index=False)
+    md = _paper([lead, other])
+    section = md.split("## Appendix D: Across GPUs", 1)[1].split("\n## ", 1)[0]
+    lines = {line.split(",", 1)[0]: line for line in section.splitlines() if line.startswith("- ")}
+    softmax, decode = lines["- softmax"], lines["- decode"]
+    assert softmax.startswith("- softmax, fixture-gpu-two against fixture-gpu: ") and "another at" not in softmax
+    shapes = int(softmax.split(": ", 1)[1].split(" shapes")[0])
+    assert f"the same outcome at {shapes} (" in softmax
+    assert "ours takes a median 1.00x its time on fixture-gpu (1.00x to 1.00x" in softmax
+    assert "ceiling is 1.00x lower" in softmax
+    assert "ours takes a median 1.50x its time on fixture-gpu (1.50x to 1.50x" in decode
+    assert "another at" in decode and "on fixture-gpu-two)" in decode       # wins and ties there turned
+
+
+def test_every_other_gpu_read_has_its_open_flags_listed_after_the_lead(tmp_path):
+    lead, other = _two_gpus(tmp_path)
     section = _paper([lead, other, FIXTURES / "results" / "fixture-gpu-partial"]).split(
         "\n## Threats to validity\n", 1)[1].split("\n## ", 1)[0]
     assert section.count("2 flags stayed open") == 2 and section.index("fixture-gpu-two") > section.index("stayed open")

@@ -44,7 +44,7 @@ def build(agg: Aggregate, tables: dict, figures: list[dict], verify: pd.DataFram
         "qa": qa_view(agg, gpu),
         "same_code": same_code_view(agg, tables, gpu),
         "reproduction": reproduction_view(agg, gpu),
-        "cross": cross_gpu_view(agg, tables),
+        "cross": cross_gpu_view(agg, tables, gpu),
         "verify": verify_view(verify),
         "ceilings": _ceiling_table(agg) if agg.gpus else None,
         "tolerances": tolerances(verify),

@@ -248,7 +248,10 @@ def _attention_extra(frame: pd.DataFrame) -> dict:
                      for _, r in ooms.iterrows()]}
 
 
-def cross_gpu_view(agg: Aggregate, tables: dict) -> dict:
+def cross_gpu_view(agg: Aggregate, tables: dict, lead: str | None = None) -> dict:
+    agreement = [line for other in sorted(set(tables["comparisons"]["gpu"]) - {lead}) if lead
+                 for study in ("softmax", "attention", "decode")
+                 for line in [_agreement(agg, tables["comparisons"], study, lead, other)] if line]
     rows = []
     for study in ("softmax", "attention", "decode"):
         for gpu in sorted(set(tables["comparisons"]["gpu"])):
@@ -268,4 +271,43 @@ def cross_gpu_view(agg: Aggregate, tables: dict) -> dict:
                   caption="Each GPU against its own measured ceiling (shares from plain-call rows; ratios "
                           "in the timing that judges each shape, the geometric mean with its bootstrap interval over "
                           "the shapes, and the outcomes for ours).")
-    return {"table": table, "gpus": sorted(set(agg.results["gpu"]))}
+    return {"table": table, "gpus": sorted(set(agg.results["gpu"])), "agreement": agreement}
+
+
+def _agreement(agg: Aggregate, comparisons: pd.DataFrame, study: str, lead: str, other: str) -> str | None:
+    """One study's shapes measured on both GPUs, as a sentence: whether ours's outcome against the fastest peer
+    is the same on both, how the two differ where it is not, and ours's time on `other` over its time on
+    `lead` at the shapes judged in one timing on both (softmax and decode: of LAUNCH_BOUND_BYTES or more),
+    beside the ratio of the two GPUs' measured ceilings for those shapes."""
+    keys = ["dtype", *SHAPE_COLUMNS[study]]
+    a, b = select(comparisons, study, "peer", lead), select(comparisons, study, "peer", other)
+    both = a.merge(b, on=keys, suffixes=("_lead", "_other"))
+    both = both[both["vs_best_outcome_lead"].notna() & both["vs_best_outcome_other"].notna()]
+    if both.empty:
+        return None
+    alike = both[both["vs_best_outcome_lead"] == both["vs_best_outcome_other"]]
+    unlike = both[both["vs_best_outcome_lead"] != both["vs_best_outcome_other"]]
+    kinds = unlike.groupby(["vs_best_outcome_lead", "vs_best_outcome_other"]).size().sort_values(ascending=False)
+    text = f"{study}, {other} against {lead}: {len(both)} shapes measured on both; the same outcome at {len(alike)}"
+    if len(alike):
+        text += " (" + ", ".join(f"{n} {o}" for o, n in alike["vs_best_outcome_lead"].value_counts().items()) + ")"
+    if len(kinds):
+        text += ", another at " + "; ".join(f"{n} ({o1} on {lead}, {o2} on {other})" for (o1, o2), n in kinds.items())
+    text += "."
+    timed = both[(both["timing_lead"] == both["timing_other"]) & both["ours_ms_lead"].notna()
+                 & both["ours_ms_other"].notna()]
+    if study != "attention":
+        timed = timed[timed["bytes_lead"] >= LAUNCH_BOUND_BYTES]
+    names = timed["ceiling_name_lead"].dropna()
+    if names.empty:
+        return text
+    name = names.mode().iloc[0]
+    limits = {(g, n): v for g, n, v in zip(agg.ceilings["gpu"], agg.ceilings["name"], agg.ceilings["value"])}
+    times = timed["ours_ms_other"] / timed["ours_ms_lead"]
+    scope = "" if study == "attention" else f" of {megabytes(LAUNCH_BOUND_BYTES)} or more"
+    text += (f" On {other} ours takes a median {ratio(times.median())} its time on {lead} ({ratio(times.min())} to "
+             f"{ratio(times.max())} over {len(timed)} shapes{scope})")
+    if limits.get((lead, name)) and limits.get((other, name)):
+        text += (f", where the measured {CEILING_LABELS.get(name, name)} ceiling is "
+                 f"{ratio(limits[(lead, name)] / limits[(other, name)])} lower")
+    return text + "."

@@ -302,12 +302,11 @@ def _agreement(agg: Aggregate, comparisons: pd.DataFrame, study: str, lead: str,
     if names.empty:
         return text
     name = names.mode().iloc[0]
-    limits = {(g, n): v for g, n, v in zip(agg.ceilings["gpu"], agg.ceilings["name"], agg.ceilings["value"])}
+    here, there = agg.ceiling(lead).get(name), agg.ceiling(other).get(name)
     times = timed["ours_ms_other"] / timed["ours_ms_lead"]
     scope = "" if study == "attention" else f" of {megabytes(LAUNCH_BOUND_BYTES)} or more"
     text += (f" On {other} ours takes a median {ratio(times.median())} its time on {lead} ({ratio(times.min())} to "
              f"{ratio(times.max())} over {len(timed)} shapes{scope})")
-    if limits.get((lead, name)) and limits.get((other, name)):
-        text += (f", where the measured {CEILING_LABELS.get(name, name)} ceiling is "
-                 f"{ratio(limits[(lead, name)] / limits[(other, name)])} lower")
+    if here and there:
+        text += f", where the measured {CEILING_LABELS.get(name, name)} ceiling is {ratio(here / there)} lower"
     return text + "."

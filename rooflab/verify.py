@@ -4,7 +4,9 @@ Runs each study's own inputs, reference and check on small shapes on the CPU thr
 same harness code path as the GPU sweeps (rooflab.bench.measure_case with device="cpu"),
 so the table in the paper tests exactly what the sweeps run. Every case starts from the same seed
 (INPUT_SEED), so two runs check the same inputs and give the same errors, and the paper rendered
-from them is the same byte for byte (it prints the errors, not the seconds each check took).
+from them is the same byte for byte (it prints the errors, not the seconds each check took) on any
+x86-64 CPU with AVX2: rooflab.interpreter keeps NumPy off its AVX-512 paths, whose float32
+arithmetic rounds otherwise. Other CPUs (Arm) may differ in an error's last digit.
 """
 from __future__ import annotations
 

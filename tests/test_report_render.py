@@ -291,3 +291,14 @@ def test_harness_numbers_come_from_the_run_then_the_config():
     # host_first only from the run's own config: the workflow's setting says nothing of a committed run
     assert not context.harness({}, None, {"bench": {"host_first": True}})["host_first"]
     assert context.harness({"config": {"bench": {"host_first": True}}})["host_first"]
+
+
+def test_reproduction_section_and_figure_cover_every_gpu(tmp_path):
+    folders = [FIXTURES / "results" / "fixture-gpu", FIXTURES / "results" / "fixture-gpu-partial"]
+    md = _paper(folders)
+    section = md.split("\n## Appendix E: Reproduction\n", 1)[1].split("\n## ", 1)[0]
+    assert "Two independent runs on fixture-gpu, a committed one and a fresh one" in section
+    assert "The results on fixture-gpu-partial have no reproduction record (`reproduction.csv`)" in section
+    agg = load.collect(folders)
+    (entry,) = figures.render_all(agg, derive.derive(agg), tmp_path, names=["reproduction"])
+    assert entry["drawn"], entry["reason"]

@@ -8,7 +8,7 @@ from rooflab import datasheet
 from rooflab.report.analysis import KERNEL_TIMING, PLAIN_TIMING
 from rooflab.report.derive import select
 from rooflab.report.figures.inputs import FigureData
-from rooflab.report.figures.style import (DTYPE_SHORT, bytes_axis, color, legend_below, ok, panels, plain_log, top)
+from rooflab.report.figures.style import (DTYPE_SHORT, bytes_axis, color, legend_below, ok, panels, plain, plain_log, top)
 from rooflab.report.fmt import label
 from rooflab.schema import HOST_TIMING, SHAPE_COLUMNS
 
@@ -186,18 +186,20 @@ def cross_gpu(fig, data: FigureData):
 
 
 def reproduction(fig, data: FigureData):
-    """rooflab.reproduce.draw over the paper's GPU's reproduction.csv."""
+    """rooflab.reproduce.draw over each GPU's reproduction.csv, the paper's GPU first: a panel a GPU."""
     from rooflab import reproduce
 
-    if not data.agg.has_record(data.gpu, "reproduction.csv"):
+    order = [data.gpu] + [g for g in data.agg.gpus if g != data.gpu] if data.gpu else []
+    gpus = [g for g in order if data.agg.has_record(g, "reproduction.csv")]
+    if not gpus:
         return (f"no reproduction.csv for {data.gpu}: no fresh run was compared with the committed one"
                 if data.gpu else "no GPU results, so no reproduction record")
-    frame = data.agg.reproduction[data.agg.reproduction["gpu"] == data.gpu].drop(columns=["gpu"])
-    both = frame[frame["verdict"].isin(("reproduced", "faster", "slower"))]
-    if both.empty:
-        return f"reproduction.csv of {data.gpu} has no case measured in both runs"
-    ax = fig.subplots()
-    fig.set_size_inches(5.6, 5.0)
-    reproduce.draw(frame, ax)
-    ax.set_title(f"fresh against committed run, {data.label}", fontsize=9)
+    frames = {g: data.agg.reproduction[data.agg.reproduction["gpu"] == g].drop(columns=["gpu"]) for g in gpus}
+    drawn = [g for g in gpus if frames[g]["verdict"].isin(("reproduced", "faster", "slower")).any()]
+    if not drawn:
+        return f"the reproduction.csv of {', '.join(gpus)} has no case measured in both runs"
+    axes = panels(fig, len(drawn), width=5.0, height=4.6)
+    for ax, gpu in zip(axes, drawn):
+        reproduce.draw(frames[gpu], ax)
+        ax.set_title(f"fresh against committed run, {plain(data.agg.envs.get(gpu, {}).get('gpu') or gpu)}", fontsize=9)
     return None

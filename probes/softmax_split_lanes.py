@@ -21,6 +21,27 @@ beside `ours` (fs.softmax) and a copy of the same bytes, every variant checked a
 hostile input first (softmax_small.long_row_probe: -inf entries, a row of -inf, a huge entry; the
 output poisoned), then CUPTI kernel time with the L2 flushed, shuffled rounds.
 
+Measured and not kept (H100 80GB HBM3 GPU-05df1cd9, this file as committed after 834a2db (the mask's constancy hint added);
+CUPTI kernel time, L2 flushed, us; every variant matched float64 first). The lanes phase 1 is
+slower at every shape and on both settings: 1.18-1.21x the block phase 1's time on the table setting, 1.20-1.49x on the rounds one:
+
+| shape | copy | ours | table block | table lanes | rounds block | rounds lanes |
+|---|---|---|---|---|---|---|
+| 16x4194304 fp16 | 81.6 | 106.6 | 106.7 | 127.4 | 117.2 | 151.8 |
+| 64x1048576 fp16 | 81.3 | 100.3 | 100.8 | 119.9 | 100.5 | 144.2 |
+| 256x262144 fp16 | 81.2 | 95.6 | 98.9 | 118.1 | 94.9 | 141.7 |
+| 512x151936 bf16 | 95.3 | 110.4 | 115.3 | 138.2 | 110.9 | 162.7 |
+| 1024x131072 fp16 | 171.4 | 186.0 | 193.8 | 231.8 | 188.0 | 271.4 |
+| 16x4194304 fp32 | 172.0 | 223.2 | 224.3 | 264.7 | 261.8 | 329.5 |
+| 64x1048576 fp32 | 171.6 | 196.8 | 201.1 | 244.2 | 199.1 | 239.0 |
+| 16x4194304 bf16 | 81.3 | 109.5 | 106.3 | 127.4 | 117.8 | 152.7 |
+
+The per-tile barriers are not what holds split's phase 1: without them, and with fewer registers
+in 16 bits (table 48 -> 40, rounds 86 -> 64), each lane's rescale and running pair (1/VEC more
+exponentials, (rows, 32) of state the loop carries) cost more than the barriers did. Without the
+mask's constancy hint (the first run) the 3-D tile's loads were element-wise and ran 0.24-0.50 of
+the copy.
+
     PYTHONUNBUFFERED=1 python3 probes/softmax_split_lanes.py      (a GPU; $OUT/softmax_split_lanes.csv)
     PROBE_DRYRUN=1 python3 probes/softmax_split_lanes.py          (no GPU: `_lane_stats` in Triton's
         CPU interpreter against float64 on irregular segments)
@@ -62,7 +83,8 @@ def _lane_stats(x_row, start, n_tiles, n_cols, BLOCK: tl.constexpr, VEC: tl.cons
     s = tl.zeros([ROWS, 32], tl.float32)
     for t in range(0, n_tiles):
         cols = start + t * BLOCK + offs
-        x = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf"),
+        mask = tl.max_constancy(cols < n_cols, [1, 1, VEC])                       # whole 16-byte accesses
+        x = tl.load(x_row + cols, mask=mask, other=-float("inf"),
                     eviction_policy="evict_last").to(tl.float32)
         m_new = tl.maximum(m, tl.max(x, axis=2))                                    # in the thread
         m_safe = tl.where(m_new == -float("inf"), 0.0, m_new)

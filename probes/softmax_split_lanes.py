@@ -21,9 +21,10 @@ beside `ours` (fs.softmax) and a copy of the same bytes, every variant checked a
 hostile input first (softmax_small.long_row_probe: -inf entries, a row of -inf, a huge entry; the
 output poisoned), then CUPTI kernel time with the L2 flushed, shuffled rounds.
 
-Measured and not kept (H100 80GB HBM3 GPU-05df1cd9, this file as committed after 834a2db (the mask's constancy hint added);
-CUPTI kernel time, L2 flushed, us; every variant matched float64 first). The lanes phase 1 is
-slower at every shape and on both settings: 1.18-1.21x the block phase 1's time on the table setting, 1.20-1.49x on the rounds one:
+Measured and not kept (H100 80GB HBM3 GPU-05df1cd9, this file as committed after 834a2db, the
+mask's constancy hint added; CUPTI kernel time, L2 flushed, us; every variant matched float64
+first). The lanes phase 1 is slower at every shape and on both settings: 1.18-1.21x the block
+phase 1's time on the table setting, 1.20-1.49x on the rounds one:
 
 | shape | copy | ours | table block | table lanes | rounds block | rounds lanes |
 |---|---|---|---|---|---|---|

@@ -21,6 +21,28 @@ beside `ours` (fs.softmax), `looped` (the looped strategy forced) and a copy of 
 checked variants against float64 on a hostile input first (softmax_small.long_row_probe), then
 CUPTI kernel time with the L2 flushed, shuffled rounds.
 
+Measured (H100 80GB HBM3 GPU-8994f584, at b0d6ab8; CUPTI kernel time, L2 flushed, us, and the
+copy's time over the variant's; checked variants matched float64 first):
+
+| shape | copy | ours | looped | coop+x | plain+x | coop-x | plain-x |
+|---|---|---|---|---|---|---|---|
+| 4096x32768 fp16 | 171.7 | 183.2 (0.94) | 184.7 (0.93) | 196.3 (0.87) | 195.2 (0.88) | 191.4 (0.90) | 192.4 (0.89) |
+| 2048x32768 fp16 | 81.1 | 92.3 (0.88) | 92.2 (0.88) | 97.6 (0.83) | 97.6 (0.83) | 95.4 (0.85) | 95.4 (0.85) |
+| 16x4194304 fp16 | 81.3 | 107.6 (0.76) | 1015.6 | 107.3 (0.76) | 104.6 (0.78) | 95.3 (0.85) | 95.6 (0.85) |
+| 64x1048576 fp16 | 81.3 | 99.3 (0.82) | 286.6 | 101.9 (0.80) | 100.0 (0.81) | 95.4 (0.85) | 95.5 (0.85) |
+| 256x262144 fp16 | 81.2 | 94.7 (0.86) | 132.7 | 99.3 (0.82) | 98.8 (0.82) | 95.3 (0.85) | 95.2 (0.85) |
+| 16x4194304 fp32 | 170.8 | 222.6 (0.77) | 1126.2 | 223.7 (0.76) | 221.5 (0.77) | 189.8 (0.90) | 189.4 (0.90) |
+
+The cooperative launch costs nothing (plain and cooperative within 2.5% at every shape, either
+way). The exchange costs split 2-3% at one segment a row and 5-17% at the few-long-row shapes
+(16x4194304 fp32 223.7 against 189.8 us): there the wait for the row, once a round, is most of the
+gap to the copy. But with no exchange at all (wrong results) the same rounds of segments read,
+re-read from L2 and write at only 0.85 of the copy in 16 bits (0.90 in fp32), and at one segment a
+row split's loop runs 3-6% behind looped's doing the same work: an exchange hidden completely
+would still leave the 16-bit few-long-row shapes under 90% of the copy on this GPU, whose copy is
+1.4x slower than the H200's, where the same shapes sit lower still (0.71-0.83 in the committed
+run).
+
     PYTHONUNBUFFERED=1 python3 probes/softmax_split_coop.py      (a GPU; $OUT/softmax_split_coop.csv)
 """
 from __future__ import annotations

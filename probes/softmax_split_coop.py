@@ -21,7 +21,7 @@ beside `ours` (fs.softmax), `looped` (the looped strategy forced) and a copy of 
 checked variants against float64 on a hostile input first (softmax_small.long_row_probe), then
 CUPTI kernel time with the L2 flushed, shuffled rounds.
 
-Measured (H100 80GB HBM3 GPU-8994f584, at b0d6ab8; CUPTI kernel time, L2 flushed, us, and the
+Measured (H100 80GB HBM3 GPU-8994f584, at 2eaf7a6; CUPTI kernel time, L2 flushed, us, and the
 copy's time over the variant's; checked variants matched float64 first):
 
 | shape | copy | ours | looped | coop+x | plain+x | coop-x | plain-x |

@@ -43,7 +43,7 @@ def build(agg: Aggregate, tables: dict, figures: list[dict], verify: pd.DataFram
         "claims": claims_view(tables),
         "qa": qa_view(agg, gpu),
         "same_code": same_code_view(agg, tables, gpu),
-        "reproductions": [reproduction_view(agg, g) for g in ([gpu] + [g for g in agg.gpus if g != gpu] if gpu else [None])],
+        "reproductions": [reproduction_view(agg, g) for g in agg.lead_first(gpu) or [None]],
         "cross": cross_gpu_view(agg, tables, gpu),
         "verify": verify_view(verify),
         "ceilings": _ceiling_table(agg) if agg.gpus else None,

@@ -350,6 +350,10 @@ class Aggregate:
     def gpus(self) -> list[str]:
         return sorted(self.envs)
 
+    def lead_first(self, lead: str | None) -> list[str]:
+        """Every GPU read, `lead` (the paper's GPU) first; none when there is no lead."""
+        return [lead] + [g for g in self.gpus if g != lead] if lead else []
+
 
 def _is_fresh(path: Path, fresh_slug: str | None) -> bool:
     """This run's own folder (results/<slug>), as opposed to a committed data/results/<slug>."""

@@ -46,5 +46,8 @@ class FigureData:
 
     @property
     def label(self) -> str:
-        env = self.agg.envs.get(self.gpu, {})
-        return plain(env.get("gpu") or self.gpu)
+        return self.label_of(self.gpu)
+
+    def label_of(self, gpu: str | None) -> str:
+        """A GPU's name as its env.json records it (else its folder's), as figure text."""
+        return plain(self.agg.envs.get(gpu, {}).get("gpu") or gpu)

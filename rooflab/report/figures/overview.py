@@ -8,7 +8,7 @@ from rooflab import datasheet
 from rooflab.report.analysis import KERNEL_TIMING, PLAIN_TIMING
 from rooflab.report.derive import select
 from rooflab.report.figures.inputs import FigureData
-from rooflab.report.figures.style import (DTYPE_SHORT, bytes_axis, color, legend_below, ok, panels, plain, plain_log, top)
+from rooflab.report.figures.style import (DTYPE_SHORT, bytes_axis, color, legend_below, ok, panels, plain_log, top)
 from rooflab.report.fmt import label
 from rooflab.schema import HOST_TIMING, SHAPE_COLUMNS
 
@@ -189,8 +189,7 @@ def reproduction(fig, data: FigureData):
     """rooflab.reproduce.draw over each GPU's reproduction.csv, the paper's GPU first: a panel a GPU."""
     from rooflab import reproduce
 
-    order = [data.gpu] + [g for g in data.agg.gpus if g != data.gpu] if data.gpu else []
-    gpus = [g for g in order if data.agg.has_record(g, "reproduction.csv")]
+    gpus = [g for g in data.agg.lead_first(data.gpu) if data.agg.has_record(g, "reproduction.csv")]
     if not gpus:
         return (f"no reproduction.csv for {data.gpu}: no fresh run was compared with the committed one"
                 if data.gpu else "no GPU results, so no reproduction record")
@@ -201,5 +200,5 @@ def reproduction(fig, data: FigureData):
     axes = panels(fig, len(drawn), width=5.0, height=4.6)
     for ax, gpu in zip(axes, drawn):
         reproduce.draw(frames[gpu], ax)
-        ax.set_title(f"fresh against committed run, {plain(data.agg.envs.get(gpu, {}).get('gpu') or gpu)}", fontsize=9)
+        ax.set_title(f"fresh against committed run, {data.label_of(gpu)}", fontsize=9)
     return None

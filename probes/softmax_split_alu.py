@@ -44,7 +44,8 @@ import triton.language as tl
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
-from softmax_split_slots import SHIPPED_SETTINGS, TOL, _gather, launch_split, program_segment  # noqa: E402
+from softmax_split_slots import (SHIPPED_SETTINGS, TOL, _gather, launch_split, print_split_resources,  # noqa: E402
+                                 program_segment)
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "100"))
 SHAPES = [(1024, 131072, torch.float16), (512, 151936, torch.bfloat16), (256, 262144, torch.float16),
@@ -130,25 +131,9 @@ def timing_only(x, out, sms):
     return _fns(x, out, [m for m in MATHS if m not in CHECKED])
 
 
-def dry_run() -> None:
-    """Compile for sm_90 offline: registers and MUFU.EX2 of each variant's kernel."""
-    from sm90 import compile_for_sm90, programs_per_sm, usage
-    for dtype in (torch.float16, torch.float32):
-        x = torch.empty(64, 1048576, dtype=dtype)
-        slots = torch.empty(1, dtype=torch.int64)
-        for setting, (per_sm, seg_tiles, warps) in SETTINGS.items():
-            for math, code in MATHS.items():
-                consts = (fs.SPLIT_TILE_BYTES // dtype.itemsize, 16 // dtype.itemsize, fs.PARTIALS_BLOCK, code)
-                kernel = compile_for_sm90(_split_alu_kernel, (x, x, slots, 1048576, 1048576, 64, 1048576, 64,
-                                                              seg_tiles) + consts, dict(num_warps=warps))
-                u = usage(kernel)
-                print(f"{str(dtype)[6:]:>8} {setting:>6} {math:>6}: regs {u['regs']} ex2 {u['mufu_ex2']} "
-                      f"ldl {u['ldl']}, {programs_per_sm(u['regs'], warps)} an SM")
-
-
 def main() -> None:
     if os.environ.get("PROBE_DRYRUN") == "1":
-        dry_run()
+        print_split_resources(_split_alu_kernel, {math: (code,) for math, code in MATHS.items()})
         return
     from softmax_small import long_row_probe
     long_row_probe(SHAPES, checked_variants, "softmax_split_alu.csv", BUDGET_S, TOL, extra=timing_only)

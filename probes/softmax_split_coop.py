@@ -11,7 +11,8 @@ and a gather a round)? At the few-long-row shapes the same switches show what th
 exchange cost split where it ships.
 
 Variants per shape, on the shipped table setting (4-tile segments of 16 KB tiles, 8 warps, up to
-4 programs an SM; the probe's kernel is the shipped fused split on aligned rows):
+4 programs an SM; the kernel is softmax_split_lanes's with the shipped phase 1, the shipped fused
+split on aligned rows):
   coop+x     cooperative launch, exchange (split as shipped; checked)
   plain+x    the same grid launched without the cooperative flag (every program is resident on an
              otherwise idle GPU at these grids; the gather's spin is bounded; checked)
@@ -51,59 +52,24 @@ import os
 import sys
 
 import torch
-import triton
-import triton.language as tl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from kernels import fused_softmax as fs  # noqa: E402
-from kernels._device import cdiv  # noqa: E402
-from kernels._device import sm_count as num_sms  # noqa: E402
-from softmax_split_slots import (PARTIALS_BLOCK, SHIPPED_SETTINGS, TILE_BYTES, TOL, _gather,  # noqa: E402
-                                 program_segment)
+from softmax_split_lanes import _split_lanes_kernel  # noqa: E402
+from softmax_split_slots import SHIPPED_SETTINGS, TOL, launch_split  # noqa: E402
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "90"))
 SHAPES = [(4096, 32768, torch.float16), (2048, 32768, torch.float16), (16, 4194304, torch.float16),
           (64, 1048576, torch.float16), (256, 262144, torch.float16), (16, 4194304, torch.float32)]
 
 
-@triton.jit(do_not_specialize=["x_row_stride", "out_row_stride", "n_rows", "n_cols", "n_segs", "seg_tiles"])
-def _split_coop_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride, n_rows, n_cols, n_segs,
-                       seg_tiles, BLOCK: tl.constexpr, VEC: tl.constexpr, PARTIALS_BLOCK: tl.constexpr,
-                       EXCHANGE: tl.constexpr):
-    """The shipped fused split on aligned rows; without EXCHANGE each segment is normalised by its
-    own (max, sum) (wrong unless n_segs is 1)."""
-    seg, first, rows_per_round, start, tag = program_segment(slots_ptr, n_segs, seg_tiles, BLOCK)
-    for row in range(first, n_rows, rows_per_round):
-        x_row = x_ptr + tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
-        o_row = out_ptr + tl.multiple_of(tl.cast(row, tl.int64) * out_row_stride, VEC)
-        part = tl.cast(row, tl.int64) * n_segs
-        m, s = fs._tiles_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
-        if EXCHANGE:
-            fs._publish(slots_ptr, part + seg, m, s, tag)
-            m, s = _gather(slots_ptr, part, n_segs, tag, PARTIALS_BLOCK)
-        fs._tiles_normalize(o_row, x_row, start, seg_tiles, n_cols, m, 1.0 / s, BLOCK, VEC)
-
-
 def split_coop(x: torch.Tensor, out: torch.Tensor, coop: bool, exchange: bool):
-    """One launch on the table setting's grid: rounds of rows, every segment of a round resident."""
+    """One launch on the table setting's grid (`launch_split`): rounds of rows, every segment of a
+    round resident."""
     per_sm, seg_tiles, warps = SHIPPED_SETTINGS["table"]
-    rows, cols = x.shape
-    vec = 16 // x.element_size()
-    assert cols % vec == 0 and x.stride(0) % vec == 0 and out.stride(0) % vec == 0
-    block = TILE_BYTES // x.element_size()
-    n_segs = cdiv(cdiv(cols, block), seg_tiles)
-    slots = fs._slots(x.device, rows, n_segs)
-    consts = dict(BLOCK=block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, EXCHANGE=exchange, num_warps=warps)
-    args = (out, x, slots, x.stride(0), out.stride(0), rows, cols, n_segs, seg_tiles)
-    key = ("split_coop", x.dtype, coop, *sorted(consts.items()))
-    resident = fs._resident_per_sm(key, x.device, lambda: _split_coop_kernel.warmup(
-        *args, grid=(1,), launch_cooperative_grid=coop, **consts))
-    capacity = min(resident, per_sm) * num_sms(x.device)
-    if n_segs > capacity:
-        raise RuntimeError(f"{n_segs} segments a row > {capacity} resident programs")
-    _split_coop_kernel[(min(capacity // n_segs, rows) * n_segs,)](*args, launch_cooperative_grid=coop, **consts)
-    return out
+    return launch_split(_split_lanes_kernel, x, out, per_sm, seg_tiles, warps, coop=coop, LANE_STATS=False,
+                        EXCHANGE=exchange)
 
 
 def checked_variants(x, out, sms):

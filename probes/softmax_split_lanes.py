@@ -64,7 +64,8 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from kernels import fused_softmax as fs  # noqa: E402
-from softmax_split_slots import SHIPPED_SETTINGS, TOL, _gather, launch_split, program_segment  # noqa: E402
+from softmax_split_slots import (SHIPPED_SETTINGS, TOL, _gather, launch_split, print_split_resources,  # noqa: E402
+                                 program_segment)
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "120"))
 SHAPES = [(16, 4194304, torch.float16), (64, 1048576, torch.float16), (256, 262144, torch.float16),
@@ -99,8 +100,10 @@ def _lane_stats(x_row, start, n_tiles, n_cols, BLOCK: tl.constexpr, VEC: tl.cons
 @triton.jit(do_not_specialize=["x_row_stride", "out_row_stride", "n_rows", "n_cols", "n_segs", "seg_tiles"])
 def _split_lanes_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride, n_rows, n_cols, n_segs,
                         seg_tiles, BLOCK: tl.constexpr, VEC: tl.constexpr, PARTIALS_BLOCK: tl.constexpr,
-                        LANE_STATS: tl.constexpr):
-    """The shipped fused split on aligned rows (no peel, no one-tile path), phase 1 by LANE_STATS."""
+                        LANE_STATS: tl.constexpr, EXCHANGE: tl.constexpr):
+    """The shipped fused split on aligned rows (no peel, no one-tile path), phase 1 by LANE_STATS;
+    without EXCHANGE each segment is normalised by its own (max, sum) (wrong unless n_segs is 1;
+    probes/softmax_split_coop.py times that)."""
     seg, first, rows_per_round, start, tag = program_segment(slots_ptr, n_segs, seg_tiles, BLOCK)
     for row in range(first, n_rows, rows_per_round):
         x_row = x_ptr + tl.multiple_of(tl.cast(row, tl.int64) * x_row_stride, VEC)
@@ -110,14 +113,15 @@ def _split_lanes_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride,
             m, s = _lane_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
         else:
             m, s = fs._tiles_stats(x_row, start, seg_tiles, n_cols, BLOCK, VEC)
-        fs._publish(slots_ptr, part + seg, m, s, tag)
-        row_max, row_sum = _gather(slots_ptr, part, n_segs, tag, PARTIALS_BLOCK)
-        fs._tiles_normalize(o_row, x_row, start, seg_tiles, n_cols, row_max, 1.0 / row_sum, BLOCK, VEC)
+        if EXCHANGE:
+            fs._publish(slots_ptr, part + seg, m, s, tag)
+            m, s = _gather(slots_ptr, part, n_segs, tag, PARTIALS_BLOCK)
+        fs._tiles_normalize(o_row, x_row, start, seg_tiles, n_cols, m, 1.0 / s, BLOCK, VEC)
 
 
 def split_lanes(x: torch.Tensor, out: torch.Tensor, setting: str, lanes: bool):
     per_sm, seg_tiles, warps = SHIPPED_SETTINGS[setting]
-    return launch_split(_split_lanes_kernel, x, out, per_sm, seg_tiles, warps, LANE_STATS=lanes)
+    return launch_split(_split_lanes_kernel, x, out, per_sm, seg_tiles, warps, LANE_STATS=lanes, EXCHANGE=True)
 
 
 def checked_variants(x, out, sms):
@@ -179,26 +183,11 @@ def dry_run() -> int:
     return misses
 
 
-def resources() -> None:
-    from sm90 import compile_for_sm90, programs_per_sm, usage
-    for dtype in (torch.float16, torch.float32):
-        x = torch.empty(64, 1048576, dtype=dtype)
-        slots = torch.empty(1, dtype=torch.int64)
-        for setting, (per_sm, seg_tiles, warps) in SHIPPED_SETTINGS.items():
-            for lanes in (False, True):
-                consts = (fs.SPLIT_TILE_BYTES // dtype.itemsize, 16 // dtype.itemsize, fs.PARTIALS_BLOCK, lanes)
-                kernel = compile_for_sm90(_split_lanes_kernel, (x, x, slots, 1048576, 1048576, 64, 1048576, 64,
-                                                                seg_tiles) + consts, dict(num_warps=warps))
-                u = usage(kernel)
-                print(f"{str(dtype)[6:]:>8} {setting:>6} {'lanes' if lanes else 'block':>5}: regs {u['regs']} "
-                      f"ex2 {u['mufu_ex2']} ldl {u['ldl']}, {programs_per_sm(u['regs'], warps)} an SM")
-
-
 def main() -> None:
     if os.environ.get("PROBE_DRYRUN") == "1":
         sys.exit(1 if dry_run() else 0)
     if os.environ.get("PROBE_RESOURCES") == "1":
-        resources()
+        print_split_resources(_split_lanes_kernel, {"block": (False, True), "lanes": (True, True)})
         return
     from softmax_small import long_row_probe
     long_row_probe(SHAPES, checked_variants, "softmax_split_lanes.csv", BUDGET_S, TOL)

@@ -160,11 +160,12 @@ def _split_slots_kernel(out_ptr, x_ptr, slots_ptr, x_row_stride, out_row_stride,
 
 
 def launch_split(kernel, x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_tiles: int, warps: int,
-                 balance: bool = False, **consts):
+                 balance: bool = False, coop: bool = True, **consts):
     """A probe's split kernel (arguments as `_split_slots_kernel`'s, then `consts`) on aligned rows:
     one cooperative launch, every segment of a round resident, the shipped split's 16 KB tiles and
     partials buffers (the same tags and layout). balance: the same number of rounds with the rows
-    dealt out evenly over them (the shipped grid fills every round but the last)."""
+    dealt out evenly over them (the shipped grid fills every round but the last). coop=False: the
+    same grid launched without the cooperative flag."""
     rows, cols = x.shape
     vec = 16 // x.element_size()
     assert cols % vec == 0 and x.stride(0) % vec == 0 and out.stride(0) % vec == 0
@@ -173,17 +174,35 @@ def launch_split(kernel, x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_ti
     slots = fs._slots(x.device, rows, n_segs)
     consts = dict(BLOCK=block, VEC=vec, PARTIALS_BLOCK=PARTIALS_BLOCK, num_warps=warps, **consts)
     args = (out, x, slots, x.stride(0), out.stride(0), rows, cols, n_segs, seg_tiles)
-    key = (kernel.fn.__name__, x.dtype, *sorted(consts.items()))
+    key = (kernel.fn.__name__, x.dtype, coop, *sorted(consts.items()))
     resident = fs._resident_per_sm(key, x.device, lambda: kernel.warmup(
-        *args, grid=(1,), launch_cooperative_grid=True, **consts))
+        *args, grid=(1,), launch_cooperative_grid=coop, **consts))
     capacity = min(resident, per_sm) * num_sms(x.device)
     if n_segs > capacity:
         raise RuntimeError(f"{n_segs} segments a row > {capacity} resident programs")
     per_round = min(capacity // n_segs, rows)
     if balance:
         per_round = cdiv(rows, cdiv(rows, per_round))
-    kernel[(per_round * n_segs,)](*args, launch_cooperative_grid=True, **consts)
+    kernel[(per_round * n_segs,)](*args, launch_cooperative_grid=coop, **consts)
     return out
+
+
+def print_split_resources(kernel, variants: dict) -> None:
+    """No GPU: a probe's split kernel (`_split_slots_kernel`'s arguments, then its constexprs)
+    compiled for sm_90 on each shipped setting, in fp16 and fp32, for each variant (name: the
+    constexpr values after PARTIALS_BLOCK); prints registers, MUFU.EX2, spill loads and programs an SM."""
+    from sm90 import compile_for_sm90, programs_per_sm, usage
+    for dtype in (torch.float16, torch.float32):
+        x = torch.empty(64, 1048576, dtype=dtype)
+        slots = torch.empty(1, dtype=torch.int64)
+        for setting, (per_sm, seg_tiles, warps) in SHIPPED_SETTINGS.items():
+            for name, values in variants.items():
+                consts = (fs.SPLIT_TILE_BYTES // dtype.itemsize, 16 // dtype.itemsize, fs.PARTIALS_BLOCK, *values)
+                compiled = compile_for_sm90(kernel, (x, x, slots, 1048576, 1048576, 64, 1048576, 64, seg_tiles)
+                                            + consts, dict(num_warps=warps))
+                u = usage(compiled)
+                print(f"{str(dtype)[6:]:>8} {setting:>6} {name:>6}: regs {u['regs']} ex2 {u['mufu_ex2']} "
+                      f"ldl {u['ldl']}, {programs_per_sm(u['regs'], warps)} an SM")
 
 
 def split_slots(x: torch.Tensor, out: torch.Tensor, per_sm: int, seg_tiles: int, warps: int, lookahead: bool):

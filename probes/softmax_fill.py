@@ -1,0 +1,86 @@
+"""Probe: where a half-empty row block stops paying, and very short odd rows.
+
+The question. `choose` sends rows whose aligned body fills under ROW_MIN_FILL (3/4) of their
+power-of-two block to looped in LOOPED_SHORT_BLOCK (1024-column) tiles; the rule was set at
+4097 columns (a fill of one half, before the body was peeled). probes/heldout.py (H100
+GPU-7e212431, f87c302) met it at two shapes outside the grid, both at a fill of 0.73: the row
+kernel forced took 1/1.40 (bf16) and 1/1.21 (fp32) of ours's looped time at 512x3000, and
+1/1.16 and 1/1.27 at 6000x6000, where Liger was ahead of ours (0.84x, 0.79x). So where, between a
+fill of one half and three quarters, does the row block stop winning?
+DIAG=fill (default): rows of 2056-3072 columns (4096 block) and 4104-6144 (8192 block), fills from
+0.50 to 0.75, aligned rows, a large and a small problem, fp32 and bf16: `ours`, the row kernel
+on the table's warps (`row`) and on twice and half as many, looped in the table's 1024-column
+tiles (`looped1k`) and in tiles of the whole block (`looped`), Liger and torch.
+DIAG=short: rows of 33 columns (200000 of them, 13-26 MB) ran ours at 33.7 us bf16 and 33.4 fp32
+in the same run, 0.30 and 0.50 of a copy of the same bytes and 0.83x torch, where 131072x64 ran at
+0.99 and 0.97 of the copy. Rows of 32-40 columns (odd, 4- and 8-aligned), rows tiles of 8-128 rows
+on 1-8 warps, against torch, Liger and the copy.
+
+Every variant is checked against float64 on a hostile input with its output poisoned
+(softmax_small.long_row_probe), then timed with CUPTI between L2 flushes in shuffled rounds.
+Writes $OUT/softmax_fill.csv; prints us and the copy's time over each variant's last.
+
+    PYTHONUNBUFFERED=1 python3 probes/softmax_fill.py          (DIAG=short for the short rows)
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from softmax_small import fs, long_row_probe, ours_and_peers  # noqa: E402
+
+DIAG = os.environ.get("DIAG", "fill")
+BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "200"))
+DTYPES = (torch.float32, torch.bfloat16)
+FILL_COLS = (2056, 2304, 2560, 2816, 3000, 3072, 4104, 4608, 5120, 5632, 6000, 6144)
+SHORT_COLS = (33, 32, 36, 40, 64)
+SHORT_ROWS = ((8, 1), (16, 1), (16, 2), (32, 2), (32, 4), (64, 4), (128, 4), (128, 8))
+
+
+def fill_shapes():
+    for dt in DTYPES:
+        for cols in FILL_COLS:
+            yield 8192, cols, dt          # 134-201 MB in fp32, 67-100 in bf16
+        for cols in (3000, 6000):
+            yield 512, cols, dt           # under 8 MB at 3000 columns
+
+
+def fill_variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
+    rows, cols = x.shape
+    fns = ours_and_peers(x)
+    row = fs.config("row", cols, x.dtype)
+    for warps in sorted({row.num_warps // 2, row.num_warps, row.num_warps * 2}):
+        if row.block >= 32 * warps:
+            cfg = fs.Config(block=row.block, num_warps=warps)
+            fns[f"row {warps}"] = lambda cfg=cfg: fs.STRATEGIES["row"].run(x, out, cfg)
+    short = fs.Config(block=fs.LOOPED_SHORT_BLOCK, num_warps=4)
+    fns["looped1k"] = lambda: fs.STRATEGIES["looped"].run(x, out, short)
+    whole = fs.Config(block=row.block, num_warps=max(4, min(16, row.block * x.element_size() // (32 * 64))))
+    fns["looped"] = lambda: fs.STRATEGIES["looped"].run(x, out, whole)
+    return fns
+
+
+def short_shapes():
+    for dt in DTYPES:
+        for cols in SHORT_COLS:
+            yield 200000, cols, dt
+
+
+def short_variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
+    rows, cols = x.shape
+    fns = ours_and_peers(x)
+    block = fs.pow2(cols)
+    for r, w in SHORT_ROWS:
+        cfg = fs.Config(block=block, num_warps=w, rows=r)
+        fns[f"rows {r}x{w}"] = lambda cfg=cfg: fs.STRATEGIES["rows"].run(x, out, cfg)
+    return fns
+
+
+if __name__ == "__main__":
+    if DIAG == "short":
+        long_row_probe(list(short_shapes()), short_variants, "softmax_fill_short.csv", BUDGET_S)
+    else:
+        long_row_probe(list(fill_shapes()), fill_variants, "softmax_fill.csv", BUDGET_S)

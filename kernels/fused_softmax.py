@@ -173,13 +173,19 @@ strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kern
                                                                 (torch.compile 59.7), 32768x4096
                                                                 (512 MiB) 261.1 / 247.9: the
                                                                 threshold moved from 96 to 256 MiB)
-      ... unless the aligned body (cols less cols      looped  (3001 columns; before the body rule,
-      modulo the 16-byte width) fills under 3/4                 16384x4097 in 1024-column tiles: fp16
-      of its power-of-two row block                             1.93 TB/s vs row's 8192 block 1.46-1.60.
-                                                                With the 4096 block, kernel time, us:
-                                                                16384x4097 fp16 row 73.0, 1024-column
-                                                                looped 99.1, torch 236.5; fp32 132.4,
-                                                                142.1, 241.0)
+      however little of its power-of-two block     row     (rows that fill half to three quarters
+      the aligned body fills (cols less cols                    of it, H100 GPU-aa74c6a6, kernel time,
+      modulo the 16-byte width), on a warp per                  us, row / looped in 1024-column tiles,
+      512 of those columns (a power of two, 4-32)               probes/softmax_fill.py: 8192x2056 fp32
+                                                                36.8 / 42.9, bf16 18.8 / 27.7; 8192x3000
+                                                                57.0 / 65.4, 26.2 / 32.4; 8192x4104
+                                                                82.7 / 97.4, 41.6 / 48.4; 8192x6000
+                                                                125.8 / 154.3, 58.5 / 68.0; 512x3000
+                                                                4.16 / 5.06, 3.12 / 4.35; the table's
+                                                                warps of the whole block 1-13% behind.
+                                                                Before the body was peeled, 16384x4097
+                                                                took an 8192 block: 1.46-1.60 TB/s
+                                                                against 1024-column looped's 1.93)
     fp16/bf16 rows over 8192 columns and rows       -> looped  (exp2 kernels, us: 8192x16384 fp16
       >= 4 * SMs, else as above                                 looped 129.1, row 141.1)
     longer rows and rows >= 4 * SMs, the aligned    -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
@@ -304,9 +310,8 @@ ROW_MAX_COLS_FP32 = 32768    # ... fp32 rows keep one program a row up to here
 ROW_MAX_COLS_16BIT_MANY = 8192   # ... fp16/bf16 rows longer than this go looped when there are
                                  # LOOPED_MIN_ROWS_PER_SM rows an SM
 ROW_MIN_ROWS_PER_SM = 2      # ... when there are at least this many rows per SM; else split
-ROW_MIN_FILL = 0.75          # ... and the columns it covers (covered_cols) fill at least this share
-                             # of the power-of-two block;
-                             # emptier blocks go to looped in LOOPED_SHORT_BLOCK tiles
+ROW_MIN_FILL = 0.75          # looped, forced: rows whose covered columns (covered_cols) fill less than this
+                             # share of their power-of-two block take LOOPED_SHORT_BLOCK tiles
 LOOPED_SHORT_BLOCK = 1024    # looped tile for rows that would waste a quarter of a row block
 LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows per SM ...
 LOOPED_MAX_ROW_BYTES = 64 << 10   # ... and the aligned body holds at most this many bytes; else split
@@ -319,6 +324,11 @@ ROWS_MAX_TILE_ROWS_1COL = 512  # ... and for one-column rows,
 ROWS_1COL_LARGE_TILE_ROWS = 1024   # ... twice that when it still gives every SM
 ROWS_1COL_LARGE_TILES_PER_SM = 4   # at least this many tiles
 ROWS_THREAD_ELEMS = 128      # rows: a tile of fewer than 4 warps x this many elements takes fewer warps
+ROWS_SCALAR_TILE_ELEMS = 1024  # rows read an element at a time (no wider access divides the row), whose
+                             # block a warp does not cover: one warp a tile of this many elements
+                             # (200000x33, H100 GPU-aa74c6a6, kernel time, us, probes/softmax_fill.py
+                             # DIAG=short: 16 rows on 1 warp fp32 19.0, bf16 17.3; the table's 32 on 4
+                             # 33.7, 34.1; 32 on 2 32.2, 31.8; torch 28.5, 28.6; copy 17.8, 10.6)
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SMALL_TILE_ELEMS = 512       # rows of SMALL_MIN_BLOCK columns or more, in a problem too small to give
 SMALL_MIN_BLOCK = 128        # every SM one of the table's tiles: tiles of this many elements (at least
@@ -757,13 +767,15 @@ def wide_body(cols: int, dtype: torch.dtype) -> int:
 
 def fills_row_block(cols: int, dtype: torch.dtype) -> bool:
     """Whether the columns a block covers at 16-byte accesses fill at least ROW_MIN_FILL of its
-    power of two (else: looped in LOOPED_SHORT_BLOCK tiles, by `choose` and by looped's `config`)."""
+    power of two (else looped's `config` takes LOOPED_SHORT_BLOCK tiles)."""
     covered = wide_body(cols, dtype)
     return covered >= ROW_MIN_FILL * pow2(covered)
 
 
-def _row_warps(block: int) -> int:
-    return _clamp(block // (32 * ELEMS_PER_THREAD), 4, 32)
+def _row_warps(covered: int) -> int:
+    """Warps of a row program: one per 32 * ELEMS_PER_THREAD of the columns its block covers,
+    rounded down to a power of two, 4 to 32 (a 4096 block holding 2056-4095 columns takes 4)."""
+    return _clamp(pow2(covered // (32 * ELEMS_PER_THREAD) + 1) // 2, 4, 32)
 
 
 def _clamp(v: int, lo: int, hi: int) -> int:
@@ -800,7 +812,7 @@ def config(strategy: str, cols: int, dtype: torch.dtype, rows: int | None = None
     covered = wide_body(cols, dtype)                           # columns at 16-byte accesses
     body = pow2(covered)                                       # row and looped blocks
     if strategy == "row":
-        return Config(block=body, num_warps=_row_warps(body))
+        return Config(block=body, num_warps=_row_warps(covered))
     if strategy == "looped":
         if cols <= ROW_MAX_COLS and not fills_row_block(cols, dtype):
             return Config(block=LOOPED_SHORT_BLOCK, num_warps=4)
@@ -877,17 +889,22 @@ def _grid(work: int, cfg: Config, device: torch.device) -> int:
 
 def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
+    vec = _vec(x, out)
+    if vec == 1 and cfg.block > 32 and cfg.num_warps > 1:   # scalar accesses, a row wider than a warp
+        cfg = Config(block=cfg.block, num_warps=1, rows=_clamp(ROWS_SCALAR_TILE_ELEMS // cfg.block, 1, cfg.rows),
+                     per_sm=cfg.per_sm)
     grid = (_grid(cdiv(rows, cfg.rows), cfg, x.device),)
     return _rows_kernel, grid, (out, x, x.stride(0), out.stride(0), rows, cols, cfg.rows, cfg.block,
-                                _vec(x, out), bool(cfg.per_sm)), dict(num_warps=cfg.num_warps, num_stages=1)
+                                vec, bool(cfg.per_sm)), dict(num_warps=cfg.num_warps, num_stages=1)
 
 
 def _row_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
     vec, peel = _access(x, out)
-    block = pow2(covered_cols(cols, vec))     # without PEEL vec divides cols: the whole row
+    covered = covered_cols(cols, vec)         # without PEEL vec divides cols: the whole row
+    block = pow2(covered)
     if block > cfg.block:     # narrower accesses than the table assumed: a longer body, a bigger block
-        cfg = Config(block=block, num_warps=_row_warps(block), per_sm=cfg.per_sm)
+        cfg = Config(block=block, num_warps=_row_warps(covered), per_sm=cfg.per_sm)
     return _row_kernel, (_grid(rows, cfg, x.device),), (out, x, x.stride(0), out.stride(0), rows, cols,
                                                          cfg.block, vec, peel, bool(cfg.per_sm)), \
         dict(num_warps=cfg.num_warps, num_stages=1)
@@ -1087,7 +1104,7 @@ def choose(rows: int, cols: int, dtype: torch.dtype, sms: int) -> str:
                  and (dtype == torch.float32 or cols >= LOOPED_LARGE_MIN_COLS_16BIT))
         long16 = (dtype != torch.float32 and cols > ROW_MAX_COLS_16BIT_MANY
                   and rows >= LOOPED_MIN_ROWS_PER_SM * sms)
-        return "row" if fills_row_block(cols, dtype) and not large and not long16 else "looped"
+        return "looped" if large or long16 else "row"
     if (cols > row_max and rows >= LOOPED_MIN_ROWS_PER_SM * sms
             and wide_body(cols, dtype) * dtype.itemsize <= LOOPED_MAX_ROW_BYTES):
         return "looped"

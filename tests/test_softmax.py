@@ -222,6 +222,43 @@ def test_looped_tiles():
     assert config("split", 1000, torch.float16, rows=3, sms=132).block == 1024     # short rows: one tile
 
 
+def test_row_warps_follow_the_columns_the_block_covers():
+    """A warp per 512 covered columns, rounded down to a power of two (4 to 32): a full block
+    keeps the table's warps, a block filled half to three quarters takes half of them."""
+    assert config("row", 4096, torch.float32).num_warps == 8
+    assert config("row", 3072, torch.float32) == Config(block=4096, num_warps=4)
+    assert config("row", 2056, torch.bfloat16) == Config(block=4096, num_warps=4)
+    assert config("row", 4104, torch.float32) == Config(block=8192, num_warps=8)
+    assert config("row", 6000, torch.bfloat16) == Config(block=8192, num_warps=8)
+    assert config("row", 8192, torch.bfloat16).num_warps == 16
+    assert config("row", 32768, torch.float32).num_warps == 32
+    assert config("row", 1000, torch.float32) == Config(block=1024, num_warps=4)
+    assert config("row", 4097, torch.float16) == Config(block=4096, num_warps=8)   # a 4096 body
+
+
+def test_rows_tile_of_scalar_accesses_takes_one_warp():
+    """Rows no access wider than one element divides (33 columns) and wider than a warp's 32
+    lanes go on one warp, ROWS_SCALAR_TILE_ELEMS a tile; rows on a wider access keep the table's."""
+    cfg = config("rows", 33, torch.float32)
+    assert cfg.block == 64 and cfg.num_warps > 1
+    x = logits(40, 33, torch.float32)
+    _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), cfg)
+    assert launch["num_warps"] == 1 and args[6] == sm.ROWS_SCALAR_TILE_ELEMS // 64 and grid == (triton_cdiv(40, 16),)
+    x = logits(40, 36, torch.float32)                  # 16-byte rows: the table's tile
+    _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), cfg)
+    assert launch["num_warps"] == cfg.num_warps and args[6] == cfg.rows
+    x = logits(3, 7, torch.float32)                    # a block a warp covers: the table's tile
+    small = config("rows", 7, torch.float32)
+    assert sm._rows_args(x, torch.empty_like(x), small)[3]["num_warps"] == small.num_warps
+    for cols in (33, 129, 511):
+        for dtype in DTYPES:
+            x = logits(37, cols, dtype)
+            x[0, ::5] = NINF
+            x[1] = NINF
+            x[2, 3] = 1e4 if dtype != torch.float32 else 1e30
+            check(run_poisoned("rows", x), x)
+
+
 def test_split_segment_all_neg_inf():
     """A segment entirely -inf (max -inf, sum 0) must not turn a finite row into NaN."""
     x = torch.randn(2, 300)
@@ -292,8 +329,11 @@ def test_dispatch_rule():
     assert choose(4096, 8192, torch.float32, sms) == "row"          # longer than LOOPED_LARGE_MAX_COLS
     assert choose(16384, 4097, torch.float16, sms) == "row"         # a 4096 body and edges
     assert choose(16384, 4097, torch.float32, sms) == "row"         # longer than LOOPED_LARGE_MAX_COLS
-    assert choose(16384, 3001, torch.float16, sms) == "looped"      # body fills under 3/4 of 4096
+    assert choose(16384, 3001, torch.float16, sms) == "row"         # body fills under 3/4 of 4096
+    assert choose(8192, 4104, torch.float32, sms) == "row"          # ... or half of 8192
+    assert choose(512, 3000, torch.bfloat16, sms) == "row"
     assert choose(16384, 6144, torch.float16, sms) == "row"         # three quarters full
+    assert choose(65536, 3000, torch.float32, sms) == "looped"      # 750 MiB: LOOPED_MIN_BYTES
     assert choose(4096, 16384, torch.float32, sms) == "row"
     assert choose(8192, 16384, torch.float16, sms) == "looped"      # 16-bit, over 8192 columns, >= 4 rows an SM
     assert choose(300, 16384, torch.bfloat16, sms) == "row"         # ... fewer rows: row as before

@@ -17,6 +17,15 @@ where the intervals overlap):
            and from 256 MB of KV cache up its share of the GPU's read ceiling (the committed run's
            ceilings.csv for this GPU, whole-buffer and size-matched).
 
+Measured at f87c302 (H100 GPU-7e212431, 144 s for both studies; README "Shapes outside the grid"):
+softmax at 8 MB and more bf16 8 wins, 2 ties, 2 losses (geometric mean 1.27x), fp32 5, 4 and 4
+(1.14x); the losses at 6000x6000 and 512x3000 (looped where the row kernel forced took 1/1.16-1/1.40
+of its time), 200000x33 (0.83x torch) and 131072x64 fp32 (0.95x torch.compile); at 128 MB and more 3
+of 7 bf16 and 6 of 8 fp32 shapes at 90% of the in-trial copy, the lowest 32x2097152 (0.80, 0.81).
+Decode bf16 against cuDNN 3 wins and 7 ties (0.983-1.733x), FA2 1.02-1.22x, paged 0.925-1.018 of
+the contiguous speed (slowest at head_dim 64), and none of the 8 shapes of 256 MB and more at 95%
+of the read ceiling (0.889-0.948).
+
 Run from the repository root (GPU):  python3 probes/heldout.py
   STUDIES=softmax,decode   SOFTMAX_DTYPES=float32,bfloat16   DECODE_DTYPES=bfloat16
 Writes $OUT/heldout_<study>_<dtype>.csv (the results schema) and $OUT/heldout_comparisons.csv;

@@ -70,11 +70,15 @@ class Ceiling:
     name: str | None = None   # the ceilings.csv row `measured` comes from
 
 
-def error_metrics(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
+def error_metrics(out: torch.Tensor, ref: torch.Tensor, per_row: bool = False) -> tuple[float, float]:
     """(max |out - ref|, ||out - ref|| / ||ref||) over float64 copies.
 
     Positions where the reference is not finite must match exactly (same inf, NaN where
-    NaN); any other non-finite output makes the relative error infinite.
+    NaN); any other non-finite output makes the relative error infinite. per_row: the
+    relative error is the worst over the rows of the last dimension, each against its own
+    norm (a row whose reference is all zero: its largest |out - ref|), so a row of small
+    norm (decode's output for a long sequence, an average of many V rows) is not hidden by
+    rows of large norm in the whole tensor's.
     """
     out = out.detach().to(torch.float64)
     ref = ref.detach().to(device=out.device, dtype=torch.float64)
@@ -89,6 +93,12 @@ def error_metrics(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
         return 0.0, 0.0
     diff = (out[finite] - ref[finite])
     max_abs = float(diff.abs().max())
+    if per_row:
+        width = out.shape[-1] if out.dim() else 1
+        delta = torch.where(finite, out - ref, 0.0).reshape(-1, width)
+        norm = torch.where(finite, ref, 0.0).reshape(-1, width).norm(dim=-1)
+        rows = torch.where(norm > 0, delta.norm(dim=-1) / norm.clamp_min(1e-300), delta.abs().amax(dim=-1))
+        return max_abs, float(rows.max())
     denom = float(ref[finite].norm())
     rel = float(diff.norm()) / denom if denom > 0 else max_abs
     return max_abs, rel

@@ -14,14 +14,16 @@ def _seed():
 
 @pytest.fixture
 def poison(monkeypatch):
-    """Every torch.empty (outputs, partials) starts as NaN, so any element a kernel fails to write shows."""
-    empty = torch.empty
+    """Every torch.empty and torch.empty_like (outputs, partials) starts as NaN, so any element a
+    kernel fails to write shows."""
+    def nan_filled(make):
+        def made(*args, **kwargs):
+            t = make(*args, **kwargs)
+            return t.fill_(float("nan")) if t.is_floating_point() else t
+        return made
 
-    def nan_empty(*args, **kwargs):
-        t = empty(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t
-
-    monkeypatch.setattr(torch, "empty", nan_empty)
+    monkeypatch.setattr(torch, "empty", nan_filled(torch.empty))
+    monkeypatch.setattr(torch, "empty_like", nan_filled(torch.empty_like))
 
 
 @pytest.fixture

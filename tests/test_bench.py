@@ -128,6 +128,21 @@ def test_error_metrics_treat_non_finite_values_strictly(out, ref, finite):
     assert math.isfinite(rel) == finite
 
 
+def test_error_metrics_per_row_sees_an_error_the_whole_tensor_hides():
+    """A 30% error in a row of small norm is 3e-4 of the whole tensor's norm, 0.3 of its own."""
+    ref = torch.tensor([[10.0, 0.0], [0.01, 0.0], [0.0, 0.0]])
+    out = torch.tensor([[10.0, 0.0], [0.013, 0.0], [0.0, 0.0]])
+    assert error_metrics(out, ref)[1] == pytest.approx(3e-4)
+    assert error_metrics(out, ref, per_row=True)[1] == pytest.approx(0.3)
+    assert error_metrics(ref, ref, per_row=True) == (0.0, 0.0)
+    zero_row_written = ref.clone()
+    zero_row_written[2, 1] = 0.5                                  # an all-zero row: its largest |error|
+    assert error_metrics(zero_row_written, ref, per_row=True)[1] == pytest.approx(0.5)
+    nan_where_torch_gives_nan = torch.tensor([[float("nan"), 1.0]])
+    assert error_metrics(nan_where_torch_gives_nan, nan_where_torch_gives_nan, per_row=True) == (0.0, 0.0)
+    assert math.isinf(error_metrics(torch.tensor([[0.0, 1.0]]), nan_where_torch_gives_nan, per_row=True)[1])
+
+
 def test_bench_config_defaults_meet_the_sampling_floor():
     cfg = BenchConfig()
     assert cfg.trials >= 3 and cfg.min_reps >= 20 and cfg.warmup_ms > 0 and cfg.rep_ms > 0

@@ -35,10 +35,18 @@ def _rest(plan, name):
 
 
 def _assert_close(out, ref, dtype):
+    """Every (sequence, head) output row within the study's relative tolerance of its own norm:
+    a whole-tensor norm is dominated by the short sequences (a one-token sequence's output is a V
+    row, a long one's an average of many), so a wrong long sequence would hide in it. A row whose
+    reference is all zero (a sequence of length 0) must be zero."""
     assert out.dtype == dtype
     assert torch.isfinite(out).all(), "unwritten or non-finite outputs"
-    rel = float((out.double() - ref).norm() / ref.norm().clamp_min(1e-30))
-    assert rel < TOLERANCE[str(dtype).removeprefix("torch.")], rel
+    diff = (out.double() - ref).flatten(0, -2).norm(dim=-1)
+    norm = ref.flatten(0, -2).norm(dim=-1)
+    assert not diff[norm == 0].any(), "non-zero output for a sequence of length 0"
+    rel = (diff / norm.clamp_min(1e-30))[norm > 0]
+    worst = float(rel.max()) if rel.numel() else 0.0
+    assert worst < TOLERANCE[str(dtype).removeprefix("torch.")], worst
 
 
 def _case_past_lengths_poisoned(heads_q, heads_kv, cache_len, head_dim, dtype, lens, page_size, seed):
@@ -456,6 +464,22 @@ def test_study_roundtrip_on_cpu(ragged):
     if ragged:
         wrong = decode_attention(inputs["q"], inputs["k_cache"], inputs["v_cache"])
         assert study.check(wrong, ref, inputs)[1] > study.tolerance("bfloat16")
+
+
+def test_study_check_catches_a_wrong_long_sequence_beside_a_one_token_one():
+    """Ragged lengths put a one-token sequence first, whose output (a V row) dwarfs a long one's
+    (an average of many): 30% off on the long sequence is within bf16's tolerance of the whole
+    tensor's norm, not of its own rows'."""
+    shape = study.shapes([{"batch": 3, "heads_q": 4, "heads_kv": 2, "cache_len": 301, "head_dim": 32,
+                           "ragged": True}])[0]
+    inputs = study.make_inputs(shape, torch.bfloat16, "cpu")
+    ref = study.reference(inputs)
+    assert inputs["seqlens"][0] == 1 and inputs["seqlens"][1] == 301
+    wrong = ref.clone()
+    wrong[1] *= 0.7
+    whole = float((wrong - ref).norm() / ref.norm())
+    assert whole < study.tolerance("bfloat16")                     # hidden in the whole tensor
+    assert study.check(wrong.to(torch.bfloat16), ref, inputs)[1] > study.tolerance("bfloat16")
 
 
 @pytest.mark.parametrize("cache_len,ragged,passed", [(128, False, False), (128, True, True), (70, False, True)])

@@ -325,10 +325,11 @@ ROWS_1COL_LARGE_TILE_ROWS = 1024   # ... twice that when it still gives every SM
 ROWS_1COL_LARGE_TILES_PER_SM = 4   # at least this many tiles
 ROWS_THREAD_ELEMS = 128      # rows: a tile of fewer than 4 warps x this many elements takes fewer warps
 ROWS_SCALAR_TILE_ELEMS = 1024  # rows read an element at a time (no wider access divides the row), whose
-                             # block a warp does not cover: one warp a tile of this many elements
+ROWS_SCALAR_MAX_BLOCK = 64   # block is wider than a warp, up to this: one warp a tile of that many elements
                              # (200000x33, H100 GPU-aa74c6a6, kernel time, us, probes/softmax_fill.py
                              # DIAG=short: 16 rows on 1 warp fp32 19.0, bf16 17.3; the table's 32 on 4
-                             # 33.7, 34.1; 32 on 2 32.2, 31.8; torch 28.5, 28.6; copy 17.8, 10.6)
+                             # 33.7, 34.1; 32 on 2 32.2, 31.8; torch 28.5, 28.6; copy 17.8, 10.6; wider
+                             # blocks of scalar rows, 65-511 columns, not measured: the table's tile)
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SMALL_TILE_ELEMS = 512       # rows of SMALL_MIN_BLOCK columns or more, in a problem too small to give
 SMALL_MIN_BLOCK = 128        # every SM one of the table's tiles: tiles of this many elements (at least
@@ -890,7 +891,7 @@ def _grid(work: int, cfg: Config, device: torch.device) -> int:
 def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
     vec = _vec(x, out)
-    if vec == 1 and cfg.block > 32 and cfg.num_warps > 1:   # scalar accesses, a row wider than a warp
+    if vec == 1 and 32 < cfg.block <= ROWS_SCALAR_MAX_BLOCK and cfg.num_warps > 1:   # scalar, wider than a warp
         cfg = Config(block=cfg.block, num_warps=1, rows=_clamp(ROWS_SCALAR_TILE_ELEMS // cfg.block, 1, cfg.rows),
                      per_sm=cfg.per_sm)
     grid = (_grid(cdiv(rows, cfg.rows), cfg, x.device),)

@@ -237,8 +237,9 @@ def test_row_warps_follow_the_columns_the_block_covers():
 
 
 def test_rows_tile_of_scalar_accesses_takes_one_warp():
-    """Rows no access wider than one element divides (33 columns) and wider than a warp's 32
-    lanes go on one warp, ROWS_SCALAR_TILE_ELEMS a tile; rows on a wider access keep the table's."""
+    """Rows no access wider than one element divides (33 columns), whose block is wider than a
+    warp's 32 lanes up to ROWS_SCALAR_MAX_BLOCK, go on one warp, ROWS_SCALAR_TILE_ELEMS a tile;
+    rows on a wider access, or in a wider block, keep the table's."""
     cfg = config("rows", 33, torch.float32)
     assert cfg.block == 64 and cfg.num_warps > 1
     x = logits(40, 33, torch.float32)
@@ -250,6 +251,9 @@ def test_rows_tile_of_scalar_accesses_takes_one_warp():
     x = logits(3, 7, torch.float32)                    # a block a warp covers: the table's tile
     small = config("rows", 7, torch.float32)
     assert sm._rows_args(x, torch.empty_like(x), small)[3]["num_warps"] == small.num_warps
+    x = logits(40, 129, torch.float32)                 # a 256 block: the table's tile (not measured)
+    wide = config("rows", 129, torch.float32)
+    assert wide.num_warps > 1 and sm._rows_args(x, torch.empty_like(x), wide)[3]["num_warps"] == wide.num_warps
     for cols in (33, 129, 511):
         for dtype in DTYPES:
             x = logits(37, cols, dtype)

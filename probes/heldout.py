@@ -119,56 +119,55 @@ def measure(study_name: str, dtype: str, ceilings: dict, bench: BenchConfig, mon
     return path
 
 
-def report(study: str, frame: pd.DataFrame, ceilings: dict) -> list[str]:
-    """One line a case, then a summary a dtype."""
+def side_by_side(frame: pd.DataFrame, study: str, keys: list, first: str, others: dict) -> pd.DataFrame:
+    """The comparisons against `first`, each of `others` ({against: suffix}) beside them as
+    vs_best_<suffix> and best_impl_<suffix>, and the strategy ours dispatched to."""
     table = comparisons(frame, study)
-    lines = []
-    if study == "softmax":
-        peer, forced, copy = (select(table, study, a) for a in ("peer", "strategy", "copy"))
-        keyed = peer.merge(forced[["dtype", "rows", "cols", "best_impl", "vs_best"]], on=["dtype", "rows", "cols"],
-                           suffixes=("", "_forced"))
-        keyed = keyed.merge(copy[["dtype", "rows", "cols", "vs_best"]].rename(columns={"vs_best": "copy_share"}),
-                            on=["dtype", "rows", "cols"], how="left")
-        strategy = frame[frame["impl"] == "ours"].drop_duplicates(["dtype", "rows", "cols"])[
-            ["dtype", "rows", "cols", "strategy"]]
-        keyed = keyed.merge(strategy, on=["dtype", "rows", "cols"], how="left")
-        for r in keyed.itertuples():
-            lines.append(f"  {r.dtype:8} {r.rows:>7}x{r.cols:<8} {r.bytes / 1e6:8.1f} MB {r.timing:6} "
-                         f"{r.strategy or '-':6} ours {r.ours_ms * 1e3:9.2f} us | vs {r.best_impl:13} "
-                         f"{r.vs_best:5.3f}x {r.vs_best_outcome:4} | ours/best forced ({r.best_impl_forced}) "
-                         f"{1 / r.vs_best_forced:5.3f} | copy share {r.copy_share:5.3f}")
-        for dtype, part in keyed.groupby("dtype"):
-            big = part[part["bytes"] >= LAUNCH_BOUND_BYTES]
-            large = part[part["bytes"] >= LARGE_SOFTMAX_BYTES]
-            out = big["vs_best_outcome"].value_counts().to_dict()
-            lines.append(f"softmax {dtype}: >= 8 MB vs fastest peer {out} geomean {geomean(big['vs_best']):.3f} "
-                         f"worst {big['vs_best'].min():.3f}; < 8 MB "
-                         f"{part[part['bytes'] < LAUNCH_BOUND_BYTES]['vs_best_outcome'].value_counts().to_dict()}; "
-                         f"ours/best forced max {(1 / part['vs_best_forced']).max():.3f}; >= 128 MB copy share "
-                         f"min {large['copy_share'].min():.3f}, {int((large['copy_share'] >= 0.9).sum())} of "
-                         f"{len(large)} at 0.90")
-        return lines
-    cudnn, fa2, paged = (select(table, study, a) for a in ("sdpa_cudnn", "sdpa_flash", "ours_paged"))
-    keys = ["dtype", "batch", "heads_q", "heads_kv", "cache_len", "head_dim", "ragged"]
-    keyed = cudnn.merge(fa2[keys + ["vs_best"]], on=keys, suffixes=("", "_fa2"), how="left")
-    keyed = keyed.merge(paged[keys + ["vs_best"]], on=keys, suffixes=("", "_paged"), how="left")
+    keyed = select(table, study, first)
+    for against, suffix in others.items():
+        other = select(table, study, against)[keys + ["vs_best", "best_impl"]]
+        keyed = keyed.merge(other.rename(columns={"vs_best": f"vs_best_{suffix}", "best_impl": f"best_impl_{suffix}"}),
+                            on=keys, how="left")
     strategy = frame[frame["impl"] == "ours"].drop_duplicates(keys)[keys + ["strategy"]]
-    keyed = keyed.merge(strategy, on=keys, how="left")
-    read = ceilings.get("read_tbps")
-    for r in keyed.itertuples():
-        sized = rate_at(ceilings, r.bytes, "read")
-        lines.append(f"  {r.dtype:8} {r.shape:38} {r.bytes / 1e6:8.1f} MB {r.timing:6} {r.strategy or '-':8} "
-                     f"ours {r.ours_ms * 1e3:9.2f} us | cuDNN {r.vs_best:5.3f}x {r.vs_best_outcome:4} | FA2 "
-                     f"{r.vs_best_fa2:5.3f}x | paged/contig {1 / r.vs_best_paged:5.3f} | read share "
-                     f"{r.ours_metric / read:5.3f} (own size {r.ours_metric / sized:5.3f})")
+    return keyed.merge(strategy, on=keys, how="left")
+
+
+def softmax_lines(frame: pd.DataFrame) -> list[str]:
+    """One line a case, then a summary a dtype."""
+    keyed = side_by_side(frame, "softmax", ["dtype", "rows", "cols"], "peer", {"strategy": "forced", "copy": "copy"})
+    lines = [f"  {r.dtype:8} {r.rows:>7}x{r.cols:<8} {r.bytes / 1e6:8.1f} MB {r.timing:6} {r.strategy:6} "
+             f"ours {r.ours_ms * 1e3:9.2f} us | vs {r.best_impl:13} {r.vs_best:5.3f}x {r.vs_best_outcome:4} | "
+             f"ours/best forced ({r.best_impl_forced}) {1 / r.vs_best_forced:5.3f} | copy share {r.vs_best_copy:5.3f}"
+             for r in keyed.itertuples()]
     for dtype, part in keyed.groupby("dtype"):
-        large = part[part["bytes"] >= LARGE_DECODE_BYTES]
+        big, small = part[part["bytes"] >= LAUNCH_BOUND_BYTES], part[part["bytes"] < LAUNCH_BOUND_BYTES]
+        large = part[part["bytes"] >= LARGE_SOFTMAX_BYTES]
+        lines.append(f"softmax {dtype}: >= 8 MB vs fastest peer {big['vs_best_outcome'].value_counts().to_dict()} "
+                     f"geomean {geomean(big['vs_best']):.3f} worst {big['vs_best'].min():.3f}; < 8 MB "
+                     f"{small['vs_best_outcome'].value_counts().to_dict()}; ours/best forced max "
+                     f"{(1 / part['vs_best_forced']).max():.3f}; >= 128 MB copy share min "
+                     f"{large['vs_best_copy'].min():.3f}, {int((large['vs_best_copy'] >= 0.9).sum())} of {len(large)} at 0.90")
+    return lines
+
+
+def decode_lines(frame: pd.DataFrame, ceilings: dict) -> list[str]:
+    """One line a case, then a summary a dtype; read shares against the whole-buffer read ceiling
+    and against a read of the case's own size (rooflab.sized_ceilings)."""
+    keys = ["dtype", "batch", "heads_q", "heads_kv", "cache_len", "head_dim", "ragged"]
+    keyed = side_by_side(frame, "decode", keys, "sdpa_cudnn", {"sdpa_flash": "fa2", "ours_paged": "paged"})
+    read = ceilings.get("read_tbps")
+    lines = [f"  {r.dtype:8} {r.shape:38} {r.bytes / 1e6:8.1f} MB {r.timing:6} {r.strategy:8} "
+             f"ours {r.ours_ms * 1e3:9.2f} us | cuDNN {r.vs_best:5.3f}x {r.vs_best_outcome:4} | FA2 "
+             f"{r.vs_best_fa2:5.3f}x | paged/contig {1 / r.vs_best_paged:5.3f} | read share "
+             f"{r.ours_metric / read:5.3f} (own size {r.ours_metric / rate_at(ceilings, r.bytes, 'read'):5.3f})"
+             for r in keyed.itertuples()]
+    for dtype, part in keyed.groupby("dtype"):
+        share = part[part["bytes"] >= LARGE_DECODE_BYTES]["ours_metric"] / read
         lines.append(f"decode {dtype}: vs cuDNN {part['vs_best_outcome'].value_counts().to_dict()} "
                      f"{part['vs_best'].min():.3f}-{part['vs_best'].max():.3f}x geomean {geomean(part['vs_best']):.3f}; "
                      f"vs FA2 {part['vs_best_fa2'].min():.3f}-{part['vs_best_fa2'].max():.3f}x; paged/contig "
                      f"{(1 / part['vs_best_paged']).min():.3f}-{(1 / part['vs_best_paged']).max():.3f}; >= 256 MB read "
-                     f"share min {(large['ours_metric'] / read).min():.3f}, "
-                     f"{int((large['ours_metric'] / read >= 0.95).sum())} of {len(large)} at 0.95")
+                     f"share min {share.min():.3f}, {int((share >= 0.95).sum())} of {len(share)} at 0.95")
     return lines
 
 
@@ -190,7 +189,7 @@ def main() -> None:
         for r in bad.itertuples():
             lines.append(f"  not ok: {r.impl} {r.dtype} {r.status} {r.message}")
         tables.append(comparisons(frame, study))
-        lines += report(study, frame, ceilings)
+        lines += softmax_lines(frame) if study == "softmax" else decode_lines(frame, ceilings)
     pd.concat(tables).to_csv(os.path.join(OUT, "heldout_comparisons.csv"), index=False)
     print("\n".join(lines))
 

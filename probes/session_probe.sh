@@ -1,7 +1,8 @@
 # One device call of probes, each under its own time limit so that one that hangs or runs long
 # costs only its share; the table each prints last is echoed at the end.
 #   bash probes/session_probe.sh COMMIT [hopper_tests] NAME:LIMIT_S[:BUDGET_S[:DIAG]] ...
-# hopper_tests: the Gluon attention kernel's GPU tests first. BUDGET_S goes to the probe as
+# hopper_tests: the suite's GPU tests first (the Gluon attention kernel, softmax's lean launcher and
+# native replay: outside the interpreter the suite's conftest turns on). BUDGET_S goes to the probe as
 # PROBE_BUDGET_S (when it stops starting new work), DIAG as DIAG (else the caller's DIAG).
 set -o pipefail
 . probes/device_setup.sh "$1" || exit 1
@@ -9,7 +10,8 @@ shift
 names=()
 for spec in "$@"; do
     if [ "$spec" = hopper_tests ]; then
-        timeout 90 python3 -m pytest -q --noconftest -p no:cacheprovider tests/test_attention_hopper.py -k "test_gpu_" -x 2>&1 \
+        timeout 120 python3 -m pytest -q --noconftest -p no:cacheprovider tests/test_attention_hopper.py \
+            tests/test_lean_launch.py tests/test_native_replay.py -k "test_gpu_" -x 2>&1 \
             | tee "$OUT/hopper_tests.log" | tail -4
         continue
     fi

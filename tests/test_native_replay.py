@@ -2,10 +2,12 @@
 its table's bound, and on a GPU softmax's repeat calls through it.
 
 Without a GPU the module is built all the same (a C++ compiler and torch's headers; skipped where
-it cannot be): a call it takes allocates the output and reaches the launch, which then fails naming
+there is no compiler, failed where one cannot build it): a call it takes allocates the output and reaches the launch, which then fails naming
 the missing driver; a call it leaves returns None before that. Those tests launch a stand-in blob,
 so they run only where there is no driver; on a GPU the last test replays real plans.
 """
+import os
+import shutil
 import types
 
 import pytest
@@ -18,10 +20,9 @@ from tests.test_lean_launch import ARGS, compiled
 
 @pytest.fixture(scope="module")
 def mod():
-    try:
-        built = native.build()
-    except Exception as error:   # noqa: BLE001
-        pytest.skip(f"the native replay cannot be built here: {error}")
+    if not (os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")):
+        pytest.skip("no C++ compiler here (g++, clang++ or $CXX): the native replay is not built")
+    built = native.build()          # with a compiler, a failed build is a failure, not a skip
     yield built
     built.clear()
 

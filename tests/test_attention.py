@@ -57,7 +57,7 @@ def test_matches_float64_reference(case, dtype, poison):
     assert _rel(out, attn.reference(q, k, v, causal)) < TOL[dtype]
 
 
-def test_rows_without_visible_keys_are_zero():
+def test_rows_without_visible_keys_are_zero(poison):
     q, k, v = _inputs(1, 2, 2, 40, 17, 64, torch.float16)
     out = attention(q, k, v, causal=True)
     assert torch.equal(out[:, :, :23], torch.zeros_like(out[:, :, :23]))
@@ -123,7 +123,7 @@ def test_warp_specialized_configs_pruned_for_causal():
     assert True not in kept(True, True) and True not in kept(False, False)
 
 
-def test_empty_and_keyless_shapes():
+def test_empty_and_keyless_shapes(poison):
     q, k, v = _inputs(1, 2, 2, 0, 5, 64, torch.float16)
     assert attention(q, k, v).shape == (1, 2, 0, 64)
     q, k, v = _inputs(1, 2, 2, 3, 0, 64, torch.float16)
@@ -328,7 +328,7 @@ def test_reference_nan_values_reach_only_the_rows_that_see_them():
     torch.testing.assert_close(ref[0, 0, :5], attn.reference(q, k, clean, True)[0, 0, :5])
 
 
-def test_reference_rows_without_keys_are_zero_whatever_their_inputs():
+def test_reference_rows_without_keys_are_zero_whatever_their_inputs(poison):
     q, k, v = _inputs(1, 1, 1, 6, 2, 64, torch.float16)     # rows 0..3 see no key
     q[0, 0, :4] = float("nan")
     v[0, 0, 1] = float("inf")

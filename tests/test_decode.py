@@ -152,12 +152,32 @@ def test_length_zero_gives_zeros(poison):
         _assert_close(out[1:], ref[1:], torch.float16)
 
 
-def test_large_logits_and_custom_scale(poison):
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_large_logits_and_custom_scale(poison, dtype):
     # Logits in the hundreds: exp would overflow without the running max.
-    q, k, v = _inputs(2, 4, 4, 77, 64, torch.float16, scale=30.0)
+    q, k, v = _inputs(2, 4, 4, 77, 64, dtype, scale=30.0)
     ref = reference(q, k, v, sm_scale=0.5)
     for splits in (1, 3):
-        _assert_close(decode_attention(q, k, v, sm_scale=0.5, num_splits=splits), ref, torch.float16)
+        _assert_close(decode_attention(q, k, v, sm_scale=0.5, num_splits=splits), ref, dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_keys_at_minus_infinity_inside_the_lengths(poison, dtype):
+    """A key of -inf entries scores -inf (weight 0) against a positive query; a sequence whose every
+    key is so gives NaN, as the float64 reference does (no finite score to normalise by)."""
+    q, k, v = _inputs(2, 4, 2, 40, 32, dtype)
+    q = q.abs() + 0.1                                   # every q.k with a -inf key is -inf
+    k[0, :, 5] = float("-inf")
+    k[0, :, 17] = float("-inf")
+    k[1, 1] = float("-inf")                             # KV head 1 of sequence 1: every key
+    lens = torch.tensor([40, 23], dtype=torch.int32)
+    ref = reference(q, k, v, lens)
+    assert torch.isnan(ref[1, 2:]).all() and torch.isfinite(ref[0]).all() and torch.isfinite(ref[1, :2]).all()
+    for splits in (1, 3):
+        out = decode_attention(q, k, v, lens, num_splits=splits)
+        assert torch.isnan(out[1, 2:]).all(), splits
+        _assert_close(out[0], ref[0], dtype)
+        _assert_close(out[1, :2], ref[1, :2], dtype)
 
 
 def test_reference_chunks_heads_under_a_budget():

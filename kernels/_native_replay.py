@@ -207,11 +207,16 @@ def _load(path: str):
     return mod
 
 
+def cxx() -> str | None:
+    """The host's C++ compiler: $CXX, else g++, else clang++; None without one."""
+    return os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
+
+
 def build():
     """The compiled module, from Triton's cache or compiled now; raises where it cannot be built."""
     import torch
     from triton.runtime.cache import get_cache_manager
-    compiler = os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")
+    compiler = cxx()
     if compiler is None:
         raise RuntimeError("no C++ compiler (g++ or clang++, or $CXX)")
     compile_flags, link_flags = _flags()

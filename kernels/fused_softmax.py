@@ -287,7 +287,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import torch
@@ -311,8 +311,8 @@ ROW_MAX_COLS_FP32 = 32768    # ... fp32 rows keep one program a row up to here
 ROW_MAX_COLS_16BIT_MANY = 8192   # ... fp16/bf16 rows longer than this go looped when there are
                                  # LOOPED_MIN_ROWS_PER_SM rows an SM
 ROW_MIN_ROWS_PER_SM = 2      # ... when there are at least this many rows per SM; else split
-ROW_MIN_FILL = 0.75          # looped, forced: rows whose covered columns (covered_cols) fill less than this
-                             # share of their power-of-two block take LOOPED_SHORT_BLOCK tiles
+ROW_MIN_FILL = 0.75          # looped: rows whose covered columns (covered_cols) fill less than this share
+                             # of their power-of-two block take LOOPED_SHORT_BLOCK tiles
 LOOPED_SHORT_BLOCK = 1024    # looped tile for rows that would waste a quarter of a row block
 LOOPED_MIN_ROWS_PER_SM = 4   # longer rows: looped when there are this many rows per SM ...
 LOOPED_MAX_ROW_BYTES = 64 << 10   # ... and the aligned body holds at most this many bytes; else split
@@ -893,8 +893,7 @@ def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
     vec = _vec(x, out)
     if vec == 1 and 32 < cfg.block <= ROWS_SCALAR_MAX_BLOCK and cfg.num_warps > 1:   # scalar, wider than a warp
-        cfg = Config(block=cfg.block, num_warps=1, rows=_clamp(ROWS_SCALAR_TILE_ELEMS // cfg.block, 1, cfg.rows),
-                     per_sm=cfg.per_sm)
+        cfg = replace(cfg, num_warps=1, rows=_clamp(ROWS_SCALAR_TILE_ELEMS // cfg.block, 1, cfg.rows))
     grid = (_grid(cdiv(rows, cfg.rows), cfg, x.device),)
     return _rows_kernel, grid, (out, x, x.stride(0), out.stride(0), rows, cols, cfg.rows, cfg.block,
                                 vec, bool(cfg.per_sm)), dict(num_warps=cfg.num_warps, num_stages=1)

@@ -59,7 +59,8 @@ def fill_variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
             fns[f"row {warps}"] = lambda cfg=cfg: fs.STRATEGIES["row"].run(x, out, cfg)
     short = fs.Config(block=fs.LOOPED_SHORT_BLOCK, num_warps=4)
     fns["looped1k"] = lambda: fs.STRATEGIES["looped"].run(x, out, short)
-    whole = fs.Config(block=row.block, num_warps=max(4, min(16, row.block * x.element_size() // (32 * 64))))
+    whole = fs.Config(block=row.block,
+                      num_warps=fs._clamp(row.block * x.element_size() // (32 * fs.LOOPED_THREAD_BYTES), 4, 16))
     fns["looped"] = lambda: fs.STRATEGIES["looped"].run(x, out, whole)
     return fns
 

@@ -2,12 +2,10 @@
 its table's bound, and on a GPU softmax's repeat calls through it.
 
 Without a GPU the module is built all the same (a C++ compiler and torch's headers; skipped where
-there is no compiler, failed where one cannot build it): a call it takes allocates the output and reaches the launch, which then fails naming
-the missing driver; a call it leaves returns None before that. Those tests launch a stand-in blob,
+there is no compiler, failed where one cannot build it): a call it takes allocates the output and
+reaches the launch, which then fails naming the missing driver; a call it leaves returns None before that. Those tests launch a stand-in blob,
 so they run only where there is no driver; on a GPU the last test replays real plans.
 """
-import os
-import shutil
 import types
 
 import pytest
@@ -20,7 +18,7 @@ from tests.test_lean_launch import ARGS, compiled
 
 @pytest.fixture(scope="module")
 def mod():
-    if not (os.environ.get("CXX") or shutil.which("g++") or shutil.which("clang++")):
+    if native.cxx() is None:
         pytest.skip("no C++ compiler here (g++, clang++ or $CXX): the native replay is not built")
     built = native.build()          # with a compiler, a failed build is a failure, not a skip
     yield built

@@ -255,6 +255,20 @@ def test_a_second_gpu_is_compared_shape_by_shape_with_the_lead(tmp_path):
     assert "another at" in decode and "on fixture-gpu-two)" in decode       # wins and ties there turned
 
 
+def test_a_second_gpu_with_higher_ceilings_is_said_higher_and_its_code_is_named(tmp_path):
+    lead, other = _two_gpus(tmp_path)
+    ceilings = pd.read_csv(other / "ceilings.csv")
+    ceilings.loc[ceilings["name"].isin(["copy_tbps", "read_tbps"]), "value"] *= 1.25
+    ceilings.to_csv(other / "ceilings.csv", index=False)
+    md = _paper([lead, other])
+    section = md.split("## Appendix D: Across GPUs", 1)[1].split("\n## ", 1)[0]
+    lines = {line.split(",", 1)[0]: line for line in section.splitlines() if line.startswith("- ")}
+    assert "ceiling is 1.25x higher" in lines["- softmax"] and "lower" not in lines["- softmax"]
+    # the fixture's env.json has a commit and no measuring-code id
+    assert "fixture-gpu commit 0000000fixture, measuring code unrecorded" in section
+    assert "cannot be matched to the others' code" in section
+
+
 def test_every_other_gpu_read_has_its_open_flags_listed_after_the_lead(tmp_path):
     lead, other = _two_gpus(tmp_path)
     section = _paper([lead, other, FIXTURES / "results" / "fixture-gpu-partial"]).split(

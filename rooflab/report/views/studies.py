@@ -271,7 +271,25 @@ def cross_gpu_view(agg: Aggregate, tables: dict, lead: str | None = None) -> dic
                   caption="Each GPU against its own measured ceiling (shares from plain-call rows; ratios "
                           "in the timing that judges each shape, the geometric mean with its bootstrap interval over "
                           "the shapes, and the outcomes for ours).")
-    return {"table": table, "gpus": sorted(set(agg.results["gpu"])), "agreement": agreement}
+    return {"table": table, "gpus": sorted(set(agg.results["gpu"])), "agreement": agreement,
+            "code": _measuring_code(agg, sorted(set(tables["comparisons"]["gpu"])))}
+
+
+def _measuring_code(agg: Aggregate, gpus: list[str]) -> str | None:
+    """Which code measured each GPU's run (env.json's commit and measuring-code id, rooflab.measuring_code), as a
+    sentence; where the ids differ, a difference between the GPUs can be the code's as well as the GPU's."""
+    runs = {g: (agg.envs.get(g, {}).get("git_commit"), agg.envs.get(g, {}).get("measuring_code")) for g in gpus}
+    if len(runs) < 2:
+        return None
+    text = "Measured at " + "; ".join(f"{g} commit {c or 'unrecorded'}, measuring code {m or 'unrecorded'}"
+                                       for g, (c, m) in runs.items())
+    codes = {m for _, m in runs.values()}
+    if None in codes:
+        return text + ": a run without a measuring-code id cannot be matched to the others' code."
+    if len(codes) == 1:
+        return text + ": the same kernels, harness and studies measured every GPU."
+    return text + (": the kernels, harness or studies differ between the runs, so a shape whose outcome differs "
+                   "between GPUs may differ through the code as well as the GPU.")
 
 
 def _agreement(agg: Aggregate, comparisons: pd.DataFrame, study: str, lead: str, other: str) -> str | None:
@@ -308,5 +326,7 @@ def _agreement(agg: Aggregate, comparisons: pd.DataFrame, study: str, lead: str,
     text += (f" On {other} ours takes a median {ratio(times.median())} its time on {lead} ({ratio(times.min())} to "
              f"{ratio(times.max())} over {len(timed)} shapes{scope})")
     if here and there:
-        text += f", where the measured {CEILING_LABELS.get(name, name)} ceiling is {ratio(here / there)} lower"
+        label = CEILING_LABELS.get(name, name)
+        text += (f", where the measured {label} ceiling is {ratio(here / there)} lower" if here >= there
+                 else f", where the measured {label} ceiling is {ratio(there / here)} higher")
     return text + "."

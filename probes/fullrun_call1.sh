@@ -6,7 +6,10 @@
 # back to back on the same machine (seen on 3 Dec 2026: the second call of a batch found the first's
 # GPU and results/). So ask for the whole run in one batch: call 1, call 1 again, call 2, call 2
 # again, then the reproduction (fullrun_call3.sh with REPRODUCE_BATCH=1). A repeat resumes what the
-# call before it left unfinished and is a no-op otherwise. Snakemake is stopped cleanly after
+# call before it left unfinished and is a no-op otherwise. Where starts are being refused, a batch
+# pays for each of its calls (15 s each inside the refusal window, 1.5-2 min a failed start): ask for
+# call 1 alone then, and for the rest as soon as it returns (on 6 Dec 2026 call 2, asked for right
+# after call 1 came back, found its machine warm with results/ in place). Snakemake is stopped cleanly after
 # SNAKEMAKE_LIMIT_S (560 s), inside the device's 10-minute limit. Outputs already made are kept
 # ($KEEP, device_setup.sh).
 # Measured on fresh H200 machines: 457 s of jobs at 8dd107b (env_before 13 s, calibrate 16, softmax

@@ -25,6 +25,10 @@ of 7 bf16 and 6 of 8 fp32 shapes at 90% of the in-trial copy, the lowest 32x2097
 Decode bf16 against cuDNN 3 wins and 7 ties (0.983-1.733x), FA2 1.02-1.22x, paged 0.925-1.018 of
 the contiguous speed (slowest at head_dim 64), and none of the 8 shapes of 256 MB and more at 95%
 of the read ceiling (0.889-0.948).
+Again at f86f589, softmax only, after the row-fill and short-row rules changed (H100 GPU-5543ed88, 100 s):
+no loss at 8 MB and more, bf16 10 wins and 2 ties (1.38x), fp32 7 wins and 6 ties (1.24x); ours within
+1.3% of the fastest forced strategy everywhere; at 128 MB and more 4 of 7 bf16 and 7 of 8 fp32 shapes at
+90% of the in-trial copy, 32x2097152 still the lowest (0.78, 0.80).
 
 Run from the repository root (GPU):  python3 probes/heldout.py
   STUDIES=softmax,decode   SOFTMAX_DTYPES=float32,bfloat16   DECODE_DTYPES=bfloat16

@@ -19,6 +19,10 @@ L=1024 and at B=4 L=16384) and two shapes where B * Hkv divides the SM count bad
 the sweep holds the wave-filling counts S=11 and S=5 that were measured against the one-wave rule).
 DIAG=losses: only the committed run's shapes slower than cuDNN (B=64 and B=16 Hkv=32 at 1024-4096
 tokens), S up to 4 and eight (BLOCK_N, warps, stages) configs, the shipped one first.
+SHAPES="4,32,1024;16,8,1024" (any DIAG): only those (B, Hkv, L) shapes, each with forced S and the
+DIAG's configs; PROBE_DTYPE=bfloat16 for bf16 (the H100 run at f86f589 lost to cuDNN at these two
+shapes in bf16, 0.975x and 0.978x, 128 unsplit programs on 132 SMs; fp16 tied):
+    DIAG=losses SHAPES="4,32,1024;16,8,1024" PROBE_DTYPE=bfloat16 python3 probes/decode_balance.py
 DIAG=fullgrid: unsplit launches on a filled grid (B * Hkv >= 0.9 x SMs) up to L=131072, ours
 (FULL_GRID_CONFIG) against the 64 x 4 x 4 tiles it replaced and 64 x 4 x 3.
 DIAG=large: the KV reads of 268-537 MB that the c3249fa run read under 95% of the 4.69 TB/s read
@@ -70,7 +74,7 @@ from rooflab.timing import CudaTimer  # noqa: E402
 DEVICE = "cpu" if DRY else "cuda"
 HQ, D = (8, 32) if DRY else (32, 128)
 READ_TBPS = 4.57             # the committed run's read ceiling (data/results/nvidia-h200/ceilings.csv)
-DTYPE = torch.float16
+DTYPE = getattr(torch, os.environ.get("PROBE_DTYPE", "float16"))   # float16 or bfloat16
 ROUNDS, CALLS = 3, 10        # timed calls per implementation: ROUNDS shuffled rounds of CALLS
 OUT = os.environ.get("OUT", "./probe_out")
 MAIN_SHAPES = [(1, 8, 1024), (1, 8, 16384), (1, 8, 65536), (4, 8, 1024), (4, 8, 16384), (16, 8, 1024),
@@ -94,6 +98,9 @@ if DIAG == "large":   # KV reads of 268-537 MB on 128-program launches, under 95
     MAIN_SHAPES = [(1, 8, 131072), (4, 8, 32768), (1, 32, 32768), (1, 32, 16384), (4, 8, 16384)]
     EXTRA_SHAPES, PAGED_SHAPES, CONFIG_SHAPES = [], [], MAIN_SHAPES
     CONFIGS = [(64, 4, 4), (64, 4, 6), (128, 8, 3), (128, 8, 4), (128, 4, 3), (64, 8, 4)]
+if os.environ.get("SHAPES"):   # "B,Hkv,L;B,Hkv,L": only these shapes, with the DIAG's configs (as DIAG=losses)
+    MAIN_SHAPES = [tuple(int(v) for v in item.split(",")) for item in os.environ["SHAPES"].split(";")]
+    EXTRA_SHAPES, PAGED_SHAPES, CONFIG_SHAPES = [], [], MAIN_SHAPES
 if DRY:
     ROUNDS, CALLS = 1, 2
     MAIN_SHAPES, EXTRA_SHAPES, PAGED_SHAPE = [(1, 2, 300), (2, 2, 200)], [], (2, 2, 200)
@@ -133,7 +140,7 @@ def row(shape, group, impl, splits="", us=None, status="ok", message="", rel=Non
 def checked(shape, group, candidates: dict, ref, splits_of: dict) -> dict:
     """The candidates that run and match the reference; a row for each that does not."""
     good = {}
-    tol = study.tolerance("float16")
+    tol = study.tolerance(str(DTYPE).removeprefix("torch."))
     for name, make in candidates.items():
         if left() < 0:
             row(shape, group, name, splits_of.get(name, ""), status="skipped", message="probe time budget spent")

@@ -123,10 +123,11 @@ def measure(study_name: str, dtype: str, ceilings: dict, bench: BenchConfig, mon
     return path
 
 
-def side_by_side(frame: pd.DataFrame, study: str, keys: list, first: str, others: dict) -> pd.DataFrame:
-    """The comparisons against `first`, each of `others` ({against: suffix}) beside them as
-    vs_best_<suffix> and best_impl_<suffix>, and the strategy ours dispatched to."""
-    table = comparisons(frame, study)
+def side_by_side(frame: pd.DataFrame, table: pd.DataFrame, study: str, keys: list, first: str,
+                 others: dict) -> pd.DataFrame:
+    """The comparisons (`table`, derive.comparisons of `frame`) against `first`, each of `others`
+    ({against: suffix}) beside them as vs_best_<suffix> and best_impl_<suffix>, and the strategy ours
+    dispatched to (from `frame`)."""
     keyed = select(table, study, first)
     for against, suffix in others.items():
         other = select(table, study, against)[keys + ["vs_best", "best_impl"]]
@@ -136,9 +137,10 @@ def side_by_side(frame: pd.DataFrame, study: str, keys: list, first: str, others
     return keyed.merge(strategy, on=keys, how="left")
 
 
-def softmax_lines(frame: pd.DataFrame) -> list[str]:
+def softmax_lines(frame: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     """One line a case, then a summary a dtype."""
-    keyed = side_by_side(frame, "softmax", ["dtype", "rows", "cols"], "peer", {"strategy": "forced", "copy": "copy"})
+    keyed = side_by_side(frame, table, "softmax", ["dtype", "rows", "cols"], "peer",
+                         {"strategy": "forced", "copy": "copy"})
     lines = [f"  {r.dtype:8} {r.rows:>7}x{r.cols:<8} {r.bytes / 1e6:8.1f} MB {r.timing:6} {r.strategy:6} "
              f"ours {r.ours_ms * 1e3:9.2f} us | vs {r.best_impl:13} {r.vs_best:5.3f}x {r.vs_best_outcome:4} | "
              f"ours/best forced ({r.best_impl_forced}) {1 / r.vs_best_forced:5.3f} | copy share {r.vs_best_copy:5.3f}"
@@ -154,11 +156,11 @@ def softmax_lines(frame: pd.DataFrame) -> list[str]:
     return lines
 
 
-def decode_lines(frame: pd.DataFrame, ceilings: dict) -> list[str]:
+def decode_lines(frame: pd.DataFrame, table: pd.DataFrame, ceilings: dict) -> list[str]:
     """One line a case, then a summary a dtype; read shares against the whole-buffer read ceiling
     and against a read of the case's own size (rooflab.sized_ceilings)."""
     keys = ["dtype", "batch", "heads_q", "heads_kv", "cache_len", "head_dim", "ragged"]
-    keyed = side_by_side(frame, "decode", keys, "sdpa_cudnn", {"sdpa_flash": "fa2", "ours_paged": "paged"})
+    keyed = side_by_side(frame, table, "decode", keys, "sdpa_cudnn", {"sdpa_flash": "fa2", "ours_paged": "paged"})
     read = ceilings.get("read_tbps")
     lines = [f"  {r.dtype:8} {r.shape:38} {r.bytes / 1e6:8.1f} MB {r.timing:6} {r.strategy:8} "
              f"ours {r.ours_ms * 1e3:9.2f} us | cuDNN {r.vs_best:5.3f}x {r.vs_best_outcome:4} | FA2 "
@@ -193,7 +195,8 @@ def main() -> None:
         for r in bad.itertuples():
             lines.append(f"  not ok: {r.impl} {r.dtype} {r.status} {r.message}")
         tables.append(comparisons(frame, study))
-        lines += softmax_lines(frame) if study == "softmax" else decode_lines(frame, ceilings)
+        lines += (softmax_lines(frame, tables[-1]) if study == "softmax"
+                  else decode_lines(frame, tables[-1], ceilings))
     pd.concat(tables).to_csv(os.path.join(OUT, "heldout_comparisons.csv"), index=False)
     print("\n".join(lines))
 

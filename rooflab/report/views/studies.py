@@ -278,7 +278,7 @@ def cross_gpu_view(agg: Aggregate, tables: dict, lead: str | None = None) -> dic
 def _measuring_code(agg: Aggregate, gpus: list[str]) -> str | None:
     """Which code measured each GPU's run (env.json's commit and measuring-code id, rooflab.measuring_code), as a
     sentence; where the ids differ, a difference between the GPUs can be the code's as well as the GPU's."""
-    runs = {g: (agg.envs.get(g, {}).get("git_commit"), agg.envs.get(g, {}).get("measuring_code")) for g in gpus}
+    runs = {g: (env.get("git_commit"), env.get("measuring_code")) for g in gpus for env in [agg.envs.get(g, {})]}
     if len(runs) < 2:
         return None
     text = "Measured at " + "; ".join(f"{g} commit {c or 'unrecorded'}, measuring code {m or 'unrecorded'}"
@@ -326,7 +326,6 @@ def _agreement(agg: Aggregate, comparisons: pd.DataFrame, study: str, lead: str,
     text += (f" On {other} ours takes a median {ratio(times.median())} its time on {lead} ({ratio(times.min())} to "
              f"{ratio(times.max())} over {len(timed)} shapes{scope})")
     if here and there:
-        label = CEILING_LABELS.get(name, name)
-        text += (f", where the measured {label} ceiling is {ratio(here / there)} lower" if here >= there
-                 else f", where the measured {label} ceiling is {ratio(there / here)} higher")
+        factor, side = (here / there, "lower") if here >= there else (there / here, "higher")
+        text += f", where the measured {CEILING_LABELS.get(name, name)} ceiling is {ratio(factor)} {side}"
     return text + "."

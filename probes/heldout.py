@@ -29,6 +29,9 @@ Again at f86f589, softmax only, after the row-fill and short-row rules changed (
 no loss at 8 MB and more, bf16 10 wins and 2 ties (1.38x), fp32 7 wins and 6 ties (1.24x); ours within
 1.3% of the fastest forced strategy everywhere; at 128 MB and more 4 of 7 bf16 and 7 of 8 fp32 shapes at
 90% of the in-trial copy, 32x2097152 still the lowest (0.78, 0.80).
+Decode again at 7b90060 (H100 GPU-d693ff5a, 19 s): bf16 against cuDNN 2 wins and 8 ties (0.989-1.747x),
+FA2 1.02-1.22x, paged 0.927-1.009 of the contiguous speed (slowest at head_dim 64 again), 4 of the 8
+shapes of 256 MB and more at 95% of the read ceiling (f86f589's 3.20 TB/s; 0.923-0.988).
 
 Run from the repository root (GPU):  python3 probes/heldout.py
   STUDIES=softmax,decode   SOFTMAX_DTYPES=float32,bfloat16   DECODE_DTYPES=bfloat16

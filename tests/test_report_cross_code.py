@@ -11,11 +11,12 @@ def aggregate(envs: dict) -> Aggregate:
                      ceilings=pd.DataFrame(columns=["gpu", "name", "value", "unit"]), envs=envs)
 
 
-def test_same_measuring_code_on_every_gpu_is_said():
-    agg = aggregate({"gpu-a": {"git_commit": "aaaaaaa", "measuring_code": "0123456789ab"},
+def test_same_measuring_code_on_every_gpu_is_said_and_a_full_commit_is_shortened():
+    agg = aggregate({"gpu-a": {"git_commit": "aaaaaaa" + "0" * 33, "measuring_code": "0123456789ab"},
                      "gpu-b": {"git_commit": "bbbbbbb", "measuring_code": "0123456789ab"}})
     text = _measuring_code(agg, ["gpu-a", "gpu-b"])
     assert "gpu-a commit aaaaaaa, measuring code 0123456789ab" in text and "gpu-b commit bbbbbbb" in text
+    assert "0" * 33 not in text
     assert "the same kernels, harness and studies measured every GPU" in text and "differ" not in text
 
 

@@ -281,7 +281,7 @@ def _measuring_code(agg: Aggregate, gpus: list[str]) -> str | None:
     runs = {g: (env.get("git_commit"), env.get("measuring_code")) for g in gpus for env in [agg.envs.get(g, {})]}
     if len(runs) < 2:
         return None
-    text = "Measured at " + "; ".join(f"{g} commit {c or 'unrecorded'}, measuring code {m or 'unrecorded'}"
+    text = "Measured at " + "; ".join(f"{g} commit {str(c)[:7] if c else 'unrecorded'}, measuring code {m or 'unrecorded'}"
                                        for g, (c, m) in runs.items())
     codes = {m for _, m in runs.values()}
     if None in codes:

@@ -325,12 +325,16 @@ ROWS_MAX_TILE_ROWS_1COL = 512  # ... and for one-column rows,
 ROWS_1COL_LARGE_TILE_ROWS = 1024   # ... twice that when it still gives every SM
 ROWS_1COL_LARGE_TILES_PER_SM = 4   # at least this many tiles
 ROWS_THREAD_ELEMS = 128      # rows: a tile of fewer than 4 warps x this many elements takes fewer warps
-ROWS_SCALAR_TILE_ELEMS = 1024  # rows read an element at a time (no wider access divides the row), whose
-ROWS_SCALAR_MAX_BLOCK = 64   # block is wider than a warp, up to this: one warp a tile of that many elements
-                             # (200000x33, H100 GPU-aa74c6a6, kernel time, us, probes/softmax_fill.py
-                             # DIAG=short: 16 rows on 1 warp fp32 19.0, bf16 17.3; the table's 32 on 4
-                             # 33.7, 34.1; 32 on 2 32.2, 31.8; torch 28.5, 28.6; copy 17.8, 10.6; wider
-                             # blocks of scalar rows, 65-511 columns, not measured: the table's tile)
+ROWS_SCALAR_TILE_ROWS = {64: 16, 128: 8, 256: 8, 512: 2}   # rows read an element at a time (no wider
+                             # access divides the row) in a block wider than a warp: one warp a tile of
+                             # this many rows (at most the table's). 200000 rows, H100, kernel time, us,
+                             # probes/softmax_fill.py DIAG=short, fp32 / bf16 against the table's tile:
+                             # 33 columns 16 rows 19.0 / 17.3 against 32 on 4 warps 33.7 / 34.1 (torch 28.5;
+                             # GPU-aa74c6a6); on GPU-d693ff5a 65 columns 8 rows 32.8 / 22.7 against 16 on 4
+                             # 59.4 / 59.2 (torch 40.7 / 40.4; 16 on 1 36.4 / 29.4), 129 8 rows 67.2 / 41.3
+                             # against 8 on 4 75.8 / 70.9 (73.0 / 66.7; 4 on 1 73.8 / 49.8), 255 134.7 / 70.8
+                             # against 136.1 / 85.6, 511 2 rows 271.0 / 139.6 against 4 on 4 276.6 / 143.0
+                             # (Liger 266.0 / 170.8; 8 on 1 318.6 / 222.7), 301 bf16 89.6 against 100.0
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SMALL_TILE_ELEMS = 512       # rows of SMALL_MIN_BLOCK columns or more, in a problem too small to give
 SMALL_MIN_BLOCK = 128        # every SM one of the table's tiles: tiles of this many elements (at least
@@ -892,8 +896,8 @@ def _grid(work: int, cfg: Config, device: torch.device) -> int:
 def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
     vec = _vec(x, out)
-    if vec == 1 and 32 < cfg.block <= ROWS_SCALAR_MAX_BLOCK and cfg.num_warps > 1:   # scalar, wider than a warp
-        cfg = replace(cfg, num_warps=1, rows=_clamp(ROWS_SCALAR_TILE_ELEMS // cfg.block, 1, cfg.rows))
+    if vec == 1 and cfg.block in ROWS_SCALAR_TILE_ROWS and cfg.num_warps > 1:   # scalar, wider than a warp
+        cfg = replace(cfg, num_warps=1, rows=min(ROWS_SCALAR_TILE_ROWS[cfg.block], cfg.rows))
     grid = (_grid(cdiv(rows, cfg.rows), cfg, x.device),)
     return _rows_kernel, grid, (out, x, x.stride(0), out.stride(0), rows, cols, cfg.rows, cfg.block,
                                 vec, bool(cfg.per_sm)), dict(num_warps=cfg.num_warps, num_stages=1)

@@ -23,6 +23,15 @@ SHAPES="4,32,1024;16,8,1024" (any DIAG): only those (B, Hkv, L) shapes, each wit
 DIAG's configs; PROBE_DTYPE=bfloat16 for bf16 (the H100 run at f86f589 lost to cuDNN at these two
 shapes in bf16, 0.975x and 0.978x, 128 unsplit programs on 132 SMs; fp16 tied):
     DIAG=losses SHAPES="4,32,1024;16,8,1024" PROBE_DTYPE=bfloat16 python3 probes/decode_balance.py
+Measured at 7b90060 (H100 GPU-d693ff5a, kernel time, us; the H100 run of that commit had both as
+ties, 0.982x and 0.984x): ours 25.0-25.6 against cuDNN 24.8-25.0 (0.97-0.99x) in both dtypes, no forced
+S faster; of the eight configs 64x4x3 was the fastest at every 128-program launch tried but one,
+1.5-2.5% ahead of the shipped 64x4x4 at L=1024 and 2048 (bf16 B=4 Hkv=32 L=1024 24.6 against 25.0,
+B=16 Hkv=8 24.9 against 25.4, B=4 Hkv=32 L=2048 45.3 against 46.0, fp16 B=8 Hkv=8 L=1024 S=2 15.4
+against 15.8; fp16 alike) and 0.3-0.9% at 268-537 MB (fp16 B=1 Hkv=8 L=131072 173.9 against 175.4);
+the one is B=1 Hkv=8 L=16384 S=16 (26.9 against 26.8). At 512 programs (B=64 Hkv=8 L=4096) it ran
+10% behind FULL_GRID_CONFIG's 128x4x2 (376.1 against 340.3). resident_stages keeps 4 stages at
+one program an SM: its H200 measurements did not include 3, and an H100 alone does not set it.
 DIAG=fullgrid: unsplit launches on a filled grid (B * Hkv >= 0.9 x SMs) up to L=131072, ours
 (FULL_GRID_CONFIG) against the 64 x 4 x 4 tiles it replaced and 64 x 4 x 3.
 DIAG=large: the KV reads of 268-537 MB that the c3249fa run read under 95% of the 4.69 TB/s read
@@ -127,7 +136,7 @@ def kv_bytes(shape) -> int:
 def row(shape, group, impl, splits="", us=None, status="ok", message="", rel=None, reps=0):
     nbytes = kv_bytes(shape)
     r = {"batch": shape["batch"], "heads_q": HQ, "heads_kv": shape["heads_kv"], "cache_len": shape["cache_len"],
-         "head_dim": D, "dtype": "float16", "group": group, "impl": impl, "splits": splits,
+         "head_dim": D, "dtype": str(DTYPE).removeprefix("torch."), "group": group, "impl": impl, "splits": splits,
          "median_us": "" if us is None else round(us, 3), "reps": reps, "kv_bytes": nbytes,
          "tbps": "" if us is None else round(nbytes / us / 1e6, 4),
          "share_4p57": "" if us is None else round(nbytes / us / 1e6 / READ_TBPS, 4),
@@ -501,7 +510,7 @@ def _us(x) -> str:
 
 
 def print_table(summary):
-    print(f"\nus: CUPTI kernel time, fp16, Hq={HQ}, D={D}. ours: decode_attention; wave: forced S of the one-wave "
+    print(f"\nus: CUPTI kernel time, {str(DTYPE).removeprefix('torch.')}, Hq={HQ}, D={D}. ours: decode_attention; wave: forced S of the one-wave "
           f"rule; TB/s, fill%: KV bytes / ours' time, and over {READ_TBPS} TB/s; rd%: the same-size read's time "
           "over ours'; xC: cuDNN us / ours us (> 1: ours faster)")
     print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'MB':>5} | {'ours(S)':>11} {'wave(S)':>11} {'bestS(S)':>11} | "

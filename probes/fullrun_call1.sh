@@ -9,9 +9,11 @@
 # call before it left unfinished and is a no-op otherwise. Where starts are being refused, a batch
 # pays for each of its calls (15 s each inside the refusal window, 1.5-2 min a failed start): ask for
 # call 1 alone then, and for the rest as soon as it returns (on 6 Dec 2026 call 2, asked for right
-# after call 1 came back, found its machine warm with results/ in place). Snakemake is stopped cleanly after
-# SNAKEMAKE_LIMIT_S (560 s), inside the device's 10-minute limit. Outputs already made are kept
-# ($KEEP, device_setup.sh).
+# after call 1 came back, found its machine warm with results/ in place). A call of kind nvidia-h200
+# may be given an H100 (on 7 Dec 2026 it was, and the run went to results/nvidia-h100-80gb-hbm3,
+# device_setup.sh's SLUG): for an H200 run, ask with needs_h200 on every call of the run.
+# Snakemake is stopped cleanly after SNAKEMAKE_LIMIT_S (560 s), inside the device's 10-minute
+# limit. Outputs already made are kept ($KEEP, device_setup.sh).
 # Measured on fresh H200 machines: 457 s of jobs at 8dd107b (env_before 13 s, calibrate 16, softmax
 # sweeps 98-108 each with 65-75 s of first calls, their merge 29, e2e 88); 349 s at c3249fa on the
 # compile caches .devcache carried (softmax sweeps 61-84 s, 31-50 of first calls), 365 s of wall clock.

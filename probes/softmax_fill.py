@@ -15,7 +15,20 @@ DIAG=short: rows of 33 columns (200000 of them, 13-26 MB) ran ours at 33.7 us bf
 in the same run, 0.30 and 0.50 of a copy of the same bytes and 0.83x torch, where 131072x64 ran at
 0.99 and 0.97 of the copy. Rows of 32-40 columns (odd, 4- and 8-aligned), rows tiles of 8-128 rows
 on 1-8 warps, the table's tile launched as it is (`table RxW`, past the launcher's one-warp tile for
-scalar rows wider than a warp), against torch, Liger and the copy (SHORT_COLS=33,129,... other widths).
+scalar rows wider than a warp), against torch, Liger and the copy (SHORT_COLS=33,129,... other widths,
+SHORT_ROWS=8x1,2x1,... other tiles, rows x warps).
+Wider scalar rows (H100 GPU-d693ff5a, at 7b90060, us, fp32 / bf16; SHORT_COLS=65,101,129,201,255 and
+301,383,511 with SHORT_ROWS=2x1,4x1,8x1,16x1,4x2,8x2,16x2 and 1x1,...,8x4): in blocks of 128 and 256
+the best tile was 8 rows on one warp (65 columns 32.8 / 22.7 against the table's 16 on 4 warps at
+59.4 / 59.2, torch 40.7 / 40.4; 129 67.2 / 41.3 against 75.8 / 70.9, torch 73.0 / 66.7; 255 134.7 /
+70.8 against 136.1 / 85.6), 4 rows on one warp behind it at 129 (73.8 / 49.8); in a 512 block 2 rows
+on one warp (511 271.0 / 139.6 against 276.6 / 143.0, Liger 266.0 fp32; 301 bf16 89.6 against
+100.0), fp32 within 1-2% on most tiles there. Since then kernels.fused_softmax.ROWS_SCALAR_TILE_ROWS;
+through softmax() after it, ours took the best tile's time at every width (65 fp32 33.0, bf16 22.6;
+129 66.8 / 41.5; 511 271.3 / 139.8, 0.98x Liger in fp32, a tie). Rows on 2-element accesses (66, 130,
+258 and 510 columns) also ran faster on one warp, 8 rows a tile, than on the table's tile (130 bf16
+34.7 against 65.6, 66 fp32 31.9 against 38.5), but not everywhere (258 fp32 168.1 against 133.4):
+they keep the table's tile.
 
 Every variant is checked against float64 on a hostile input with its output poisoned
 (softmax_small.long_row_probe), then timed with CUPTI between L2 flushes in shuffled rounds.
@@ -38,7 +51,8 @@ BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "200"))
 DTYPES = (torch.float32, torch.bfloat16)
 FILL_COLS = (2056, 2304, 2560, 2816, 3000, 3072, 4104, 4608, 5120, 5632, 6000, 6144)
 SHORT_COLS = tuple(int(c) for c in os.environ.get("SHORT_COLS", "33,32,36,40,64").split(","))
-SHORT_ROWS = ((8, 1), (16, 1), (16, 2), (32, 2), (32, 4), (64, 4), (128, 4), (128, 8))
+SHORT_ROWS = tuple(tuple(int(v) for v in t.split("x")) for t in       # rows a tile x warps
+                   os.environ.get("SHORT_ROWS", "8x1,16x1,16x2,32x2,32x4,64x4,128x4,128x8").split(","))
 
 
 def fill_shapes():
@@ -81,9 +95,11 @@ def short_variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
     # the table's tile launched as it is, past _rows_args (which gives scalar rows wider than a warp one warp)
     table = fs.config("rows", cols, x.dtype)
     grid = (fs.cdiv(rows, table.rows),)
-    fns[f"table {table.rows}x{table.num_warps}"] = lambda: fs._rows_kernel[grid](
-        out, x, x.stride(0), out.stride(0), rows, cols, table.rows, table.block, fs._vec(x, out), False,
-        num_warps=table.num_warps, num_stages=1)
+    def launch_table():
+        fs._rows_kernel[grid](out, x, x.stride(0), out.stride(0), rows, cols, table.rows, table.block,
+                              fs._vec(x, out), False, num_warps=table.num_warps, num_stages=1)
+        return out
+    fns[f"table {table.rows}x{table.num_warps}"] = launch_table
     return fns
 
 

@@ -265,7 +265,7 @@ def test_a_second_gpu_with_higher_ceilings_is_said_higher_and_its_code_is_named(
     lines = {line.split(",", 1)[0]: line for line in section.splitlines() if line.startswith("- ")}
     assert "ceiling is 1.25x higher" in lines["- softmax"] and "lower" not in lines["- softmax"]
     # the fixture's env.json has a commit and no measuring-code id
-    assert "fixture-gpu commit 0000000fixture, measuring code unrecorded" in section
+    assert "fixture-gpu commit 0000000, measuring code unrecorded" in section
     assert "cannot be matched to the others' code" in section
 
 

@@ -237,24 +237,34 @@ def test_row_warps_follow_the_columns_the_block_covers():
 
 
 def test_rows_tile_of_scalar_accesses_takes_one_warp():
-    """Rows no access wider than one element divides (33 columns), whose block is wider than a
-    warp's 32 lanes up to ROWS_SCALAR_MAX_BLOCK, go on one warp, ROWS_SCALAR_TILE_ELEMS a tile;
-    rows on a wider access, or in a wider block, keep the table's."""
+    """Rows no access wider than one element divides (33, 65, 129, 511 columns), whose block is wider
+    than a warp's 32 lanes, up to 512, go on one warp, ROWS_SCALAR_TILE_ROWS[block] rows a tile (at
+    most the table's); rows on a wider access, in a block a warp covers or in a wider block keep the
+    table's tile."""
+    for cols, block, tile in ((33, 64, 16), (65, 128, 8), (129, 256, 8), (511, 512, 2)):
+        cfg = config("rows", cols, torch.float32)
+        assert cfg.block == block and cfg.num_warps > 1 and sm.ROWS_SCALAR_TILE_ROWS[block] == tile <= cfg.rows
+        x = logits(40, cols, torch.float32)
+        _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), cfg)
+        assert launch["num_warps"] == 1 and args[6] == tile and grid == (triton_cdiv(40, tile),)
+    small = Config(block=256, num_warps=2, rows=2)     # a small problem's tile: fewer rows than the rule's
+    x = logits(40, 129, torch.float32)
+    _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), small)
+    assert launch["num_warps"] == 1 and args[6] == 2 and grid == (20,)
     cfg = config("rows", 33, torch.float32)
-    assert cfg.block == 64 and cfg.num_warps > 1
-    x = logits(40, 33, torch.float32)
-    _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), cfg)
-    assert launch["num_warps"] == 1 and args[6] == sm.ROWS_SCALAR_TILE_ELEMS // 64 and grid == (triton_cdiv(40, 16),)
     x = logits(40, 36, torch.float32)                  # 16-byte rows: the table's tile
     _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), cfg)
     assert launch["num_warps"] == cfg.num_warps and args[6] == cfg.rows
+    x = logits(40, 130, torch.float32)                 # 8-byte accesses: the table's tile
+    wide = config("rows", 130, torch.float32)
+    assert wide.num_warps > 1 and sm._rows_args(x, torch.empty_like(x), wide)[3]["num_warps"] == wide.num_warps
     x = logits(3, 7, torch.float32)                    # a block a warp covers: the table's tile
     small = config("rows", 7, torch.float32)
     assert sm._rows_args(x, torch.empty_like(x), small)[3]["num_warps"] == small.num_warps
-    x = logits(40, 129, torch.float32)                 # a 256 block: the table's tile (not measured)
-    wide = config("rows", 129, torch.float32)
+    x = logits(40, 1025, torch.float32)                # a 2048 block: the table's tile
+    wide = config("rows", 1025, torch.float32)
     assert wide.num_warps > 1 and sm._rows_args(x, torch.empty_like(x), wide)[3]["num_warps"] == wide.num_warps
-    for cols in (33, 129, 511):
+    for cols in (33, 65, 129, 301, 511):
         for dtype in DTYPES:
             x = logits(37, cols, dtype)
             x[0, ::5] = NINF

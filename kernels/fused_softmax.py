@@ -325,16 +325,20 @@ ROWS_MAX_TILE_ROWS_1COL = 512  # ... and for one-column rows,
 ROWS_1COL_LARGE_TILE_ROWS = 1024   # ... twice that when it still gives every SM
 ROWS_1COL_LARGE_TILES_PER_SM = 4   # at least this many tiles
 ROWS_THREAD_ELEMS = 128      # rows: a tile of fewer than 4 warps x this many elements takes fewer warps
-ROWS_SCALAR_TILE_ROWS = {64: 16, 128: 8, 256: 8, 512: 2}   # rows read an element at a time (no wider
-                             # access divides the row) in a block wider than a warp: one warp a tile of
-                             # this many rows (at most the table's). 200000 rows, H100, kernel time, us,
-                             # probes/softmax_fill.py DIAG=short, fp32 / bf16 against the table's tile:
-                             # 33 columns 16 rows 19.0 / 17.3 against 32 on 4 warps 33.7 / 34.1 (torch 28.5;
-                             # GPU-aa74c6a6); on GPU-d693ff5a 65 columns 8 rows 32.8 / 22.7 against 16 on 4
-                             # 59.4 / 59.2 (torch 40.7 / 40.4; 16 on 1 36.4 / 29.4), 129 8 rows 67.2 / 41.3
-                             # against 8 on 4 75.8 / 70.9 (73.0 / 66.7; 4 on 1 73.8 / 49.8), 255 134.7 / 70.8
-                             # against 136.1 / 85.6, 511 2 rows 271.0 / 139.6 against 4 on 4 276.6 / 143.0
-                             # (Liger 266.0 / 170.8; 8 on 1 318.6 / 222.7), 301 bf16 89.6 against 100.0
+ROWS_NARROW_TILE_ROWS = {(1, 64): 16, (1, 128): 8, (1, 256): 8, (1, 512): 2,   # (access width in elements,
+                         (2, 128): 8, (2, 256): 8, (2, 512): 2}               # block) -> rows of a tile
+                             # on one warp, at most the table's: rows no access wider than 1 or 2
+                             # elements divides, in a block wider than a warp. 200000 rows, H100, kernel
+                             # time, us, probes/softmax_fill.py DIAG=short, fp32 / bf16 against the
+                             # table's tile: 33 columns 16 rows 19.0 / 17.3 against 32 on 4 warps 33.7 /
+                             # 34.1 (torch 28.5; GPU-aa74c6a6); on GPU-d693ff5a 65 columns 8 rows 32.8 /
+                             # 22.7 against 16 on 4 59.4 / 59.2 (torch 40.7 / 40.4; 16 on 1 36.4 / 29.4),
+                             # 129 8 rows 67.2 / 41.3 against 8 on 4 75.8 / 70.9 (73.0 / 66.7; 4 on 1 73.8
+                             # / 49.8), 255 134.7 / 70.8 against 136.1 / 85.6, 511 2 rows 271.0 / 139.6
+                             # against 4 on 4 276.6 / 143.0 (Liger 266.0 / 170.8; 8 on 1 318.6 / 222.7),
+                             # 301 bf16 89.6 against 100.0; 2-element accesses: 66 8 rows 31.9 / 21.2
+                             # against 38.5 / 35.6, 130 67.6 / 34.7 against 71.6 / 65.6, 258 2 rows 134.9
+                             # / 75.4 against 133.4 / 86.6, 510 269.2 / 133.6 against 272.7 / 133.3
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SMALL_TILE_ELEMS = 512       # rows of SMALL_MIN_BLOCK columns or more, in a problem too small to give
 SMALL_MIN_BLOCK = 128        # every SM one of the table's tiles: tiles of this many elements (at least
@@ -896,8 +900,9 @@ def _grid(work: int, cfg: Config, device: torch.device) -> int:
 def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     rows, cols = x.shape
     vec = _vec(x, out)
-    if vec == 1 and cfg.block in ROWS_SCALAR_TILE_ROWS and cfg.num_warps > 1:   # scalar, wider than a warp
-        cfg = replace(cfg, num_warps=1, rows=min(ROWS_SCALAR_TILE_ROWS[cfg.block], cfg.rows))
+    narrow = ROWS_NARROW_TILE_ROWS.get((vec, cfg.block))     # narrow accesses, a block wider than a warp
+    if narrow and cfg.num_warps > 1:
+        cfg = replace(cfg, num_warps=1, rows=min(narrow, cfg.rows))
     grid = (_grid(cdiv(rows, cfg.rows), cfg, x.device),)
     return _rows_kernel, grid, (out, x, x.stride(0), out.stride(0), rows, cols, cfg.rows, cfg.block,
                                 vec, bool(cfg.per_sm)), dict(num_warps=cfg.num_warps, num_stages=1)

@@ -70,9 +70,11 @@ SOFTMAX_SHAPES = [
     (512, 3000),        # a mid row under 8 MB, off every power of two
     (131072, 64),       # very short rows (scores of a 64-key window)
     (200000, 33),       # very short, odd
-    (262144, 97),       # odd widths between a warp and 512 columns (class counts), read an element
-    (131072, 177),      # at a time: the scalar rows tiles (ROWS_SCALAR_TILE_ROWS) were set at
-    (65536, 447),       # 65-511 columns, none of these
+    (262144, 97),       # widths between a warp and 512 columns (class counts) read an element at a
+    (131072, 177),      # time, and two (90, 350): the narrow rows tiles (ROWS_NARROW_TILE_ROWS)
+    (65536, 447),       # were set at 33-511 columns, none of these
+    (262144, 90),
+    (65536, 350),
     (12288, 768),       # mid-size activations (BERT-base width)
     (24576, 2048),      # attention scores, 12 heads x 2048 queries
     (6000, 6000),       # an odd square

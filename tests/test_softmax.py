@@ -236,35 +236,31 @@ def test_row_warps_follow_the_columns_the_block_covers():
     assert config("row", 4097, torch.float16) == Config(block=4096, num_warps=8)   # a 4096 body
 
 
-def test_rows_tile_of_scalar_accesses_takes_one_warp():
-    """Rows no access wider than one element divides (33, 65, 129, 511 columns), whose block is wider
-    than a warp's 32 lanes, up to 512, go on one warp, ROWS_SCALAR_TILE_ROWS[block] rows a tile (at
-    most the table's); rows on a wider access, in a block a warp covers or in a wider block keep the
-    table's tile."""
-    for cols, block, tile in ((33, 64, 16), (65, 128, 8), (129, 256, 8), (511, 512, 2)):
-        cfg = config("rows", cols, torch.float32)
-        assert cfg.block == block and cfg.num_warps > 1 and sm.ROWS_SCALAR_TILE_ROWS[block] == tile <= cfg.rows
-        x = logits(40, cols, torch.float32)
+def test_rows_tile_of_narrow_accesses_takes_one_warp():
+    """Rows no access wider than one element divides (33, 65, 129, 511 columns) or than two (66, 130,
+    258 columns), whose block is wider than a warp's 32 lanes, up to 512, go on one warp,
+    ROWS_NARROW_TILE_ROWS[(access, block)] rows a tile (at most the table's); rows on a wider
+    access, in a block a warp covers or in a wider block keep the table's tile."""
+    cases = ((33, torch.float32, 1, 64, 16), (65, torch.float32, 1, 128, 8), (129, torch.bfloat16, 1, 256, 8),
+             (511, torch.float32, 1, 512, 2), (66, torch.float32, 2, 128, 8), (130, torch.bfloat16, 2, 256, 8),
+             (258, torch.float32, 2, 512, 2))
+    for cols, dtype, vec, block, tile in cases:
+        cfg = config("rows", cols, dtype)
+        assert cfg.block == block and cfg.num_warps > 1 and sm.ROWS_NARROW_TILE_ROWS[(vec, block)] == tile <= cfg.rows
+        x = logits(40, cols, dtype)
         _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), cfg)
-        assert launch["num_warps"] == 1 and args[6] == tile and grid == (triton_cdiv(40, tile),)
+        assert args[8] == vec and launch["num_warps"] == 1 and args[6] == tile and grid == (triton_cdiv(40, tile),)
     small = Config(block=256, num_warps=2, rows=2)     # a small problem's tile: fewer rows than the rule's
     x = logits(40, 129, torch.float32)
     _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), small)
     assert launch["num_warps"] == 1 and args[6] == 2 and grid == (20,)
-    cfg = config("rows", 33, torch.float32)
-    x = logits(40, 36, torch.float32)                  # 16-byte rows: the table's tile
-    _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), cfg)
-    assert launch["num_warps"] == cfg.num_warps and args[6] == cfg.rows
-    x = logits(40, 130, torch.float32)                 # 8-byte accesses: the table's tile
-    wide = config("rows", 130, torch.float32)
-    assert wide.num_warps > 1 and sm._rows_args(x, torch.empty_like(x), wide)[3]["num_warps"] == wide.num_warps
-    x = logits(3, 7, torch.float32)                    # a block a warp covers: the table's tile
-    small = config("rows", 7, torch.float32)
-    assert sm._rows_args(x, torch.empty_like(x), small)[3]["num_warps"] == small.num_warps
-    x = logits(40, 1025, torch.float32)                # a 2048 block: the table's tile
-    wide = config("rows", 1025, torch.float32)
-    assert wide.num_warps > 1 and sm._rows_args(x, torch.empty_like(x), wide)[3]["num_warps"] == wide.num_warps
-    for cols in (33, 65, 129, 301, 511):
+    for cols, dtype in ((36, torch.float32), (132, torch.bfloat16), (7, torch.float32), (1025, torch.float32)):
+        # 16-byte rows, 8-byte accesses, a block a warp covers, a 2048 block: the table's tile
+        cfg = config("rows", cols, dtype)
+        x = logits(40, cols, dtype)
+        _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), cfg)
+        assert launch["num_warps"] == cfg.num_warps and args[6] == cfg.rows, cols
+    for cols in (33, 65, 66, 129, 130, 301, 511):
         for dtype in DTYPES:
             x = logits(37, cols, dtype)
             x[0, ::5] = NINF

@@ -23,6 +23,10 @@ SHAPES="4,32,1024;16,8,1024" (any DIAG): only those (B, Hkv, L) shapes, each wit
 DIAG's configs; PROBE_DTYPE=bfloat16 for bf16 (the H100 run at f86f589 lost to cuDNN at these two
 shapes in bf16, 0.975x and 0.978x, 128 unsplit programs on 132 SMs; fp16 tied):
     DIAG=losses SHAPES="4,32,1024;16,8,1024" PROBE_DTYPE=bfloat16 python3 probes/decode_balance.py
+PROBE_HQ and PROBE_HEAD_DIM set Hq and D (32 and 128); PROBE_PAGED=1 adds paged rows of the SHAPES
+(the first in full), e.g. the held-out head_dim-64 shape whose paged layout ran 0.927 of the
+contiguous speed (probes/heldout.py, H100 GPU-d693ff5a at 7b90060; 0.925 at f87c302):
+    SHAPES="16,2,8192" PROBE_HQ=16 PROBE_HEAD_DIM=64 PROBE_PAGED=1 PROBE_DTYPE=bfloat16 python3 probes/decode_balance.py
 Measured at 7b90060 (H100 GPU-d693ff5a, kernel time, us; the H100 run of that commit had both as
 ties, 0.982x and 0.984x): ours 25.0-25.6 against cuDNN 24.8-25.0 (0.97-0.99x) in both dtypes, no forced
 S faster; of the eight configs 64x4x3 was the fastest at every 128-program launch tried but one,
@@ -81,7 +85,7 @@ from rooflab.studies import decode as study  # noqa: E402
 from rooflab.timing import CudaTimer  # noqa: E402
 
 DEVICE = "cpu" if DRY else "cuda"
-HQ, D = (8, 32) if DRY else (32, 128)
+HQ, D = (8, 32) if DRY else (int(os.environ.get("PROBE_HQ", "32")), int(os.environ.get("PROBE_HEAD_DIM", "128")))
 READ_TBPS = 4.57             # the committed run's read ceiling (data/results/nvidia-h200/ceilings.csv)
 DTYPE = getattr(torch, os.environ.get("PROBE_DTYPE", "float16"))   # float16 or bfloat16
 ROUNDS, CALLS = 3, 10        # timed calls per implementation: ROUNDS shuffled rounds of CALLS
@@ -107,14 +111,16 @@ if DIAG == "large":   # KV reads of 268-537 MB on 128-program launches, under 95
     MAIN_SHAPES = [(1, 8, 131072), (4, 8, 32768), (1, 32, 32768), (1, 32, 16384), (4, 8, 16384)]
     EXTRA_SHAPES, PAGED_SHAPES, CONFIG_SHAPES = [], [], MAIN_SHAPES
     CONFIGS = [(64, 4, 4), (64, 4, 6), (128, 8, 3), (128, 8, 4), (128, 4, 3), (64, 8, 4)]
-if os.environ.get("SHAPES"):   # "B,Hkv,L;B,Hkv,L": only these shapes, with the DIAG's configs (as DIAG=losses)
-    MAIN_SHAPES = [tuple(int(v) for v in item.split(",")) for item in os.environ["SHAPES"].split(";")]
-    EXTRA_SHAPES, PAGED_SHAPES, CONFIG_SHAPES = [], [], MAIN_SHAPES
 if DRY:
     ROUNDS, CALLS = 1, 2
     MAIN_SHAPES, EXTRA_SHAPES, PAGED_SHAPE = [(1, 2, 300), (2, 2, 200)], [], (2, 2, 200)
     PAGED_SHAPES = [PAGED_SHAPE, (1, 2, 300)]
     CONFIG_SHAPES, CONFIGS = [(1, 2, 300)], [(32, 4, 4), (16, 2, 2)]
+if os.environ.get("SHAPES"):   # "B,Hkv,L;B,Hkv,L": only these shapes, with the DIAG's configs (as DIAG=losses)
+    MAIN_SHAPES = [tuple(int(v) for v in item.split(",")) for item in os.environ["SHAPES"].split(";")]
+    EXTRA_SHAPES, PAGED_SHAPES, CONFIG_SHAPES = [], [], MAIN_SHAPES
+    if os.environ.get("PROBE_PAGED") == "1":   # ... and paged rows of them, the first in full
+        PAGED_SHAPE, PAGED_SHAPES = MAIN_SHAPES[0], MAIN_SHAPES
 
 ROWS: list[dict] = []
 timer = None
@@ -217,7 +223,7 @@ def wave_splits(batch, heads_kv, cache_len, num_sms) -> int:
 def sweep_splits(batch, heads_kv, cache_len, wave, num_sms) -> list[int]:
     """Forced counts around the one-wave S, and whole waves of programs (B=3 Hkv=8: S=11, two waves of
     132 SMs; B=25 Hkv=8: S=5, the wave-filling rule's count measured against the one-wave rule)."""
-    programs, n_blocks = batch * heads_kv, cdiv(cache_len, 64)
+    programs, n_blocks = batch * heads_kv, cdiv(cache_len, fd.launch_config(D, 2)[0])
     cands = {wave // 2, wave - 1, wave, wave + 1, 2 * wave, num_sms // programs, 2 * num_sms // programs,
              4 * num_sms // programs}
     if (batch, heads_kv, cache_len) == (25, 8, 4096):

@@ -87,7 +87,8 @@ from rooflab.timing import CudaTimer  # noqa: E402
 DEVICE = "cpu" if DRY else "cuda"
 HQ, D = (8, 32) if DRY else (int(os.environ.get("PROBE_HQ", "32")), int(os.environ.get("PROBE_HEAD_DIM", "128")))
 READ_TBPS = 4.57             # the committed run's read ceiling (data/results/nvidia-h200/ceilings.csv)
-DTYPE = getattr(torch, os.environ.get("PROBE_DTYPE", "float16"))   # float16 or bfloat16
+DTYPE_NAME = os.environ.get("PROBE_DTYPE", "float16")   # float16 or bfloat16
+DTYPE = getattr(torch, DTYPE_NAME)
 ROUNDS, CALLS = 3, 10        # timed calls per implementation: ROUNDS shuffled rounds of CALLS
 OUT = os.environ.get("OUT", "./probe_out")
 MAIN_SHAPES = [(1, 8, 1024), (1, 8, 16384), (1, 8, 65536), (4, 8, 1024), (4, 8, 16384), (16, 8, 1024),
@@ -142,7 +143,7 @@ def kv_bytes(shape) -> int:
 def row(shape, group, impl, splits="", us=None, status="ok", message="", rel=None, reps=0):
     nbytes = kv_bytes(shape)
     r = {"batch": shape["batch"], "heads_q": HQ, "heads_kv": shape["heads_kv"], "cache_len": shape["cache_len"],
-         "head_dim": D, "dtype": str(DTYPE).removeprefix("torch."), "group": group, "impl": impl, "splits": splits,
+         "head_dim": D, "dtype": DTYPE_NAME, "group": group, "impl": impl, "splits": splits,
          "median_us": "" if us is None else round(us, 3), "reps": reps, "kv_bytes": nbytes,
          "tbps": "" if us is None else round(nbytes / us / 1e6, 4),
          "share_4p57": "" if us is None else round(nbytes / us / 1e6 / READ_TBPS, 4),
@@ -155,7 +156,7 @@ def row(shape, group, impl, splits="", us=None, status="ok", message="", rel=Non
 def checked(shape, group, candidates: dict, ref, splits_of: dict) -> dict:
     """The candidates that run and match the reference; a row for each that does not."""
     good = {}
-    tol = study.tolerance(str(DTYPE).removeprefix("torch."))
+    tol = study.tolerance(DTYPE_NAME)
     for name, make in candidates.items():
         if left() < 0:
             row(shape, group, name, splits_of.get(name, ""), status="skipped", message="probe time budget spent")
@@ -516,7 +517,7 @@ def _us(x) -> str:
 
 
 def print_table(summary):
-    print(f"\nus: CUPTI kernel time, {str(DTYPE).removeprefix('torch.')}, Hq={HQ}, D={D}. ours: decode_attention; wave: forced S of the one-wave "
+    print(f"\nus: CUPTI kernel time, {DTYPE_NAME}, Hq={HQ}, D={D}. ours: decode_attention; wave: forced S of the one-wave "
           f"rule; TB/s, fill%: KV bytes / ours' time, and over {READ_TBPS} TB/s; rd%: the same-size read's time "
           "over ours'; xC: cuDNN us / ours us (> 1: ours faster)")
     print(f"{'B':>3} {'Hkv':>3} {'L':>6} {'MB':>5} | {'ours(S)':>11} {'wave(S)':>11} {'bestS(S)':>11} | "

@@ -27,10 +27,10 @@ on one warp (511 271.0 / 139.6 against 276.6 / 143.0, Liger 266.0 fp32; 301 bf16
 through softmax() after it, ours took the best tile's time at every width (65 fp32 33.0, bf16 22.6;
 129 66.8 / 41.5; 511 271.3 / 139.8, 0.98x Liger in fp32, a tie). Rows on 2-element accesses (66, 130,
 258 and 510 columns, SHORT_ROWS=2x1,4x1,8x1,16x1,8x2,4x4,8x4,16x4) also ran on one warp faster than
-on the table's tile or within 1.1% of it, 8 rows a tile in blocks of 128 and 256 (130 bf16 34.7 against 65.6, 66 fp32 31.9
-against 38.5) and 2 in a 512 block (258 bf16 75.4 against 86.6; 258 fp32 134.9 against 133.4, 510
-fp32 269.2 against 272.7), 8 rows there being slower in fp32 (258 168.1): ROWS_NARROW_TILE_ROWS holds
-them too, with no softmax() run after it yet.
+on the table's tile or within 1.1% of it, 8 rows a tile in blocks of 128 and 256 (130 bf16 34.7
+against 65.6, 66 fp32 31.9 against 38.5) and 2 in a 512 block (258 bf16 75.4 against 86.6; 258 fp32
+134.9 against 133.4, 510 fp32 269.2 against 272.7), 8 rows there being slower in fp32 (258 168.1):
+ROWS_NARROW_TILE_ROWS holds them too, with no softmax() run after it yet.
 
 Every variant is checked against float64 on a hostile input with its output poisoned
 (softmax_small.long_row_probe), then timed with CUPTI between L2 flushes in shuffled rounds.
@@ -94,7 +94,7 @@ def short_variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
     for r, w in SHORT_ROWS:
         cfg = fs.Config(block=block, num_warps=w, rows=r)
         fns[f"rows {r}x{w}"] = lambda cfg=cfg: fs.STRATEGIES["rows"].run(x, out, cfg)
-    # the table's tile launched as it is, past _rows_args (which gives scalar rows wider than a warp one warp)
+    # the table's tile launched as it is, past _rows_args (which gives narrow rows wider than a warp one warp)
     table = fs.config("rows", cols, x.dtype)
     grid = (fs.cdiv(rows, table.rows),)
     def launch_table():

@@ -24,8 +24,8 @@ DIAG's configs; PROBE_DTYPE=bfloat16 for bf16 (the H100 run at f86f589 lost to c
 shapes in bf16, 0.975x and 0.978x, 128 unsplit programs on 132 SMs; fp16 tied):
     DIAG=losses SHAPES="4,32,1024;16,8,1024" PROBE_DTYPE=bfloat16 python3 probes/decode_balance.py
 PROBE_HQ and PROBE_HEAD_DIM set Hq and D (32 and 128); PROBE_PAGED=1 adds paged rows of the SHAPES
-(the first in full), e.g. the held-out head_dim-64 shape whose paged layout ran 0.927 of the
-contiguous speed (probes/heldout.py, H100 GPU-d693ff5a at 7b90060; 0.925 at f87c302):
+(the first in full, with the forced tilings PAGED_CONFIGS="64x4x3,32x4x4"), e.g. the held-out
+head_dim-64 shape whose paged layout ran 0.927 of the contiguous speed (probes/heldout.py, H100 GPU-d693ff5a at 7b90060; 0.925 at f87c302):
     SHAPES="16,2,8192" PROBE_HQ=16 PROBE_HEAD_DIM=64 PROBE_PAGED=1 PROBE_DTYPE=bfloat16 python3 probes/decode_balance.py
 Measured at 7b90060 (H100 GPU-d693ff5a, kernel time, us; the H100 run of that commit had both as
 ties, 0.982x and 0.984x): ours 25.0-25.6 against cuDNN 24.8-25.0 (0.97-0.99x) in both dtypes, no forced
@@ -95,6 +95,8 @@ MAIN_SHAPES = [(1, 8, 1024), (1, 8, 16384), (1, 8, 65536), (4, 8, 1024), (4, 8, 
                (16, 32, 4096), (64, 32, 1024)]
 EXTRA_SHAPES = [(3, 8, 16384), (25, 8, 4096)]             # B * Hkv divides the SM count badly
 PAGED_SHAPE = (16, 8, 1024)                          # paged, in full (forced S, contiguous with lengths)
+PAGED_CONFIGS = [tuple(int(v) for v in c.split("x"))     # paged, in full: forced BLOCK_N x warps x stages
+                 for c in os.environ.get("PAGED_CONFIGS", "64x4x3,32x4x4").split(",")]
 PAGED_SHAPES = [PAGED_SHAPE, (1, 8, 16384), (4, 8, 16384)]   # paged: ours and forced S
 CONFIG_SHAPES = [(1, 8, 1024), (4, 8, 1024), (4, 8, 16384)]
 CONFIGS = [(32, 4, 4), (64, 2, 4), (64, 8, 4), (64, 4, 2), (32, 2, 3), (128, 8, 3)]   # (BLOCK_N, warps, stages)
@@ -322,7 +324,7 @@ def paged_group(shape, inputs, ref, result, num_sms, full: bool):
         pc["lens_ours"] = contiguous(None)
         pso["lens_ours"] = fd.planned_splits(batch, heads_kv, cache_len, D, 2, num_sms, group, False, True)
         sweep |= {1, 2, 4, 8}
-        for bn, w, st in ((64, 4, 3), (32, 4, 4)):
+        for bn, w, st in PAGED_CONFIGS:
             pc[f"paged_{bn}x{w}x{st}"] = (lambda bn=bn, w=w, st=st: (
                 lambda: fd._decode(q, kp, vp, lens, None, None, table, bn, w, st)))
             pso[f"paged_{bn}x{w}x{st}"] = fd.launch_shape(batch, heads_kv, group, cache_len, D, 2, num_sms, True,

@@ -16,7 +16,8 @@ in the same run, 0.30 and 0.50 of a copy of the same bytes and 0.83x torch, wher
 0.99 and 0.97 of the copy. Rows of 32-40 columns (odd, 4- and 8-aligned), rows tiles of 8-128 rows
 on 1-8 warps, the table's tile launched as it is (`table RxW`, past the launcher's one-warp tile for
 scalar rows wider than a warp), against torch, Liger and the copy (SHORT_COLS=33,129,... other widths,
-SHORT_ROWS=8x1,2x1,... other tiles, rows x warps).
+SHORT_ROWS=8x1,2x1,... other tiles, rows x warps, SHORT_N=65536 other row counts; SHORT_DTYPES=float32
+and DIAG=fill's DTYPES alike).
 Wider scalar rows (H100 GPU-d693ff5a, at 7b90060, us, fp32 / bf16; SHORT_COLS=65,101,129,201,255 and
 301,383,511 with SHORT_ROWS=2x1,4x1,8x1,16x1,4x2,8x2,16x2 and 1x1,...,8x4): in blocks of 128 and 256
 the best tile was 8 rows on one warp (65 columns 32.8 / 22.7 against the table's 16 on 4 warps at
@@ -50,9 +51,10 @@ from softmax_small import fs, long_row_probe, ours_and_peers  # noqa: E402
 
 DIAG = os.environ.get("DIAG", "fill")
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "200"))
-DTYPES = (torch.float32, torch.bfloat16)
+DTYPES = tuple(getattr(torch, d) for d in os.environ.get("SHORT_DTYPES", "float32,bfloat16").split(","))
 FILL_COLS = (2056, 2304, 2560, 2816, 3000, 3072, 4104, 4608, 5120, 5632, 6000, 6144)
 SHORT_COLS = tuple(int(c) for c in os.environ.get("SHORT_COLS", "33,32,36,40,64").split(","))
+SHORT_N = int(os.environ.get("SHORT_N", "200000"))          # DIAG=short: rows of each shape
 SHORT_ROWS = tuple(tuple(int(v) for v in t.split("x")) for t in       # rows a tile x warps
                    os.environ.get("SHORT_ROWS", "8x1,16x1,16x2,32x2,32x4,64x4,128x4,128x8").split(","))
 
@@ -84,7 +86,7 @@ def fill_variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
 def short_shapes():
     for dt in DTYPES:
         for cols in SHORT_COLS:
-            yield 200000, cols, dt
+            yield SHORT_N, cols, dt
 
 
 def short_variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:

@@ -23,9 +23,10 @@ SHAPES="4,32,1024;16,8,1024" (any DIAG): only those (B, Hkv, L) shapes, each wit
 DIAG's configs; PROBE_DTYPE=bfloat16 for bf16 (the H100 run at f86f589 lost to cuDNN at these two
 shapes in bf16, 0.975x and 0.978x, 128 unsplit programs on 132 SMs; fp16 tied):
     DIAG=losses SHAPES="4,32,1024;16,8,1024" PROBE_DTYPE=bfloat16 python3 probes/decode_balance.py
-PROBE_HQ and PROBE_HEAD_DIM set Hq and D (32 and 128); PROBE_PAGED=1 adds paged rows of the SHAPES
-(the first in full, with the forced tilings PAGED_CONFIGS="64x4x3,32x4x4"), e.g. the held-out
-head_dim-64 shape whose paged layout ran 0.927 of the contiguous speed (probes/heldout.py, H100 GPU-d693ff5a at 7b90060; 0.925 at f87c302):
+PROBE_HQ and PROBE_HEAD_DIM set Hq and D (32 and 128); PROBE_PAGED=1 adds paged rows of the SHAPES (the
+first in full, with the forced tilings PAGED_CONFIGS="64x4x3,32x4x4"), e.g. the held-out head_dim-64
+shape whose paged layout ran 0.927 of the contiguous speed (probes/heldout.py, H100 GPU-d693ff5a at
+7b90060; 0.925 at f87c302):
     SHAPES="16,2,8192" PROBE_HQ=16 PROBE_HEAD_DIM=64 PROBE_PAGED=1 PROBE_DTYPE=bfloat16 python3 probes/decode_balance.py
 Measured at 7b90060 (H100 GPU-d693ff5a, kernel time, us; the H100 run of that commit had both as
 ties, 0.982x and 0.984x): ours 25.0-25.6 against cuDNN 24.8-25.0 (0.97-0.99x) in both dtypes, no forced
@@ -36,6 +37,11 @@ against 15.8; fp16 alike) and 0.3-0.9% at 268-537 MB (fp16 B=1 Hkv=8 L=131072 17
 the one is B=1 Hkv=8 L=16384 S=16 (26.9 against 26.8). At 512 programs (B=64 Hkv=8 L=4096) it ran
 10% behind FULL_GRID_CONFIG's 128x4x2 (376.1 against 340.3). resident_stages keeps 4 stages at
 one program an SM: its H200 measurements did not include 3, and an H100 alone does not set it.
+Paged at head_dim 64 (6e68086, H100 GPU-53e1c65c, bf16, B=16 Hq=16 Hkv=2 L=8192, 67 MB, us): contiguous
+ours 26.7 at S=4 (cuDNN 27.3, FA2 32.4, the read 22.4), with lengths 27.2; paged ours 28.1 at S=4 (0.95
+of the contiguous speed), paged forced S=2, 4 and 8 38.9, 27.6 and 29.9 against the contiguous cache with
+lengths at the same S 34.7, 26.8 and 27.8 (the gather's cost 3-12%); 16-token pages 30.4; paged tiles
+64x4x3 31.3, 32x4x4 46.0; contiguous tiles 128x8x3 27.1, 64x2x4 30.3, 64x8x4 32.0.
 DIAG=fullgrid: unsplit launches on a filled grid (B * Hkv >= 0.9 x SMs) up to L=131072, ours
 (FULL_GRID_CONFIG) against the 64 x 4 x 4 tiles it replaced and 64 x 4 x 3.
 DIAG=large: the KV reads of 268-537 MB that the c3249fa run read under 95% of the 4.69 TB/s read

@@ -32,6 +32,13 @@ no loss at 8 MB and more, bf16 10 wins and 2 ties (1.38x), fp32 7 wins and 6 tie
 Decode again at 7b90060 (H100 GPU-d693ff5a, 19 s): bf16 against cuDNN 2 wins and 8 ties (0.989-1.747x),
 FA2 1.02-1.22x, paged 0.927-1.009 of the contiguous speed (slowest at head_dim 64 again), 4 of the 8
 shapes of 256 MB and more at 95% of the read ceiling (f86f589's 3.20 TB/s; 0.923-0.988).
+Softmax at 6e68086, the first run of the narrow-access rows tile (ROWS_NARROW_TILE_ROWS) and of its five
+shapes (H100 GPU-53e1c65c, 135 s): bf16 14 wins and 3 ties at 8 MB and more (1.35x; 350-447 columns
+1.04-1.10x, 90-177 1.13-1.73x), fp32 9 wins, 8 ties and a loss (1.17x): 65536x350, 57.0 us against
+torch.compile's 54.4 and the in-trial copy's 54.3 (0.95x), the rows kernel forced (the same tile) 56.4;
+65536x447 fp32 a tie with torch.compile (73.9 against 75.1); ours within 2.2% of the fastest forced
+strategy everywhere; at 128 MB and more 4 of 7 bf16 and 12 of 13 fp32 shapes at 90% of the copy,
+32x2097152 the lowest (0.79, 0.80).
 
 Run from the repository root (GPU):  python3 probes/heldout.py
   STUDIES=softmax,decode   SOFTMAX_DTYPES=float32,bfloat16   DECODE_DTYPES=bfloat16

@@ -41,7 +41,11 @@ Paged at head_dim 64 (6e68086, H100 GPU-53e1c65c, bf16, B=16 Hq=16 Hkv=2 L=8192,
 ours 26.7 at S=4 (cuDNN 27.3, FA2 32.4, the read 22.4), with lengths 27.2; paged ours 28.1 at S=4 (0.95
 of the contiguous speed), paged forced S=2, 4 and 8 38.9, 27.6 and 29.9 against the contiguous cache with
 lengths at the same S 34.7, 26.8 and 27.8 (the gather's cost 3-12%); 16-token pages 30.4; paged tiles
-64x4x3 31.3, 32x4x4 46.0; contiguous tiles 128x8x3 27.1, 64x2x4 30.3, 64x8x4 32.0.
+64x4x3 31.3, 32x4x4 46.0; contiguous tiles 128x8x3 27.1, 64x2x4 30.3, 64x8x4 32.0. Again with
+PAGED_CONFIGS=128x8x3,128x8x2,128x4x3,256x8x2 (H100 GPU-c8dfcfde): paged ours 28.2, those tiles 28.8,
+39.5, 28.9 and 34.3; forced S=4 27.6 paged and 26.8 contiguous with lengths, where the rule's S=4 takes
+28.2 and 27.3: at both runs the same split count forced ran 2% faster than chosen, whose launch deals
+chunks out by length (spread_by_length, part_splits = 4 S) even where the lengths are equal.
 DIAG=fullgrid: unsplit launches on a filled grid (B * Hkv >= 0.9 x SMs) up to L=131072, ours
 (FULL_GRID_CONFIG) against the 64 x 4 x 4 tiles it replaced and 64 x 4 x 3.
 DIAG=large: the KV reads of 268-537 MB that the c3249fa run read under 95% of the 4.69 TB/s read

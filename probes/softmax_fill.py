@@ -31,7 +31,11 @@ through softmax() after it, ours took the best tile's time at every width (65 fp
 on the table's tile or within 1.1% of it, 8 rows a tile in blocks of 128 and 256 (130 bf16 34.7
 against 65.6, 66 fp32 31.9 against 38.5) and 2 in a 512 block (258 bf16 75.4 against 86.6; 258 fp32
 134.9 against 133.4, 510 fp32 269.2 against 272.7), 8 rows there being slower in fp32 (258 168.1):
-ROWS_NARROW_TILE_ROWS holds them too, with no softmax() run after it yet.
+ROWS_NARROW_TILE_ROWS holds them too. probes/heldout.py then lost 65536x350 fp32 to torch.compile (57.0
+against 54.4 us, the copy 54.3); SHORT_N=65536 SHORT_DTYPES=float32 SHORT_COLS=350,258,510,447 (H100
+GPU-c8dfcfde, copy / variant): every tile 0.95-0.99 of the copy, one row on one warp the fastest at 350,
+510 and 447 (58.4, 85.9 and 75.2 us against ours's 59.0, 87.2 and 77.1; copy 57.0, 84.2, 74.2) and the
+table's 4x4 at 258 (42.3 against 42.8; 1x1 43.4): no tile closes the gap to the copy, so none changed.
 
 Every variant is checked against float64 on a hostile input with its output poisoned
 (softmax_small.long_row_probe), then timed with CUPTI between L2 flushes in shuffled rounds.

@@ -1,0 +1,114 @@
+"""Probe: what torch.compile's softmax kernel does at narrow fp32 rows that ours's rows tile does not.
+
+The question. probes/heldout.py (H100 GPU-53e1c65c, 6e68086) lost 65536x350 fp32 to torch.compile,
+57.0 us against 54.4 (the copy 54.3), and probes/softmax_fill.py DIAG=short found no rows tile of
+1-8 rows on 1-4 warps that closes the gap (0.95-0.99 of the copy). This probe writes Inductor's
+kernel for each shape and the config its autotuner kept into $OUT/inductor/ (read them there), and
+times, beside ours, torch.compile and the copy, a copy of the rows tile with the knobs in which the
+two kernels can differ:
+  - `cs`: the streaming store (.cs) ours uses, or a plain one;
+  - `i64`: 64-bit row offsets as ours, or 32-bit (Inductor indexes in int32 where the tensor fits);
+  - `div`: x / sum per element as Inductor's code does, or ours's one reciprocal and a multiply;
+  - the tile (rows x warps), 8 warps included.
+Every variant is checked against float64 on a hostile input with its output poisoned, then timed
+(CUPTI, L2 flushed, shuffled rounds): probes/softmax_small.long_row_probe.
+
+    SHAPES=65536x350,65536x447 PROBE_DTYPE=float32 python3 probes/softmax_inductor.py
+"""
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import sys
+
+OUT = os.environ.get("OUT", os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "probe_out"))
+# before torch, which reads it on import; device_setup.sh sets it to the compile cache it seeds
+CACHE = os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", "/tmp/inductor-probe")
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from softmax_small import fs, long_row_probe  # noqa: E402
+
+BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "200"))
+DTYPE = getattr(torch, os.environ.get("PROBE_DTYPE", "float32"))
+SHAPES = [tuple(int(v) for v in s.split("x")) + (DTYPE,)
+          for s in os.environ.get("SHAPES", "65536x350,65536x447,65536x258").split(",")]
+TILES = tuple(tuple(int(v) for v in t.split("x")) for t in       # rows a tile x warps
+              os.environ.get("TILES", "1x1,2x1,4x4,8x4,8x8,32x8,1x2,1x4").split(","))
+KNOBS = {"ours-like": (True, True, False), "plain store": (False, True, False),
+         "int32": (True, False, False), "div": (True, True, True), "inductor-like": (False, False, True)}
+
+
+@triton.jit
+def _rows_knobs(out_ptr, x_ptr, x_row_stride, out_row_stride, n_rows, n_cols, ROWS: tl.constexpr,
+                BLOCK: tl.constexpr, VEC: tl.constexpr, CS: tl.constexpr, I64: tl.constexpr, DIV: tl.constexpr):
+    cols = tl.arange(0, BLOCK)
+    col_mask = tl.max_constancy(cols < n_cols, VEC)
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    if I64:
+        x_off = tl.multiple_of(tl.cast(rows, tl.int64) * x_row_stride, VEC)
+        o_off = tl.multiple_of(tl.cast(rows, tl.int64) * out_row_stride, VEC)
+    else:
+        x_off = tl.multiple_of(rows * x_row_stride, VEC)
+        o_off = tl.multiple_of(rows * out_row_stride, VEC)
+    mask = (rows < n_rows)[:, None] & col_mask[None, :]
+    x = tl.load(x_ptr + x_off[:, None] + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
+    e = tl.exp2((x - tl.max(x, axis=1)[:, None]) * 1.4426950408889634)
+    if DIV:
+        y = e / tl.sum(e, axis=1)[:, None]
+    else:
+        y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+    if CS:
+        tl.store(out_ptr + o_off[:, None] + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask,
+                 cache_modifier=".cs")
+    else:
+        tl.store(out_ptr + o_off[:, None] + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def inductor_code(x: torch.Tensor):
+    """torch.compile's softmax of x, compiled and autotuned once; its code goes to $OUT/inductor/."""
+    from torch._inductor.utils import run_and_get_code
+    compiled = torch.compile(lambda t: torch.softmax(t, -1), dynamic=False)
+    _, code = run_and_get_code(compiled, x)
+    rows, cols = x.shape
+    dest = os.path.join(OUT, "inductor")
+    os.makedirs(dest, exist_ok=True)
+    with open(os.path.join(dest, f"softmax_{rows}x{cols}_{str(x.dtype)[6:]}.py"), "w") as f:
+        f.write("\n\n# ----\n\n".join(code))
+    return compiled
+
+
+def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
+    rows, cols = x.shape
+    compiled = inductor_code(x)
+    fns = {"ours": lambda: fs.softmax(x, -1), "torch_compile": lambda: compiled(x)}
+    block, vec = fs.pow2(cols), fs._vec(x, out)
+    for r, w in TILES:
+        for name, (cs, i64, div) in KNOBS.items():
+            if name != "ours-like" and (r, w) != TILES[0]:
+                continue   # the knobs on the first tile; the tiles as ours
+            def run(r=r, w=w, cs=cs, i64=i64, div=div):
+                _rows_knobs[(triton.cdiv(rows, r),)](out, x, x.stride(0), out.stride(0), rows, cols, r, block, vec,
+                                                     cs, i64, div, num_warps=w, num_stages=1)
+                return out
+            fns[f"{name} {r}x{w}"] = run
+    return fns
+
+
+def save_best_configs() -> None:
+    """Inductor's autotuned choices (.best_config) and its kernels' sources, beside the code."""
+    dest = os.path.join(OUT, "inductor")
+    os.makedirs(dest, exist_ok=True)
+    for path in glob.glob(os.path.join(CACHE, "**", "*.best_config"), recursive=True):
+        shutil.copy(path, dest)
+        with open(path) as f:
+            print("best_config", os.path.basename(path), f.read().strip())
+
+
+if __name__ == "__main__":
+    long_row_probe(SHAPES, variants, "softmax_inductor.csv", BUDGET_S)
+    save_best_configs()

@@ -46,6 +46,8 @@ PAGED_CONFIGS=128x8x3,128x8x2,128x4x3,256x8x2 (H100 GPU-c8dfcfde): paged ours 28
 39.5, 28.9 and 34.3; forced S=4 27.6 paged and 26.8 contiguous with lengths, where the rule's S=4 takes
 28.2 and 27.3: at both runs the same split count forced ran 2% faster than chosen, whose launch deals
 chunks out by length (spread_by_length, part_splits = 4 S) even where the lengths are equal.
+PROBE_SPLIT_LIMIT=1 runs the rule's launch with S slots a row instead of RAGGED_SPLIT_LIMIT * S (the slots'
+share of that 2%).
 DIAG=fullgrid: unsplit launches on a filled grid (B * Hkv >= 0.9 x SMs) up to L=131072, ours
 (FULL_GRID_CONFIG) against the 64 x 4 x 4 tiles it replaced and 64 x 4 x 3.
 DIAG=large: the KV reads of 268-537 MB that the c3249fa run read under 95% of the 4.69 TB/s read
@@ -93,6 +95,9 @@ from kernels._device import cdiv, sm_count  # noqa: E402
 from rooflab.ceilings import _read_kernel  # noqa: E402
 from rooflab.studies import decode as study  # noqa: E402
 from rooflab.timing import CudaTimer  # noqa: E402
+
+if os.environ.get("PROBE_SPLIT_LIMIT"):   # the partials' slots a row under the length-dealt launch: LIMIT * S
+    fd.RAGGED_SPLIT_LIMIT = int(os.environ["PROBE_SPLIT_LIMIT"])
 
 DEVICE = "cpu" if DRY else "cuda"
 HQ, D = (8, 32) if DRY else (int(os.environ.get("PROBE_HQ", "32")), int(os.environ.get("PROBE_HEAD_DIM", "128")))

@@ -13,7 +13,14 @@ two kernels can differ:
 Every variant is checked against float64 on a hostile input with its output poisoned, then timed
 (CUPTI, L2 flushed, shuffled rounds): probes/softmax_small.long_row_probe.
 
-    SHAPES=65536x350,65536x447 PROBE_DTYPE=float32 python3 probes/softmax_inductor.py
+    SHAPES=65536x350:float32,32768x1000:float16 python3 probes/softmax_inductor.py
+
+Inductor (torch 2.11-2.13, torch/_inductor/runtime/triton_heuristics.py, _persistent_reduction_configs)
+launches an inner persistent reduction of 256-1024 columns (as a power of two) over at least 1024 rows
+with one config, no autotuning: min(1024 // that power, 8) rows a program on one warp; 2 rows of a 512
+block at 350 columns, the tile ROWS_NARROW_TILE_ROWS gives ours there. Rows of 350 fp32 are 1400 bytes,
+off the 32-byte sector: a streaming store (.cs, evict-first) may send a line's first part to HBM
+before the next row's program writes the rest.
 """
 from __future__ import annotations
 
@@ -34,11 +41,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from softmax_small import fs, long_row_probe  # noqa: E402
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "200"))
-DTYPE = getattr(torch, os.environ.get("PROBE_DTYPE", "float32"))
-SHAPES = [tuple(int(v) for v in s.split("x")) + (DTYPE,)
-          for s in os.environ.get("SHAPES", "65536x350,65536x447,65536x258").split(",")]
-TILES = tuple(tuple(int(v) for v in t.split("x")) for t in       # rows a tile x warps
-              os.environ.get("TILES", "1x1,2x1,4x4,8x4,8x8,32x8,1x2,1x4").split(","))
+SHAPES = [(*(int(v) for v in dims.split("x")), getattr(torch, dtype))          # ROWSxCOLS:dtype
+          for dims, dtype in (s.split(":") for s in os.environ.get(
+              "SHAPES", "65536x350:float32,32768x1000:float16,65536x447:float32,65536x258:float32").split(","))]
+TILES = tuple(tuple(int(v) for v in t.split("x")) for t in       # rows a tile x warps; the knobs on the first
+              os.environ.get("TILES", "2x1,1x1,4x4,8x4,8x8,1x2,1x4").split(","))
 KNOBS = {"ours-like": (True, True, False), "plain store": (False, True, False),
          "int32": (True, False, False), "div": (True, True, True), "inductor-like": (False, False, True)}
 

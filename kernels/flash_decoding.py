@@ -560,25 +560,6 @@ def _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, 
                  (acc / l_safe[:, None]).to(Out.dtype.element_ty), mask=out_mask)
 
 
-@triton.jit
-def _serve_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, stride_kd, stride_vb, stride_vh,
-                 stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale, b, h, split,
-                 start, end, seqlen, n_valid, q, table_row, page_next,
-                 GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, SPLIT: tl.constexpr, UPCAST_DOT: tl.constexpr,
-                 BLOCK_MG: tl.constexpr, PAGE_SIZE: tl.constexpr, TABLE_AHEAD: tl.constexpr):
-    """A program's chunk (_attend_chunk), or, for a split whose chunk lies past its sequence (nothing to
-    read or merge; a program past the last dealt split has split = -1), its zeros (_write_zeros)."""
-    if SPLIT and start >= end:
-        _write_zeros(Out, b, h, seqlen, split, heads_kv, GROUP, HEAD_DIM, BLOCK_G, BLOCK_D)
-    else:
-        _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, stride_kd, stride_vb,
-                      stride_vh, stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale,
-                      b, h, split, start, end, seqlen, n_valid, q, table_row, page_next,
-                      GROUP, HEAD_DIM, BLOCK_G, BLOCK_N, BLOCK_D, BLOCK_S, SPLIT, UPCAST_DOT, BLOCK_MG, PAGE_SIZE,
-                      TABLE_AHEAD)
-
-
 @triton.jit(do_not_specialize=["n_blocks", "num_splits", "batch", "part_splits"])
 def _decode_kernel(
     Q, K, V, Lens, Table, Out, Part, Lse, Count,
@@ -636,32 +617,32 @@ def _decode_kernel(
         lens = tl.minimum(tl.maximum(lens, 0), cache_len)
         tiles = tl.cdiv(lens, BLOCK_N)                                                 # (BLOCK_B,)
         most = tl.max(tiles, 0)
-        # Lmax's chunks first, where the lengths are equal: ptxas gives the first copy of the tile loop the
-        # code the kernel without SPREAD has (sm_90, probes/decode_resources.py, head_dim 64: 392
-        # instructions a tile; placed second, 414, the extra ones register moves).
-        if tl.min(tl.where(mask_b, tiles, most), 0) == most:
-            _serve_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, stride_kd, stride_vb,
-                         stride_vh, stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale,
-                         b, h, split, start, end, seqlen, n_valid, q, table_row, page_next,
-                         GROUP, HEAD_DIM, BLOCK_G, BLOCK_N, BLOCK_D, BLOCK_S, SPLIT, UPCAST_DOT, BLOCK_MG, PAGE_SIZE,
-                         TABLE_AHEAD)
-        else:   # lengths differ: deal chunks by length
+        if tl.min(tl.where(mask_b, tiles, most), 0) != most:   # lengths differ: deal chunks by length
             rb, rsplit, rstart, rend, rlen, rvalid = _ragged_chunk(
                 lens, tiles, mask_b, batch, b * num_splits + split, num_splits, part_splits, BLOCK_N, BLOCK_B)
             rtable, rpage, rq = _chunk_operands(Q, Table, rb, heads, rstart, rend, offs_n, offs_d, out_mask,
                                                 stride_qb, stride_qh, stride_qd, stride_tb, stride_tp,
                                                 PAGE_SIZE, TABLE_AHEAD)
-            _serve_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, stride_kd, stride_vb,
-                         stride_vh, stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale,
-                         rb, h, rsplit, rstart, rend, rlen, rvalid, rq, rtable, rpage,
-                         GROUP, HEAD_DIM, BLOCK_G, BLOCK_N, BLOCK_D, BLOCK_S, SPLIT, UPCAST_DOT, BLOCK_MG, PAGE_SIZE,
-                         TABLE_AHEAD)
-    else:
-        _serve_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, stride_kd, stride_vb,
-                     stride_vh, stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale,
-                     b, h, split, start, end, seqlen, n_valid, q, table_row, page_next,
-                     GROUP, HEAD_DIM, BLOCK_G, BLOCK_N, BLOCK_D, BLOCK_S, SPLIT, UPCAST_DOT, BLOCK_MG, PAGE_SIZE,
-                     TABLE_AHEAD)
+            if SPLIT:
+                if rstart >= rend:   # no keys in this chunk (a program past the last split: rsplit = -1)
+                    _write_zeros(Out, rb, h, rlen, rsplit, heads_kv, GROUP, HEAD_DIM, BLOCK_G, BLOCK_D)
+                    return
+            _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, stride_kd, stride_vb,
+                          stride_vh, stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale,
+                          rb, h, rsplit, rstart, rend, rlen, rvalid, rq, rtable, rpage,
+                          GROUP, HEAD_DIM, BLOCK_G, BLOCK_N, BLOCK_D, BLOCK_S, SPLIT, UPCAST_DOT, BLOCK_MG, PAGE_SIZE,
+                          TABLE_AHEAD)
+            return
+    if SPLIT:
+        if start >= end:   # this chunk lies past the sequence: nothing to read or merge
+            _write_zeros(Out, b, h, seqlen, split, heads_kv, GROUP, HEAD_DIM, BLOCK_G, BLOCK_D)
+            return
+    _attend_chunk(K, V, Out, Part, Lse, Count, stride_kb, stride_kh, stride_kn, stride_kd, stride_vb,
+                  stride_vh, stride_vn, stride_vd, stride_tp, heads_kv, num_pages, part_splits, qk_scale,
+                  b, h, split, start, end, seqlen, n_valid, q, table_row, page_next,
+                  GROUP, HEAD_DIM, BLOCK_G, BLOCK_N, BLOCK_D, BLOCK_S, SPLIT, UPCAST_DOT, BLOCK_MG, PAGE_SIZE,
+                  TABLE_AHEAD)
+
 
 _COUNTERS: dict = {}
 

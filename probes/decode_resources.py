@@ -13,7 +13,18 @@ wheel's ptxas and cuobjdump (triton/backends/nvidia/bin) give the registers a th
 frame (spilled registers live there), and the SASS's spill loads (LDL) and stores (STL), in all and
 inside each innermost loop (a backward branch closes a loop; the tile loops, the merge's and the
 bisection's), in the order of the code, and the instructions of each innermost loop of more than
-40. Nothing runs: no GPU or driver is needed.
+40. Nothing runs: no GPU or driver is needed. PROBE_HQ and PROBE_HEAD_DIM set Hq and D (32, 128).
+
+The length-dealt launch's cost where the lengths are equal (probes/decode_balance.py: 2% at the
+head_dim-64 paged shape, B=16 Hq=16 Hkv=2 L=8192, and contiguous with lengths) read here at 30ebc85
+(PROBE_HQ=16 PROBE_HEAD_DIM=64, fp16, instructions of the tile loops): contiguous with lengths, the dealt
+copy 393 and the Lmax-chunk copy that equal lengths run 414, where the kernel without SPREAD has 393;
+the 21 more are register moves (IMAD.MOV.U32 33 against 17, MOV 9 against 1). Paged, 401 and 396
+against 394 (225 registers against 211, no spills at the 255 cap). Placing the equal-lengths path
+first (f94d800) gave it 392 instructions contiguous and 396 paged, but at the 128-register paged
+launches of D=128 it moved the other way (B=4 Hkv=32 L=1024 351 against 339, B=16 Hkv=8 L=4096 352
+against 349), and no GPU could be had to time it: not kept. One copy of the loop for both paths (the
+chunk chosen before it) took 415 contiguous and 447 paged.
 """
 from __future__ import annotations
 
@@ -30,7 +41,9 @@ import sm90  # noqa: E402  (probes/, the script's directory)
 from kernels import flash_decoding as fd  # noqa: E402
 from kernels._device import INTERPRETER_PER_SM, INTERPRETER_SMS  # noqa: E402
 
-HQ, D, PAGE = 32, 128, 64
+HQ = int(os.environ.get("PROBE_HQ", "32"))          # query heads
+D = int(os.environ.get("PROBE_HEAD_DIM", "128"))    # head_dim
+PAGE = 64                                           # tokens a page (paged shapes)
 DEFAULT = ["16,8,4096,paged,lengths", "16,8,4096,paged,lengths,plain", "4,32,1024,paged,lengths",
            "4,32,1024,paged,lengths,plain", "4,8,32768,lengths", "4,8,32768,lengths,plain", "4,8,32768"]
 

@@ -23,7 +23,7 @@ the 21 more are register moves (IMAD.MOV.U32 33 against 17, MOV 9 against 1). Pa
 against 394 (225 registers against 211, no spills at the 255 cap). Placing the equal-lengths path
 first (f94d800) gave it 392 instructions contiguous and 396 paged, but at the 128-register paged
 launches of D=128 it moved the other way (B=4 Hkv=32 L=1024 351 against 339, B=16 Hkv=8 L=4096 352
-against 349), and no GPU could be had to time it: not kept. One copy of the loop for both paths (the
+against 349); untimed on a GPU, it is not kept. One copy of the loop for both paths (the
 chunk chosen before it) took 415 contiguous and 447 paged.
 """
 from __future__ import annotations

@@ -15,12 +15,13 @@ Every variant is checked against float64 on a hostile input with its output pois
 
     SHAPES=65536x350:float32,32768x1000:float16 python3 probes/softmax_inductor.py
 
-Inductor (torch 2.13's torch/_inductor/runtime/triton_heuristics.py, _persistent_reduction_configs; the
-GPU image's 2.11 is what the kernel written out shows) launches an inner persistent reduction of 256-1024 columns (as a power of two) over at least 1024 rows
-with one config, no autotuning: min(1024 // that power, 8) rows a program on one warp; 2 rows of a 512
-block at 350 columns, the tile ROWS_NARROW_TILE_ROWS gives ours there. Rows of 350 fp32 are 1400 bytes,
-off the 32-byte sector: a streaming store (.cs, evict-first) may send a line's first part to HBM
-before the next row's program writes the rest.
+Inductor (torch 2.13's torch/_inductor/runtime/triton_heuristics.py, _persistent_reduction_configs;
+the GPU image's 2.11 shows its own in the kernel written out) launches an inner persistent reduction
+of 256-1024 columns (as a power of two) over at least 1024 rows with one config, no autotuning:
+min(1024 // that power, 8) rows a program on one warp; 2 rows of a 512 block at 350 columns, the
+tile ROWS_NARROW_TILE_ROWS gives ours there. Rows of 350 fp32 are 1400 bytes, off the 32-byte
+sector: a streaming store (.cs, evict-first) may send a line's first part to HBM before the next
+row's program writes the rest.
 """
 from __future__ import annotations
 

@@ -9,7 +9,10 @@ two kernels can differ:
   - `cs`: the streaming store (.cs) ours uses, or a plain one;
   - `i64`: 64-bit row offsets as ours, or 32-bit (Inductor indexes in int32 where the tensor fits);
   - `div`: x / sum per element as Inductor's code does, or ours's one reciprocal and a multiply;
-  - the tile (rows x warps), 8 warps included.
+  - the tile (rows x warps), 8 warps included;
+  - `static`: the shape and row strides as compile-time constants and no row mask where the tile
+    divides the rows, as Inductor's kernel has them (_rows_static), with ours's store and reciprocal
+    or Inductor's plain store and division.
 Every variant is checked against float64 on a hostile input with its output poisoned, then timed
 (CUPTI, L2 flushed, shuffled rounds): probes/softmax_small.long_row_probe.
 
@@ -49,6 +52,7 @@ TILES = tuple(tuple(int(v) for v in t.split("x")) for t in       # rows a tile x
               os.environ.get("TILES", "2x1,1x1,4x4,8x4,8x8,1x2,1x4").split(","))
 KNOBS = {"ours-like": (True, True, False), "plain store": (False, True, False),
          "int32": (True, False, False), "div": (True, True, True), "inductor-like": (False, False, True)}
+STATIC_KNOBS = {"static": (True, False), "static inductor-like": (False, True)}   # _rows_static's (CS, DIV)
 
 
 @triton.jit
@@ -75,6 +79,31 @@ def _rows_knobs(out_ptr, x_ptr, x_row_stride, out_row_stride, n_rows, n_cols, RO
                  cache_modifier=".cs")
     else:
         tl.store(out_ptr + o_off[:, None] + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _rows_static(out_ptr, x_ptr, X_STRIDE: tl.constexpr, O_STRIDE: tl.constexpr, N_ROWS: tl.constexpr,
+                 N_COLS: tl.constexpr, ROWS: tl.constexpr, BLOCK: tl.constexpr, CS: tl.constexpr, DIV: tl.constexpr):
+    """The rows tile as Inductor writes it: the shape and row strides compiled in, 32-bit offsets, and
+    no row mask where ROWS divides the rows (what the compiler then knows of each access's alignment
+    and bounds it works out itself: no multiple_of or max_constancy hints)."""
+    cols = tl.arange(0, BLOCK)
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    if N_ROWS % ROWS == 0:
+        mask = tl.full((ROWS, BLOCK), True, tl.int1) & (cols < N_COLS)[None, :]
+    else:
+        mask = (rows < N_ROWS)[:, None] & (cols < N_COLS)[None, :]
+    x = tl.load(x_ptr + rows[:, None] * X_STRIDE + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
+    e = tl.exp2((x - tl.max(x, axis=1)[:, None]) * 1.4426950408889634)
+    if DIV:
+        y = e / tl.sum(e, axis=1)[:, None]
+    else:
+        y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+    o_ptrs = out_ptr + rows[:, None] * O_STRIDE + cols[None, :]
+    if CS:
+        tl.store(o_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask, cache_modifier=".cs")
+    else:
+        tl.store(o_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def inductor_code(x: torch.Tensor):
@@ -104,6 +133,13 @@ def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
                                                      cs, i64, div, num_warps=w, num_stages=1)
                 return out
             fns[f"{name} {r}x{w}"] = run
+    r, w = TILES[0]
+    for name, (cs, div) in STATIC_KNOBS.items():
+        def run(cs=cs, div=div):
+            _rows_static[(triton.cdiv(rows, r),)](out, x, x.stride(0), out.stride(0), rows, cols, r, block, cs, div,
+                                                  num_warps=w, num_stages=1)
+            return out
+        fns[f"{name} {r}x{w}"] = run
     return fns
 
 

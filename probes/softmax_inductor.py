@@ -77,16 +77,27 @@ def _rows_knobs(out_ptr, x_ptr, x_row_stride, out_row_stride, n_rows, n_cols, RO
         o_off = tl.multiple_of(rows * out_row_stride, VEC)
     mask = (rows < n_rows)[:, None] & col_mask[None, :]
     x = tl.load(x_ptr + x_off[:, None] + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
+    y = _softmax_rows(x, DIV)
+    _store_tile(out_ptr + o_off[:, None] + cols[None, :], y, mask, CS)
+
+
+@triton.jit
+def _softmax_rows(x, DIV: tl.constexpr):
+    """Softmax of the (ROWS, BLOCK) tile x along its rows: with DIV each element divided by its row's
+    sum, else multiplied by one reciprocal a row."""
     e = tl.exp2((x - tl.max(x, axis=1)[:, None]) * 1.4426950408889634)
     if DIV:
-        y = e / tl.sum(e, axis=1)[:, None]
-    else:
-        y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+        return e / tl.sum(e, axis=1)[:, None]
+    return e * (1.0 / tl.sum(e, axis=1))[:, None]
+
+
+@triton.jit
+def _store_tile(o_ptrs, y, mask, CS: tl.constexpr):
+    """y stored through o_ptrs in their element type: streaming (.cs) with CS, else plainly."""
     if CS:
-        tl.store(out_ptr + o_off[:, None] + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask,
-                 cache_modifier=".cs")
+        tl.store(o_ptrs, y.to(o_ptrs.dtype.element_ty), mask=mask, cache_modifier=".cs")
     else:
-        tl.store(out_ptr + o_off[:, None] + cols[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+        tl.store(o_ptrs, y.to(o_ptrs.dtype.element_ty), mask=mask)
 
 
 @triton.jit
@@ -102,16 +113,8 @@ def _rows_static(out_ptr, x_ptr, X_STRIDE: tl.constexpr, O_STRIDE: tl.constexpr,
     else:
         mask = (rows < N_ROWS)[:, None] & (cols < N_COLS)[None, :]
     x = tl.load(x_ptr + rows[:, None] * X_STRIDE + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
-    e = tl.exp2((x - tl.max(x, axis=1)[:, None]) * 1.4426950408889634)
-    if DIV:
-        y = e / tl.sum(e, axis=1)[:, None]
-    else:
-        y = e * (1.0 / tl.sum(e, axis=1))[:, None]
-    o_ptrs = out_ptr + rows[:, None] * O_STRIDE + cols[None, :]
-    if CS:
-        tl.store(o_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask, cache_modifier=".cs")
-    else:
-        tl.store(o_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask)
+    y = _softmax_rows(x, DIV)
+    _store_tile(out_ptr + rows[:, None] * O_STRIDE + cols[None, :], y, mask, CS)
 
 
 def inductor_code(x: torch.Tensor):
@@ -143,7 +146,7 @@ def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
             fns[f"{name} {r}x{w}"] = run
     r, w = TILES[0]
     for name, (cs, div) in STATIC_KNOBS.items():
-        def run(cs=cs, div=div):
+        def run(r=r, w=w, cs=cs, div=div):
             _rows_static[(triton.cdiv(rows, r),)](out, x, x.stride(0), out.stride(0), rows, cols, r, block, cs, div,
                                                   num_warps=w, num_stages=1)
             return out

@@ -339,6 +339,13 @@ ROWS_NARROW_TILE_ROWS = {(1, 64): 16, (1, 128): 8, (1, 256): 8, (1, 512): 2,   #
                              # 301 bf16 89.6 against 100.0; 2-element accesses: 66 8 rows 31.9 / 21.2
                              # against 38.5 / 35.6, 130 67.6 / 34.7 against 71.6 / 65.6, 258 2 rows 134.9
                              # / 75.4 against 133.4 / 86.6, 510 269.2 / 133.6 against 272.7 / 133.3
+ROWS_STATIC_MAX_BLOCK = 512  # rows: contiguous rows in blocks of up to this many columns run a kernel
+                             # compiled for their length (_rows_static_kernel; one compile a length).
+                             # H100 GPU-f8e31591, kernel time, us, 2 rows on one warp, the shape compiled
+                             # in / ours (copy; torch.compile), probes/softmax_inductor.py: 65536x350
+                             # fp32 56.58 / 58.13 (56.85; 56.50), bf16 26.98 / 30.13 (26.53; 31.62);
+                             # 65536x258 fp32 40.66 / 42.61 (40.56; 40.88); 65536x447 fp32 73.81 / 76.02
+                             # (73.94; 75.28); not kept at 32768x1000 fp16, 40.00 / 39.60
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SMALL_TILE_ELEMS = 512       # rows of SMALL_MIN_BLOCK columns or more, in a problem too small to give
 SMALL_MIN_BLOCK = 128        # every SM one of the table's tiles: tiles of this many elements (at least
@@ -397,33 +404,68 @@ def _rows_kernel(out_ptr, x_ptr,
     the tiles, else program p takes tile p (a grid of one program a tile)."""
     if PERSISTENT:
         for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
-            _rows_tile(out_ptr, x_ptr, tile, x_row_stride, out_row_stride, n_rows, n_cols, ROWS, BLOCK, VEC)
+            _rows_tile(out_ptr, x_ptr, tile, x_row_stride, out_row_stride, n_rows, n_cols,
+                       ROWS, BLOCK, VEC, False, False)
     else:
         _rows_tile(out_ptr, x_ptr, tl.program_id(0), x_row_stride, out_row_stride, n_rows, n_cols,
-                   ROWS, BLOCK, VEC)
+                   ROWS, BLOCK, VEC, False, False)
+
+
+@triton.jit
+def _rows_static_kernel(out_ptr, x_ptr, n_rows, N_COLS: tl.constexpr,
+                        ROWS: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, PERSISTENT: tl.constexpr,
+                        EVEN: tl.constexpr):
+    """`_rows_kernel` for contiguous rows of x and out (row stride N_COLS) with their length compiled
+    in (one kernel a row length): `_rows_tile`'s STATIC tile. EVEN: ROWS divides n_rows."""
+    if PERSISTENT:
+        for tile in range(tl.program_id(0), tl.cdiv(n_rows, ROWS), tl.num_programs(0)):
+            _rows_tile(out_ptr, x_ptr, tile, N_COLS, N_COLS, n_rows, N_COLS, ROWS, BLOCK, VEC, True, EVEN)
+    else:
+        _rows_tile(out_ptr, x_ptr, tl.program_id(0), N_COLS, N_COLS, n_rows, N_COLS, ROWS, BLOCK, VEC, True, EVEN)
 
 
 @triton.jit
 def _rows_tile(out_ptr, x_ptr, tile, x_row_stride, out_row_stride, n_rows, n_cols,
-               ROWS: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr):
-    """Softmax of the rows of one (ROWS, BLOCK) tile, held in registers."""
+               ROWS: tl.constexpr, BLOCK: tl.constexpr, VEC: tl.constexpr, STATIC: tl.constexpr,
+               EVEN: tl.constexpr):
+    """Softmax of the rows of one (ROWS, BLOCK) tile, held in registers.
+
+    STATIC (n_cols and the strides constants, rows * stride below 2^31): 32-bit offsets whose
+    alignment and bounds the compiler works out from the constants, no row mask where EVEN, a
+    plain store and a division by the row's sum, as Inductor's persistent reduction has them;
+    else 64-bit offsets with VEC's alignment hints, a streaming (.cs) store and one reciprocal a
+    row (ROWS_STATIC_MAX_BLOCK gives the measurements)."""
     cols = tl.arange(0, BLOCK)
-    col_mask = tl.max_constancy(cols < n_cols, VEC)
     rows = tile * ROWS + tl.arange(0, ROWS)                                        # (ROWS,)
-    x_off = tl.multiple_of(tl.cast(rows, tl.int64) * x_row_stride, VEC)
-    o_off = tl.multiple_of(tl.cast(rows, tl.int64) * out_row_stride, VEC)
-    mask = (rows < n_rows)[:, None] & col_mask[None, :]                             # (ROWS, BLOCK)
+    if STATIC:
+        col_mask = cols < n_cols
+        x_off = rows * x_row_stride
+        o_off = rows * out_row_stride
+    else:
+        col_mask = tl.max_constancy(cols < n_cols, VEC)
+        x_off = tl.multiple_of(tl.cast(rows, tl.int64) * x_row_stride, VEC)
+        o_off = tl.multiple_of(tl.cast(rows, tl.int64) * out_row_stride, VEC)
+    if EVEN:
+        mask = tl.full((ROWS, BLOCK), True, tl.int1) & col_mask[None, :]            # (ROWS, BLOCK)
+    else:
+        mask = (rows < n_rows)[:, None] & col_mask[None, :]
     x = tl.load(x_ptr + x_off[:, None] + cols[None, :], mask=mask, other=-float("inf")).to(tl.float32)
     if BLOCK == 1:
         # One column: exp(x - max) / sum is exp(0) / 1 = 1 where x is finite, and NaN where it is
         # -inf, +inf or NaN (x - x), as torch.softmax gives; no exponential, reduction or division.
         y = x - x + 1.0
-    else:
+    elif STATIC:
         # A row of -inf gives max -inf and NaN throughout, as torch.softmax does.
         e = _exp(x - tl.max(x, axis=1)[:, None])
+        y = e / tl.sum(e, axis=1)[:, None]
+    else:
+        e = _exp(x - tl.max(x, axis=1)[:, None])
         y = e * (1.0 / tl.sum(e, axis=1))[:, None]
-    tl.store(out_ptr + o_off[:, None] + cols[None, :], y.to(out_ptr.dtype.element_ty),
-             mask=mask, cache_modifier=".cs")
+    o_ptrs = out_ptr + o_off[:, None] + cols[None, :]
+    if STATIC:
+        tl.store(o_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        tl.store(o_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask, cache_modifier=".cs")
 
 
 @triton.jit
@@ -904,8 +946,20 @@ def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
     if narrow and cfg.num_warps > 1:
         cfg = replace(cfg, num_warps=1, rows=min(narrow, cfg.rows))
     grid = (_grid(cdiv(rows, cfg.rows), cfg, x.device),)
+    options = dict(num_warps=cfg.num_warps, num_stages=1)
+    if _static_rows(x, out, cfg):
+        return _rows_static_kernel, grid, (out, x, rows, cols, cfg.rows, cfg.block, vec, bool(cfg.per_sm),
+                                           rows % cfg.rows == 0), options
     return _rows_kernel, grid, (out, x, x.stride(0), out.stride(0), rows, cols, cfg.rows, cfg.block,
-                                vec, bool(cfg.per_sm)), dict(num_warps=cfg.num_warps, num_stages=1)
+                                vec, bool(cfg.per_sm)), options
+
+
+def _static_rows(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> bool:
+    """True where rows compiles the row length in (`_rows_static_kernel`): contiguous rows of x and
+    out in a block of 2 to ROWS_STATIC_MAX_BLOCK columns, every offset under 2^31 elements."""
+    rows, cols = x.shape
+    return (1 < cfg.block <= ROWS_STATIC_MAX_BLOCK and (rows == 1 or x.stride(0) == out.stride(0) == cols)
+            and (rows + cfg.rows) * cols < 2 ** 31)
 
 
 def _row_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):

@@ -236,6 +236,12 @@ def test_row_warps_follow_the_columns_the_block_covers():
     assert config("row", 4097, torch.float16) == Config(block=4096, num_warps=8)   # a 4096 body
 
 
+def rows_launch(x: torch.Tensor, cfg: Config, out: torch.Tensor | None = None):
+    """rows' launch of x into out (else a new tensor like x): ({argument name: value}, grid, options)."""
+    kernel, grid, args, launch = sm._rows_args(x, torch.empty_like(x) if out is None else out, cfg)
+    return dict(zip(kernel.arg_names, args)), grid, launch
+
+
 def test_rows_tile_of_narrow_accesses_takes_one_warp():
     """Rows no access wider than one element divides (33, 65, 129, 511 columns) or than two (66, 130,
     258 columns), whose block is wider than a warp's 32 lanes, up to 512, go on one warp,
@@ -248,18 +254,18 @@ def test_rows_tile_of_narrow_accesses_takes_one_warp():
         cfg = config("rows", cols, dtype)
         assert cfg.block == block and cfg.num_warps > 1 and sm.ROWS_NARROW_TILE_ROWS[(vec, block)] == tile <= cfg.rows
         x = logits(40, cols, dtype)
-        _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), cfg)
-        assert args[8] == vec and launch["num_warps"] == 1 and args[6] == tile and grid == (triton_cdiv(40, tile),)
+        args, grid, launch = rows_launch(x, cfg)
+        assert args["VEC"] == vec and launch["num_warps"] == 1 and args["ROWS"] == tile and grid == (triton_cdiv(40, tile),)
     small = Config(block=256, num_warps=2, rows=2)     # a small problem's tile: fewer rows than the rule's
     x = logits(40, 129, torch.float32)
-    _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), small)
-    assert launch["num_warps"] == 1 and args[6] == 2 and grid == (20,)
+    args, grid, launch = rows_launch(x, small)
+    assert launch["num_warps"] == 1 and args["ROWS"] == 2 and grid == (20,)
     for cols, dtype in ((36, torch.float32), (132, torch.bfloat16), (7, torch.float32), (1025, torch.float32)):
         # 16-byte rows, 8-byte accesses, a block a warp covers, a 2048 block: the table's tile
         cfg = config("rows", cols, dtype)
         x = logits(40, cols, dtype)
-        _, grid, args, launch = sm._rows_args(x, torch.empty_like(x), cfg)
-        assert launch["num_warps"] == cfg.num_warps and args[6] == cfg.rows, cols
+        args, grid, launch = rows_launch(x, cfg)
+        assert launch["num_warps"] == cfg.num_warps and args["ROWS"] == cfg.rows, cols
     for cols in (33, 65, 66, 129, 130, 301, 511):
         for dtype in DTYPES:
             x = logits(37, cols, dtype)
@@ -267,6 +273,39 @@ def test_rows_tile_of_narrow_accesses_takes_one_warp():
             x[1] = NINF
             x[2, 3] = 1e4 if dtype != torch.float32 else 1e30
             check(run_poisoned("rows", x), x)
+
+
+def test_rows_static_kernel_where_rows_are_contiguous():
+    """Contiguous rows in blocks of 2 to ROWS_STATIC_MAX_BLOCK columns take the kernel compiled for
+    their length (N_COLS, EVEN where the tile divides the rows); a strided x or out, a one-column
+    block or a wider one keep the kernel that takes the length and strides as arguments."""
+    for rows, cols, dtype in ((40, 350, torch.float32), (37, 258, torch.bfloat16), (1, 7, torch.float16),
+                              (64, 512, torch.float16)):
+        cfg = config("rows", cols, dtype)
+        args, _, _ = rows_launch(logits(rows, cols, dtype), cfg)
+        assert "x_row_stride" not in args and args["N_COLS"] == cols and args["n_rows"] == rows
+        assert args["EVEN"] == (rows % args["ROWS"] == 0)
+    wide = logits(40, 700, torch.float32)[:, :350]
+    for x, out in ((wide, None), (logits(40, 350, torch.float32), torch.empty(40, 700)[:, :350]),
+                   (logits(40, 1, torch.float32), None), (logits(40, 1000, torch.float16), None)):
+        args, _, _ = rows_launch(x, config("rows", x.shape[1], x.dtype), out)
+        assert args["x_row_stride"] == x.stride(0) and "N_COLS" not in args
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "fp16", "bf16"])
+def test_rows_static_kernel_matches_reference(dtype):
+    """The compiled-length kernel against float64 at tiles that divide the rows and tiles that do not
+    (-inf entries, an all -inf row, a large magnitude), the output poisoned; and a strided input of
+    the same length through the other kernel."""
+    for rows, cols in ((64, 350), (37, 350), (5, 33), (96, 258), (1, 130), (3, 2)):
+        x = logits(rows, cols, dtype)
+        x[0, ::3] = NINF
+        x[-1] = NINF
+        x[rows // 2, 1] = 1e4 if dtype != torch.float32 else 1e30
+        check(run_poisoned("rows", x), x)
+    x = logits(40, 700, dtype)[:, :350]
+    x[3] = NINF
+    check(run_poisoned("rows", x), x)
 
 
 def test_split_segment_all_neg_inf():

@@ -345,7 +345,9 @@ ROWS_STATIC_MAX_BLOCK = 512  # rows: contiguous rows in blocks of up to this man
                              # in / ours (copy; torch.compile), probes/softmax_inductor.py: 65536x350
                              # fp32 56.58 / 58.13 (56.85; 56.50), bf16 26.98 / 30.13 (26.53; 31.62);
                              # 65536x258 fp32 40.66 / 42.61 (40.56; 40.88); 65536x447 fp32 73.81 / 76.02
-                             # (73.94; 75.28); not kept at 32768x1000 fp16, 40.00 / 39.60
+                             # (73.94; 75.28); not kept at 32768x1000 fp16, 40.00 / 39.60. Blocks under
+                             # 512 not yet timed (probes/softmax_rows_static.py); a new length compiles
+                             # once, 0.2-0.4 s for sm_90 on a 2-core x86-64 host
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SMALL_TILE_ELEMS = 512       # rows of SMALL_MIN_BLOCK columns or more, in a problem too small to give
 SMALL_MIN_BLOCK = 128        # every SM one of the table's tiles: tiles of this many elements (at least

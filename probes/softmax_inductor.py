@@ -32,7 +32,12 @@ Measured on an H100 (GPU-ee34477c, eb57b77, before `static`): none of the knobs 
 ours 59.12 (0.97). 65536x258 fp32: torch.compile 0.98, ours 0.95, knobs 0.94-0.96, 4x4 0.96.
 65536x447 fp32: 1x2 0.98, torch.compile 0.97, ours 0.96. 32768x1000 fp16: ours 0.99, torch.compile
 0.94. Inductor's kernel has the shape compiled in (`r0_numel = 258`, offsets `r0 + 258 * x0`) and
-no row mask where its tile divides the rows: the `static` variants time that.
+no row mask where its tile divides the rows: the `static` variants time that. On GPU-f8e31591
+(c7023ae, us, copy time / variant time): `static inductor-like` 2x1 (plain store, division) 65536x350
+fp32 56.58 (1.00; torch.compile 56.50, ours 58.13), 65536x258 fp32 40.66 (1.00; 40.88, 42.61),
+65536x447 fp32 73.81 (1.00; 75.28, 76.02), 65536x350 bf16 26.98 (0.98; 31.62, 30.13), 32768x1000 fp16
+40.00 (0.98; 41.95, 39.60); `static` 2x1 (.cs, reciprocal) 57.14, 41.10, 74.50, 27.58, 40.42. The
+shipped rows kernel now compiles the length in (kernels/fused_softmax.py, ROWS_STATIC_MAX_BLOCK).
 """
 from __future__ import annotations
 

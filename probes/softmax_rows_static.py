@@ -1,9 +1,12 @@
 """The rows strategy's two kernels side by side: `_rows_static_kernel` (contiguous rows, the row length
 compiled in; `ROWS_STATIC_MAX_BLOCK`) against `_rows_kernel` (length and strides as arguments), the
 same table tile, at rows in blocks of 2 to 512 and one block past the limit, beside softmax as
-shipped, torch.softmax and a copy of the same bytes. Each variant is checked against float64 on a
-hostile input with its output poisoned, then timed (CUPTI, L2 flushed, shuffled rounds):
-probes/softmax_small.long_row_probe.
+shipped, torch.softmax, torch.compile (COMPILE=0 leaves it out) and a copy of the same bytes. At
+rows of 1024 columns and more, the `row` strategy's (16384x1024 fp32 lost 0.95x to torch.compile in
+the H100 run at c7023ae), the same question for one row a program: `row static` (`_row_static` here: the
+length compiled in, 32-bit offsets, a plain store and a division) against `row` (the shipped
+`_row_kernel` launch). Each variant is checked against float64 on a hostile input with its output
+poisoned, then timed (CUPTI, L2 flushed, shuffled rounds): probes/softmax_small.long_row_probe.
 
     SHAPES=65536x350:float32,1048576x7:float32 PROBE_BUDGET_S=60 python3 probes/softmax_rows_static.py
 """
@@ -13,16 +16,32 @@ import os
 import sys
 
 import torch
+import triton
+import triton.language as tl
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from softmax_small import fs, long_row_probe  # noqa: E402
+from softmax_inductor import _softmax_rows, _store_tile  # noqa: E402
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "60"))
 SHAPES = [(*(int(v) for v in dims.split("x")), getattr(torch, dtype))          # ROWSxCOLS:dtype
           for dims, dtype in (s.split(":") for s in os.environ.get(
               "SHAPES", "65536x350:float32,65536x350:bfloat16,262144x33:float32,200000x65:bfloat16,"
                         "200000x129:float32,131072x200:float16,1048576x7:float32,1048576x2:bfloat16,"
-                        "32768x1000:float16").split(","))]
+                        "32768x1000:float16,16384x1024:float32,8192x4096:float32,4096x2048:float16,"
+                        "8192x4096:bfloat16").split(","))]
+COMPILE = os.environ.get("COMPILE", "1") == "1"
+
+
+@triton.jit
+def _row_static(out_ptr, x_ptr, N_COLS: tl.constexpr, BLOCK: tl.constexpr):
+    """One contiguous row a program with its length compiled in: 32-bit offsets, a plain store and a
+    division by the row's sum (a (1, BLOCK) tile of softmax_inductor's helpers)."""
+    cols = tl.arange(0, BLOCK)[None, :]
+    offs = tl.program_id(0) * N_COLS + cols
+    mask = cols < N_COLS
+    x = tl.load(x_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    _store_tile(out_ptr + offs, _softmax_rows(x, True), mask, False)
 
 
 def launches(x: torch.Tensor, out: torch.Tensor) -> dict:
@@ -44,13 +63,26 @@ def launches(x: torch.Tensor, out: torch.Tensor) -> dict:
 
 
 def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
+    rows, cols = x.shape
     fns = {"ours": lambda: fs.softmax(x, -1), "torch": lambda: torch.softmax(x, -1)}
-    for name, (kernel, grid, args, options) in launches(x, out).items():
-        def run(kernel=kernel, grid=grid, args=args, options=options):
-            kernel[grid](*args, **options)
-            return out
-        fns[f"rows {name}"] = run
+    if COMPILE:
+        compiled = torch.compile(lambda t: torch.softmax(t, -1), dynamic=False)
+        fns["torch_compile"] = lambda: compiled(x)
+    block = fs.pow2(cols)
+    if block <= 2 * fs.ROWS_STATIC_MAX_BLOCK:                 # rows' blocks, and one past the limit
+        for name, launch in launches(x, out).items():
+            fns[f"rows {name}"] = lambda launch=launch: run(*launch, out)
+    if block >= 2 * fs.ROWS_STATIC_MAX_BLOCK:                 # the row strategy's rows
+        kernel, grid, args, options = launch = fs._row_args(x, out, fs.config("row", cols, x.dtype))
+        fns["row"] = lambda: run(*launch, out)
+        fns["row static"] = lambda: run(_row_static, (rows,), (out, x, cols, fs.pow2(cols)),
+                                        dict(num_warps=options["num_warps"], num_stages=1), out)
     return fns
+
+
+def run(kernel, grid, args, options, out):
+    kernel[grid](*args, **options)
+    return out
 
 
 if __name__ == "__main__":

@@ -347,7 +347,9 @@ ROWS_STATIC_MAX_BLOCK = 512  # rows: contiguous rows in blocks of up to this man
                              # 65536x258 fp32 40.66 / 42.61 (40.56; 40.88); 65536x447 fp32 73.81 / 76.02
                              # (73.94; 75.28); not kept at 32768x1000 fp16, 40.00 / 39.60. Blocks under
                              # 512 not yet timed (probes/softmax_rows_static.py); a new length compiles
-                             # once, 0.2-0.4 s for sm_90 on a 2-core x86-64 host
+                             # once, 0.2-0.4 s for sm_90 on a 2-core x86-64 host, so ...
+ROWS_STATIC_MAX_LENGTHS = 32  # ... a process compiles at most this many (length, dtype) pairs in; later
+                             # ones take _rows_kernel (rows that grow a column a call pay 32 compiles)
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SMALL_TILE_ELEMS = 512       # rows of SMALL_MIN_BLOCK columns or more, in a problem too small to give
 SMALL_MIN_BLOCK = 128        # every SM one of the table's tiles: tiles of this many elements (at least
@@ -956,12 +958,23 @@ def _rows_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):
                                 vec, bool(cfg.per_sm)), options
 
 
+_STATIC_LENGTHS: set = set()   # (row length, dtype) pairs compiled into _rows_static_kernel so far
+
+
 def _static_rows(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> bool:
     """True where rows compiles the row length in (`_rows_static_kernel`): contiguous rows of x and
-    out in a block of 2 to ROWS_STATIC_MAX_BLOCK columns, every offset under 2^31 elements."""
+    out in a block of 2 to ROWS_STATIC_MAX_BLOCK columns, every offset under 2^31 elements, a
+    length (and dtype) already compiled in or one of the first ROWS_STATIC_MAX_LENGTHS."""
     rows, cols = x.shape
-    return (1 < cfg.block <= ROWS_STATIC_MAX_BLOCK and (rows == 1 or x.stride(0) == out.stride(0) == cols)
-            and (rows + cfg.rows) * cols < 2 ** 31)
+    if not (1 < cfg.block <= ROWS_STATIC_MAX_BLOCK and (rows == 1 or x.stride(0) == out.stride(0) == cols)
+            and (rows + cfg.rows) * cols < 2 ** 31):
+        return False
+    key = (cols, x.dtype)
+    if key not in _STATIC_LENGTHS:
+        if len(_STATIC_LENGTHS) >= ROWS_STATIC_MAX_LENGTHS:
+            return False
+        _STATIC_LENGTHS.add(key)
+    return True
 
 
 def _row_args(x: torch.Tensor, out: torch.Tensor, cfg: Config):

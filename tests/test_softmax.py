@@ -275,7 +275,13 @@ def test_rows_tile_of_narrow_accesses_takes_one_warp():
             check(run_poisoned("rows", x), x)
 
 
-def test_rows_static_kernel_where_rows_are_contiguous():
+@pytest.fixture
+def no_static_lengths(monkeypatch):
+    """No row length compiled in yet (earlier tests may have used up ROWS_STATIC_MAX_LENGTHS)."""
+    monkeypatch.setattr(sm, "_STATIC_LENGTHS", set())
+
+
+def test_rows_static_kernel_where_rows_are_contiguous(no_static_lengths):
     """Contiguous rows in blocks of 2 to ROWS_STATIC_MAX_BLOCK columns take the kernel compiled for
     their length (N_COLS, EVEN where the tile divides the rows); a strided x or out, a one-column
     block or a wider one keep the kernel that takes the length and strides as arguments."""
@@ -292,13 +298,28 @@ def test_rows_static_kernel_where_rows_are_contiguous():
         assert args["x_row_stride"] == x.stride(0) and "N_COLS" not in args
 
 
+def test_rows_static_lengths_are_bounded(monkeypatch):
+    """Past ROWS_STATIC_MAX_LENGTHS (length, dtype) pairs a new length takes the argument kernel;
+    the lengths already compiled in keep theirs."""
+    monkeypatch.setattr(sm, "_STATIC_LENGTHS", set())
+    monkeypatch.setattr(sm, "ROWS_STATIC_MAX_LENGTHS", 2)
+    static = {}
+    for cols, dtype in ((100, torch.float32), (100, torch.float16), (101, torch.float32), (100, torch.float32),
+                        (100, torch.float16)):
+        args, _, _ = rows_launch(logits(8, cols, dtype), config("rows", cols, dtype))
+        static[(cols, dtype)] = "N_COLS" in args
+    assert static == {(100, torch.float32): True, (100, torch.float16): True, (101, torch.float32): False}
+    assert sm._STATIC_LENGTHS == {(100, torch.float32), (100, torch.float16)}
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=["fp32", "fp16", "bf16"])
-def test_rows_static_kernel_matches_reference(dtype):
+def test_rows_static_kernel_matches_reference(dtype, no_static_lengths):
     """The compiled-length kernel against float64 at tiles that divide the rows and tiles that do not
     (-inf entries, an all -inf row, a large magnitude), the output poisoned; and a strided input of
     the same length through the other kernel."""
     for rows, cols in ((64, 350), (37, 350), (5, 33), (96, 258), (1, 130), (3, 2)):
         x = logits(rows, cols, dtype)
+        assert "N_COLS" in rows_launch(x, config("rows", cols, dtype))[0]
         x[0, ::3] = NINF
         x[-1] = NINF
         x[rows // 2, 1] = 1e4 if dtype != torch.float32 else 1e30

@@ -42,7 +42,9 @@ the 3.5% a trial's order moves a median by (config/config.yaml's `bench`): .cs i
 Strategies (each a separate kernel; `STRATEGIES[name].run(x2d)` runs one on a 2-D tensor whose
 last dimension is contiguous):
 
-    rows    several short rows per program: (ROWS, BLOCK) tiles, BLOCK = nextpow2(cols)
+    rows    several short rows per program: (ROWS, BLOCK) tiles, BLOCK = nextpow2(cols); contiguous
+            rows of up to ROWS_STATIC_MAX_BLOCK columns with their length compiled in
+            (`_rows_static_kernel`: the compiler derives alignment and bounds from constants)
     row     one row per program, the whole row in registers (BLOCK = nextpow2(aligned body))
     looped  one row per program in tiles: pass 1 keeps a running max and a rescaled sum of
             exponentials, pass 2 reads the row again, normalises and writes

@@ -460,13 +460,13 @@ def _rows_tile(out_ptr, x_ptr, tile, x_row_stride, out_row_stride, n_rows, n_col
         # One column: exp(x - max) / sum is exp(0) / 1 = 1 where x is finite, and NaN where it is
         # -inf, +inf or NaN (x - x), as torch.softmax gives; no exponential, reduction or division.
         y = x - x + 1.0
-    elif STATIC:
+    else:
         # A row of -inf gives max -inf and NaN throughout, as torch.softmax does.
         e = _exp(x - tl.max(x, axis=1)[:, None])
-        y = e / tl.sum(e, axis=1)[:, None]
-    else:
-        e = _exp(x - tl.max(x, axis=1)[:, None])
-        y = e * (1.0 / tl.sum(e, axis=1))[:, None]
+        if STATIC:
+            y = e / tl.sum(e, axis=1)[:, None]
+        else:
+            y = e * (1.0 / tl.sum(e, axis=1))[:, None]
     o_ptrs = out_ptr + o_off[:, None] + cols[None, :]
     if STATIC:
         tl.store(o_ptrs, y.to(out_ptr.dtype.element_ty), mask=mask)
@@ -966,7 +966,8 @@ _STATIC_LENGTHS: set = set()   # (row length, dtype) pairs compiled into _rows_s
 def _static_rows(x: torch.Tensor, out: torch.Tensor, cfg: Config) -> bool:
     """True where rows compiles the row length in (`_rows_static_kernel`): contiguous rows of x and
     out in a block of 2 to ROWS_STATIC_MAX_BLOCK columns, every offset under 2^31 elements, a
-    length (and dtype) already compiled in or one of the first ROWS_STATIC_MAX_LENGTHS."""
+    length (and dtype) already compiled in or one of the first ROWS_STATIC_MAX_LENGTHS. A length it
+    says True to is recorded in _STATIC_LENGTHS."""
     rows, cols = x.shape
     if not (1 < cfg.block <= ROWS_STATIC_MAX_BLOCK and (rows == 1 or x.stride(0) == out.stride(0) == cols)
             and (rows + cfg.rows) * cols < 2 ** 31):

@@ -73,10 +73,10 @@ def variants(x: torch.Tensor, out: torch.Tensor, sms: int) -> dict:
         for name, launch in launches(x, out).items():
             fns[f"rows {name}"] = lambda launch=launch: run(*launch, out)
     if block >= 2 * fs.ROWS_STATIC_MAX_BLOCK:                 # the row strategy's rows
-        kernel, grid, args, options = launch = fs._row_args(x, out, fs.config("row", cols, x.dtype))
+        launch = fs._row_args(x, out, fs.config("row", cols, x.dtype))
         fns["row"] = lambda: run(*launch, out)
         fns["row static"] = lambda: run(_row_static, (rows,), (out, x, cols, fs.pow2(cols)),
-                                        dict(num_warps=options["num_warps"], num_stages=1), out)
+                                        dict(num_warps=launch[3]["num_warps"], num_stages=1), out)
     return fns
 
 

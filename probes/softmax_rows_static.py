@@ -9,6 +9,15 @@ length compiled in, 32-bit offsets, a plain store and a division) against `row` 
 poisoned, then timed (CUPTI, L2 flushed, shuffled rounds): probes/softmax_small.long_row_probe.
 
     SHAPES=65536x350:float32,1048576x7:float32 PROBE_BUDGET_S=60 python3 probes/softmax_rows_static.py
+
+Measured at cb24611 (H100 GPU-e513f42e, right after the H100 run of that commit; 1048576x2 left out,
+kernel time, us, copy / variant): rows static against rows dynamic 56.54 (1.00) / 59.09 at 65536x350
+fp32, 27.09 (0.98) / 29.87 at 65536x350 bf16, 24.42 / 25.07 at 262144x33 fp32, 22.35 / 22.53 at
+200000x65 bf16, 65.98 / 67.01 at 200000x129 fp32, 31.30 / 31.92 at 131072x200 fp16, 18.10 / 18.64
+at 1048576x7 fp32 (torch.compile 56.38, 31.62, 45.17, 50.40, 66.06, 38.02, 30.51). One block past
+the limit: 32768x1000 fp16 rows dynamic 39.82, row static 39.89, row 40.32, ours 39.66; 16384x1024
+fp32 39.38, 40.21, 40.64, ours 40.24, torch.compile 42.94. Row static against row: 8192x4096 fp32
+83.31 / 83.95, bf16 40.08 / 40.64, 4096x2048 fp16 9.84 / 9.89.
 """
 from __future__ import annotations
 

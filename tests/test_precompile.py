@@ -33,3 +33,12 @@ def test_nothing_to_compile():
     assert precompile.warm("softmax", SHAPES, ["float32"], ["ours", "torch"], device="cpu") == 0.0   # no torch_compile
     assert precompile.warm("softmax", SHAPES[:1], ["float32"], ["torch_compile"], device="cpu") == 0.0  # one case
     assert precompile.warm("decode", [{}] * 4, ["float16"], ["ours"], device="cpu") == 0.0   # no compiled peer
+
+
+def test_every_shape_gets_its_own_graph(tmp_path, monkeypatch):
+    """Past Dynamo's default limit of eight graphs a function the compiled peer would run eager torch."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path))
+    counters.clear()
+    for rows in range(1, 11):
+        softmax.compile_case({"rows": rows, "cols": 3}, "float32", "cpu")
+    assert counters["stats"]["unique_graphs"] == 10   # 8 at Dynamo's default limit

@@ -5,9 +5,9 @@ The sweep times a case's implementations together in `trials` rounds (six in the
 in a shuffled order seeded by the bench seed and the case (rooflab.bench._trial_order), an
 implementation's `events` calls then its `cupti` calls. A trial's order moves a kernel's median by
 up to 3.5% (probes/sweep_vs_probe.py DIAG=seeds and DIAG=launch), and on two H100 runs in a row
-(c7023ae and cb24611, bench seed 0) `ours` at 16384x1024 fp32 took 39.0-39.7 us with an interval
-over 2.5 us wide, where the same row kernel forced took 37.4-37.9 [0.5 wide] and torch.compile 37.1-37.4:
-the one fp32 softmax loss of either run. Whether a counterbalanced order (each implementation at
+(c7023ae and cb24611, bench seed 0) `ours` at 16384x1024 fp32 took 39.0-39.7 us with intervals
+2.2-2.9 us wide, where the same row kernel forced took 37.4-37.9 (intervals under 0.5 us wide) and
+torch.compile 37.1-37.4: the one fp32 softmax loss of either run. Whether a counterbalanced order (each implementation at
 each place in turn) would remove that luck, or only more trials would, depends on which of the two
 carries it. Here the sweep's implementations of a case are built, checked against float64 and warmed
 up as the sweep does (rooflab.bench._warm_up and _calls: the same calls a trial), then timed in

@@ -18,7 +18,8 @@ at 1048576x7 fp32 (torch.compile 56.38, 31.62, 45.17, 50.40, 66.06, 38.02, 30.51
 the limit: 32768x1000 fp16 rows dynamic 39.82, row static 39.89, row 40.32, ours 39.66; 16384x1024
 fp32 39.38, 40.21, 40.64, ours 40.24. Row static against row: 8192x4096 fp32 83.31 / 83.95, bf16
 40.08 / 40.64, 4096x2048 fp16 9.84 / 9.89. From 16384x1024 on, the ninth shape, torch.compile had
-run eager torch (Dynamo's limit of eight graphs a function, raised since by `compiled_softmax`).
+run eager torch (Dynamo's limit of eight graphs a function; the sweep's compiled peer, which raises
+it, is the probes' since).
 """
 from __future__ import annotations
 

@@ -97,17 +97,14 @@ def _copy(inputs):
 
 
 @functools.lru_cache(maxsize=1)
-def compiled_softmax():
-    """torch.compile's softmax over the last dim, one graph specialised to each shape and dtype. Dynamo
-    keys its graphs on the code object and stops at `recompile_limit` (8 by default), running eager
-    torch from there on: the limit is raised so the ninth shape is compiled too (probes share this)."""
-    torch._dynamo.config.recompile_limit = 1024
+def _compiled():
+    torch._dynamo.config.cache_size_limit = 1024   # one specialised graph per shape, no eager fallback
     return torch.compile(lambda t: torch.softmax(t, dim=-1), dynamic=False)
 
 
 def _torch_compile(inputs):
     x = inputs["x"]
-    fn = compiled_softmax()
+    fn = _compiled()
     return lambda: fn(x)
 
 

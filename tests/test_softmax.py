@@ -298,10 +298,9 @@ def test_rows_static_kernel_where_rows_are_contiguous(no_static_lengths):
         assert args["x_row_stride"] == x.stride(0) and "N_COLS" not in args
 
 
-def test_rows_static_lengths_are_bounded(monkeypatch):
+def test_rows_static_lengths_are_bounded(monkeypatch, no_static_lengths):
     """Past ROWS_STATIC_MAX_LENGTHS (length, dtype) pairs a new length takes the argument kernel;
     the lengths already compiled in keep theirs."""
-    monkeypatch.setattr(sm, "_STATIC_LENGTHS", set())
     monkeypatch.setattr(sm, "ROWS_STATIC_MAX_LENGTHS", 2)
     static = {}
     for cols, dtype in ((100, torch.float32), (100, torch.float16), (101, torch.float32), (100, torch.float32),

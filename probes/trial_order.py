@@ -20,6 +20,23 @@ trials of a sweep row can land on).
 
     PYTHONUNBUFFERED=1 TRIALS=60 SHAPES=16384x1024:float32,8192x4096:float32 python3 probes/trial_order.py
 
+SETTLE_MS idles the GPU that long after each implementation's calls; PROBE_EXTRA adds stand-ins to the
+trials: `zeros3` (three fresh zero-filled outputs a call, the writes and allocations of
+seed_multipass's zero fill and two passes) and `fill3` (three zero fills of one buffer made once).
+After the table, the three predecessors whose next implementation ran slowest against its own median,
+with the first and last three cupti calls of those blocks (does the after-effect fade in a block?).
+
+Measured on an H100 (GPU-877288b7, dd1df63, 60 trials, SETTLE_MS=0): a kernel's place in the trial
+moves nothing (median time by place 0.999-1.002x its own median at both shapes); the kernel before it
+does. At 16384x1024 fp32 the two implementations run right after seed_multipass (four launches and a
+zero fill, 161 us a call) take 1.054x and 1.056x their own medians, the third 1.023x, the fourth on
+0.99-1.00x; after ours_looped and ours_split the next runs at 0.980x and 0.982x. The copy of the same
+bytes is among those slowed (40.29 us after seed_multipass, 38.26 median), so the after-effect is the
+GPU's, not an allocation of the kernel timed. The SM clock read at each trial's start was 1980 MHz
+throughout. At 8192x4096 fp32 the same predecessor moves the next by 1.004x. `ours` spanned
+37.52-40.51 us over ten groups of six trials at 16384x1024 (the committed H100 run's 39.71 lies
+inside it), ours_row 37.41-39.17, torch.compile 36.48-39.54.
+
 PROBE_DRYRUN=1 runs the trial loop and the summary on the CPU with stand-in kernels whose time
 grows with their place (no GPU, no Triton).
 Writes $OUT/trial_order.csv (one line a trial and implementation) and prints the summary last.
@@ -30,6 +47,7 @@ import os
 import random
 import statistics
 import sys
+import time
 
 import torch
 
@@ -45,11 +63,16 @@ SHAPES = [(*(int(v) for v in dims.split("x")), dtype)          # ROWSxCOLS:dtype
               "SHAPES", "16384x1024:float32,8192x4096:float32").split(","))]
 MIN_AFTER = 3          # trials behind a predecessor's median
 GROUP = 6              # the full profile's trials a row
+SETTLE_MS = float(os.environ.get("SETTLE_MS", "0"))
+EXTRA = os.environ.get("PROBE_EXTRA", "")   # stand-ins timed beside the impls: zeros, zeros3, fill3
 
 
-def run_trials(fns: dict, calls: dict, timer, trials: int, seed: str, clock=None) -> list[dict]:
+def run_trials(fns: dict, calls: dict, timer, trials: int, seed: str, clock=None, state=None) -> list[dict]:
     """One record a trial and implementation: its place, the implementation before it, its cupti
-    median (us) and the SM clock at the trial's start (clock(): MHz, or None)."""
+    median (us), the medians of its first and last three cupti calls, the SM clock at the trial's
+    start (clock(): MHz, or None) and, with state(), the GPU's state read right after its calls
+    (SM clock, power, temperature, throttle reasons). SETTLE_MS idles the GPU that long after each
+    implementation's calls."""
     records = []
     for trial in range(trials):
         order = list(fns)
@@ -58,11 +81,42 @@ def run_trials(fns: dict, calls: dict, timer, trials: int, seed: str, clock=None
         before = "-"
         for place, impl in enumerate(order):
             timer.sample(fns[impl], calls[impl], "events")               # as a sweep trial: events, then cupti
-            us = statistics.median(timer.sample(fns[impl], calls[impl], "cupti")) * 1e3
-            records.append({"trial": trial, "place": place, "impl": impl, "before": before,
-                            "us": round(us, 4), "sm_mhz": mhz})
+            samples = timer.sample(fns[impl], calls[impl], "cupti")
+            record = {"trial": trial, "place": place, "impl": impl, "before": before,
+                      "us": round(statistics.median(samples) * 1e3, 4),
+                      "first3_us": round(statistics.median(samples[:3]) * 1e3, 4),
+                      "last3_us": round(statistics.median(samples[-3:]) * 1e3, 4), "sm_mhz": mhz}
+            if state:
+                now = state()
+                record.update(after_mhz=now.get("sm_mhz"), after_w=now.get("power_w"),
+                              after_c=now.get("temp_c"), after_throttle="|".join(now.get("throttle") or []))
+            records.append(record)
+            if SETTLE_MS:
+                torch.cuda.synchronize()
+                time.sleep(SETTLE_MS / 1e3)
             before = impl
     return records
+
+
+def after_effects(records: list[dict], top: int = 3) -> list[str]:
+    """The predecessors whose next implementation ran slowest against that implementation's own
+    median (median ratio over the trials behind it), with the ratio of its first and last three
+    calls there: whether the after-effect fades within a block."""
+    base = {impl: statistics.median(r["us"] for r in records if r["impl"] == impl)
+            for impl in {r["impl"] for r in records}}
+    by = {}
+    for r in records:
+        if r["before"] != "-":
+            by.setdefault(r["before"], []).append(r)
+    rel = {k: statistics.median(r["us"] / base[r["impl"]] for r in v) for k, v in by.items()}
+    lines = []
+    for k in sorted(rel, key=rel.get, reverse=True)[:top]:
+        v = by[k]
+        first = statistics.median(r["first3_us"] / base[r["impl"]] for r in v)
+        last = statistics.median(r["last3_us"] / base[r["impl"]] for r in v)
+        lines.append(f"after {k:15} next impl at {rel[k]:.3f}x its median (first 3 calls {first:.3f}, "
+                     f"last 3 {last:.3f}; {len(v)} blocks)")
+    return lines
 
 
 def summary(records: list[dict], impls: list[str]) -> list[str]:
@@ -107,7 +161,7 @@ def dry_run() -> None:
     fns = {f"k{i}": (lambda i=i: 0.03 + 0.001 * i) for i in range(11)}
     records = run_trials(fns, {k: 5 for k in fns}, _DryTimer(), 24, "dry")
     assert len(records) == 24 * 11 and {r["place"] for r in records} == set(range(11))
-    print("\n".join(summary(records, list(fns))))
+    print("\n".join(summary(records, list(fns)) + after_effects(records)))
 
 
 def measure(shape_dtype, monitor, record) -> list[dict]:
@@ -135,10 +189,16 @@ def measure(shape_dtype, monitor, record) -> list[dict]:
             continue
         fns[impl] = fn
     del ref
+    x = inputs["x"]
+    extra = {"zeros": lambda: torch.zeros_like(x),                   # a fresh output, zero-filled
+             "zeros3": lambda: [torch.zeros_like(x) for _ in range(3)][-1],   # three, as multipass writes
+             "fill3": lambda buf=torch.empty_like(x): [buf.zero_() for _ in range(3)][-1]}  # no allocation
+    for name in filter(None, EXTRA.split(",")):
+        fns[name] = extra[name]
     estimates = bench._warm_up(fns, cfg, sweep.timer, lambda impl, exc: print(f"  {impl}: warm-up failed: {exc}"))
     calls = bench._calls(cfg, estimates)
     label = f"{rows}x{cols} {dtype}"
-    records = run_trials(fns, calls, sweep.timer, TRIALS, label, lambda: monitor.read().get("sm_mhz"))
+    records = run_trials(fns, calls, sweep.timer, TRIALS, label, lambda: monitor.read().get("sm_mhz"), monitor.read)
     return [{"shape": label, **r} for r in records], list(fns)
 
 
@@ -153,7 +213,7 @@ def main() -> None:
         records, impls = measure(shape_dtype, monitor, record)
         out += records
         print(f"{records[0]['shape']}: {TRIALS} trials, us (cupti median of each trial's calls)", flush=True)
-        print("\n".join(summary(records, impls)), flush=True)
+        print("\n".join(summary(records, impls) + after_effects(records)), flush=True)
     os.makedirs(OUT, exist_ok=True)
     write_csv(os.path.join(OUT, "trial_order.csv"), out)
 

@@ -20,7 +20,10 @@ trials of a sweep row can land on).
 
     PYTHONUNBUFFERED=1 TRIALS=60 SHAPES=16384x1024:float32,8192x4096:float32 python3 probes/trial_order.py
 
-SETTLE_MS idles the GPU that long after each implementation's calls; PROBE_EXTRA adds stand-ins to the
+ORDER=balanced times the trials of each group of six in orders where no implementation follows the
+same one twice (`trial_orders`), against the sweep's fresh shuffles (ORDER=shuffled, the default,
+where one implementation follows the same one in up to three of six trials): whether a row's spread
+over six trials narrows when no predecessor can repeat. SETTLE_MS idles the GPU that long after each implementation's calls; PROBE_EXTRA adds stand-ins to the
 trials: `zeros3` (three fresh zero-filled outputs a call, the writes and allocations of
 seed_multipass's zero fill and two passes) and `fill3` (three zero fills of one buffer made once).
 After the table, the three predecessors whose next implementation ran slowest against its own median,
@@ -64,6 +67,8 @@ SHAPES = [(*(int(v) for v in dims.split("x")), dtype)          # ROWSxCOLS:dtype
 MIN_AFTER = 3          # trials behind a predecessor's median
 GROUP = 6              # the full profile's trials a row
 SETTLE_MS = float(os.environ.get("SETTLE_MS", "0"))
+ORDER = os.environ.get("ORDER", "shuffled")   # shuffled (the sweep's) or balanced (trial_orders)
+CANDIDATES = 64        # ORDER=balanced: seeded orders a trial to choose from
 EXTRA = os.environ.get("PROBE_EXTRA", "")   # stand-ins timed beside the impls: zeros, zeros3, fill3
 
 
@@ -71,12 +76,15 @@ def run_trials(fns: dict, calls: dict, timer, trials: int, seed: str, clock=None
     """One record a trial and implementation: its place, the implementation before it, its cupti
     median (us), the medians of its first and last three cupti calls, the SM clock at the trial's
     start (clock(): MHz, or None) and, with state(), the GPU's state read right after its calls
-    (SM clock, power, temperature, throttle reasons). SETTLE_MS idles the GPU that long after each
+    (SM clock, power, temperature, throttle reasons). ORDER=balanced times the trials of each group of six in orders where no implementation follows the
+same one twice (`trial_orders`), against the sweep's fresh shuffles (ORDER=shuffled, the default,
+where one implementation follows the same one in up to three of six trials): whether a row's spread
+over six trials narrows when no predecessor can repeat. SETTLE_MS idles the GPU that long after each
     implementation's calls."""
     records = []
+    orders = trial_orders(list(fns), trials, seed)
     for trial in range(trials):
-        order = list(fns)
-        random.Random(f"{seed}|{trial}").shuffle(order)
+        order = orders[trial]
         mhz = clock() if clock else None
         before = "-"
         for place, impl in enumerate(order):
@@ -96,6 +104,46 @@ def run_trials(fns: dict, calls: dict, timer, trials: int, seed: str, clock=None
                 time.sleep(SETTLE_MS / 1e3)
             before = impl
     return records
+
+
+def trial_orders(impls: list, trials: int, seed: str) -> list[list]:
+    """Each trial's order. ORDER=shuffled: a fresh shuffle a trial, as the sweep's. ORDER=balanced:
+    within each group of GROUP trials (a sweep row's), the least repeating of CANDIDATES seeded
+    orders, each built place by place from a shuffle, taking next the implementation least often
+    after the last one (then after the one before it) in the group so far: no implementation follows
+    the same one twice in a group where the count of implementations allows (eleven, six trials)."""
+    orders = []
+    for trial in range(trials):
+        rng = random.Random(f"{seed}|{trial}")
+        if ORDER != "balanced":
+            order = list(impls)
+            rng.shuffle(order)
+            orders.append(order)
+            continue
+        group = orders[trial - trial % GROUP:]
+        seen = {}
+        for o in group:
+            for distance in (1, 2):
+                for i in range(distance, len(o)):
+                    key = (o[i], o[i - distance], distance)
+                    seen[key] = seen.get(key, 0) + 1
+
+        def repeats(order):            # predecessors first, the ones two places back second
+            return tuple(sum(seen.get((order[i], order[i - d], d), 0) for i in range(d, len(order)))
+                         for d in (1, 2))
+        candidates = []
+        for _ in range(CANDIDATES):        # built place by place, each next the least repeated
+            left = list(impls)
+            rng.shuffle(left)
+            order = [left.pop()]
+            while left:
+                nxt = min(left, key=lambda i: (seen.get((i, order[-1], 1), 0),
+                                               seen.get((i, order[-2], 2), 0) if len(order) > 1 else 0))
+                left.remove(nxt)
+                order.append(nxt)
+            candidates.append(order)
+        orders.append(min(candidates, key=repeats))
+    return orders
 
 
 def after_effects(records: list[dict], top: int = 3) -> list[str]:
@@ -157,7 +205,24 @@ class _DryTimer:
         return [base * (1 + 0.002 * (self.place % 11)) * random.uniform(0.995, 1.005) for _ in range(n)]
 
 
+def _max_repeat(orders: list[list]) -> int:
+    """The most trials of one GROUP in which one implementation follows the same one."""
+    worst = 0
+    for g in range(0, len(orders), GROUP):
+        pairs = {}
+        for o in orders[g:g + GROUP]:
+            for a, b in zip(o, o[1:]):
+                pairs[(a, b)] = pairs.get((a, b), 0) + 1
+        worst = max(worst, max(pairs.values()))
+    return worst
+
+
 def dry_run() -> None:
+    impls = [f"k{i}" for i in range(11)]
+    orders = trial_orders(impls, 60, "dry")
+    assert all(sorted(o) == sorted(impls) for o in orders)
+    print(f"ORDER={ORDER}: one implementation after the same one in at most {_max_repeat(orders)} "
+          f"trials of {GROUP}")
     fns = {f"k{i}": (lambda i=i: 0.03 + 0.001 * i) for i in range(11)}
     records = run_trials(fns, {k: 5 for k in fns}, _DryTimer(), 24, "dry")
     assert len(records) == 24 * 11 and {r["place"] for r in records} == set(range(11))

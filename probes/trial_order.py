@@ -7,9 +7,9 @@ implementation's `events` calls then its `cupti` calls. A trial's order moves a 
 up to 3.5% (probes/sweep_vs_probe.py DIAG=seeds and DIAG=launch), and on two H100 runs in a row
 (c7023ae and cb24611, bench seed 0) `ours` at 16384x1024 fp32 took 39.0-39.7 us with intervals
 2.2-2.9 us wide, where the same row kernel forced took 37.4-37.9 (intervals under 0.5 us wide) and
-torch.compile 37.1-37.4: the one fp32 softmax loss of either run. Whether a counterbalanced order (each implementation at
-each place in turn) would remove that luck, or only more trials would, depends on which of the two
-carries it. Here the sweep's implementations of a case are built, checked against float64 and warmed
+torch.compile 37.1-37.4: the one fp32 softmax loss of either run. Whether a counterbalanced order
+(each implementation at each place in turn) would remove that luck, or only more trials would,
+depends on which of the two carries it. Here the sweep's implementations of a case are built, checked against float64 and warmed
 up as the sweep does (rooflab.bench._warm_up and _calls: the same calls a trial), then timed in
 TRIALS shuffled trials with the sweep's events-then-cupti calls, and every implementation's cupti
 median of every trial is kept with its place, the implementation before it and the SM clock at the
@@ -23,9 +23,10 @@ trials of a sweep row can land on).
 ORDER=balanced times the trials of each group of six in orders where no implementation follows the
 same one twice (`trial_orders`), against the sweep's fresh shuffles (ORDER=shuffled, the default,
 where one implementation follows the same one in up to three of six trials): whether a row's spread
-over six trials narrows when no predecessor can repeat. SETTLE_MS idles the GPU that long after each implementation's calls; PROBE_EXTRA adds stand-ins to the
-trials: `zeros3` (three fresh zero-filled outputs a call, the writes and allocations of
-seed_multipass's zero fill and two passes) and `fill3` (three zero fills of one buffer made once).
+over six trials narrows when no predecessor can repeat. SETTLE_MS idles the GPU that long after each
+implementation's calls. PROBE_EXTRA adds stand-ins to the trials: `zeros` (a fresh zero-filled
+output a call), `zeros3` (three, the writes and allocations of seed_multipass's zero fill and two
+passes) and `fill3` (three zero fills of one buffer made once).
 After the table, the three predecessors whose next implementation ran slowest against its own median,
 with the first and last three cupti calls of those blocks (does the after-effect fade in a block?).
 
@@ -69,18 +70,15 @@ GROUP = 6              # the full profile's trials a row
 SETTLE_MS = float(os.environ.get("SETTLE_MS", "0"))
 ORDER = os.environ.get("ORDER", "shuffled")   # shuffled (the sweep's) or balanced (trial_orders)
 CANDIDATES = 64        # ORDER=balanced: seeded orders a trial to choose from
-EXTRA = os.environ.get("PROBE_EXTRA", "")   # stand-ins timed beside the impls: zeros, zeros3, fill3
+EXTRA = os.environ.get("PROBE_EXTRA", "")   # stand-ins timed beside the impls: zeros, zeros3, fill3 (measure)
 
 
 def run_trials(fns: dict, calls: dict, timer, trials: int, seed: str, clock=None, state=None) -> list[dict]:
     """One record a trial and implementation: its place, the implementation before it, its cupti
     median (us), the medians of its first and last three cupti calls, the SM clock at the trial's
     start (clock(): MHz, or None) and, with state(), the GPU's state read right after its calls
-    (SM clock, power, temperature, throttle reasons). ORDER=balanced times the trials of each group of six in orders where no implementation follows the
-same one twice (`trial_orders`), against the sweep's fresh shuffles (ORDER=shuffled, the default,
-where one implementation follows the same one in up to three of six trials): whether a row's spread
-over six trials narrows when no predecessor can repeat. SETTLE_MS idles the GPU that long after each
-    implementation's calls."""
+    (SM clock, power, temperature, throttle reasons). The trials run in `trial_orders`; SETTLE_MS
+    idles the GPU that long after each implementation's calls."""
     records = []
     orders = trial_orders(list(fns), trials, seed)
     for trial in range(trials):
@@ -106,6 +104,17 @@ over six trials narrows when no predecessor can repeat. SETTLE_MS idles the GPU 
     return records
 
 
+def _follows(orders: list[list]) -> dict:
+    """{(implementation, the one `distance` places before it, distance): trials}, distances 1 and 2."""
+    seen = {}
+    for o in orders:
+        for distance in (1, 2):
+            for i in range(distance, len(o)):
+                key = (o[i], o[i - distance], distance)
+                seen[key] = seen.get(key, 0) + 1
+    return seen
+
+
 def trial_orders(impls: list, trials: int, seed: str) -> list[list]:
     """Each trial's order. ORDER=shuffled: a fresh shuffle a trial, as the sweep's. ORDER=balanced:
     within each group of GROUP trials (a sweep row's), the least repeating of CANDIDATES seeded
@@ -120,13 +129,7 @@ def trial_orders(impls: list, trials: int, seed: str) -> list[list]:
             rng.shuffle(order)
             orders.append(order)
             continue
-        group = orders[trial - trial % GROUP:]
-        seen = {}
-        for o in group:
-            for distance in (1, 2):
-                for i in range(distance, len(o)):
-                    key = (o[i], o[i - distance], distance)
-                    seen[key] = seen.get(key, 0) + 1
+        seen = _follows(orders[trial - trial % GROUP:])
 
         def repeats(order):            # predecessors first, the ones two places back second
             return tuple(sum(seen.get((order[i], order[i - d], d), 0) for i in range(d, len(order)))
@@ -207,14 +210,8 @@ class _DryTimer:
 
 def _max_repeat(orders: list[list]) -> int:
     """The most trials of one GROUP in which one implementation follows the same one."""
-    worst = 0
-    for g in range(0, len(orders), GROUP):
-        pairs = {}
-        for o in orders[g:g + GROUP]:
-            for a, b in zip(o, o[1:]):
-                pairs[(a, b)] = pairs.get((a, b), 0) + 1
-        worst = max(worst, max(pairs.values()))
-    return worst
+    return max(n for g in range(0, len(orders), GROUP)
+               for (_, _, distance), n in _follows(orders[g:g + GROUP]).items() if distance == 1)
 
 
 def dry_run() -> None:

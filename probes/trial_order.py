@@ -9,14 +9,14 @@ up to 3.5% (probes/sweep_vs_probe.py DIAG=seeds and DIAG=launch), and on two H10
 2.2-2.9 us wide, where the same row kernel forced took 37.4-37.9 (intervals under 0.5 us wide) and
 torch.compile 37.1-37.4: the one fp32 softmax loss of either run. Whether a counterbalanced order
 (each implementation at each place in turn) would remove that luck, or only more trials would,
-depends on which of the two carries it. Here the sweep's implementations of a case are built, checked against float64 and warmed
-up as the sweep does (rooflab.bench._warm_up and _calls: the same calls a trial), then timed in
-TRIALS shuffled trials with the sweep's events-then-cupti calls, and every implementation's cupti
-median of every trial is kept with its place, the implementation before it and the SM clock at the
-trial's start. Printed per implementation: the median over all trials, by third of the trial
-(first, middle, last places), the predecessors it ran slowest and fastest after (at least
-MIN_AFTER trials each), and the range of medians over consecutive groups of six trials (what six
-trials of a sweep row can land on).
+depends on which of the two carries it. Here the sweep's implementations of a case are built,
+checked against float64 and warmed up as the sweep does (rooflab.bench._warm_up and _calls: the same
+calls a trial), then timed in TRIALS shuffled trials with the sweep's events-then-cupti calls, and
+every implementation's cupti median of every trial is kept with its place, the implementation before
+it and the SM clock at the trial's start. Printed per implementation: the median over all trials, by
+third of the trial (first, middle, last places), the predecessors it ran slowest and fastest after
+(at least MIN_AFTER trials each), and the range of medians over consecutive groups of six trials
+(what six trials of a sweep row can land on).
 
     PYTHONUNBUFFERED=1 TRIALS=60 SHAPES=16384x1024:float32,8192x4096:float32 python3 probes/trial_order.py
 

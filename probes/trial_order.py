@@ -2,7 +2,7 @@
 just before it?
 
 The sweep times a case's implementations together in `trials` rounds (six in the full profile), each
-in a shuffled order seeded by the bench seed and the case (rooflab.bench._trial_order), an
+in an order seeded by the bench seed and the case (rooflab.bench._trial_orders), an
 implementation's `events` calls then its `cupti` calls. A trial's order moves a kernel's median by
 up to 3.5% (probes/sweep_vs_probe.py DIAG=seeds and DIAG=launch), and on two H100 runs in a row
 (c7023ae and cb24611, bench seed 0) `ours` at 16384x1024 fp32 took 39.0-39.7 us with intervals
@@ -20,9 +20,10 @@ third of the trial (first, middle, last places), the predecessors it ran slowest
 
     PYTHONUNBUFFERED=1 TRIALS=60 SHAPES=16384x1024:float32,8192x4096:float32 python3 probes/trial_order.py
 
-ORDER=balanced times the trials of each group of six in orders where no implementation follows the
-same one twice (`trial_orders`), against the sweep's fresh shuffles (ORDER=shuffled, the default,
-where one implementation follows the same one in up to three of six trials): whether a row's spread
+ORDER=balanced (the default) times each group of six trials in the sweep's orders
+(rooflab.trial_orders.balanced_orders: no implementation follows the same one twice), ORDER=shuffled
+in the fresh shuffles the sweep used up to the H100 run at cb24611 (where one implementation follows
+the same one in up to three of six trials): whether a row's spread
 over six trials narrows when no predecessor can repeat. SETTLE_MS idles the GPU that long after each
 implementation's calls. PROBE_EXTRA adds stand-ins to the trials: `zeros` (a fresh zero-filled
 output a call), `zeros3` (three, the writes and allocations of seed_multipass's zero fill and two
@@ -59,6 +60,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from probe_csv import write_csv  # noqa: E402
+from rooflab.trial_orders import balanced_orders, follows  # noqa: E402
 
 OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 TRIALS = int(os.environ.get("TRIALS", "60"))
@@ -68,8 +70,7 @@ SHAPES = [(*(int(v) for v in dims.split("x")), dtype)          # ROWSxCOLS:dtype
 MIN_AFTER = 3          # trials behind a predecessor's median
 GROUP = 6              # the full profile's trials a row
 SETTLE_MS = float(os.environ.get("SETTLE_MS", "0"))
-ORDER = os.environ.get("ORDER", "shuffled")   # shuffled (the sweep's) or balanced (trial_orders)
-CANDIDATES = 64        # ORDER=balanced: seeded orders a trial to choose from
+ORDER = os.environ.get("ORDER", "balanced")   # balanced (the sweep's) or shuffled (trial_orders)
 EXTRA = os.environ.get("PROBE_EXTRA", "")   # stand-ins timed beside the impls: zeros, zeros3, fill3 (measure)
 
 
@@ -104,48 +105,18 @@ def run_trials(fns: dict, calls: dict, timer, trials: int, seed: str, clock=None
     return records
 
 
-def _follows(orders: list[list]) -> dict:
-    """{(implementation, the one `distance` places before it, distance): trials}, distances 1 and 2."""
-    seen = {}
-    for o in orders:
-        for distance in (1, 2):
-            for i in range(distance, len(o)):
-                key = (o[i], o[i - distance], distance)
-                seen[key] = seen.get(key, 0) + 1
-    return seen
-
-
 def trial_orders(impls: list, trials: int, seed: str) -> list[list]:
-    """Each trial's order. ORDER=shuffled: a fresh shuffle a trial, as the sweep's. ORDER=balanced:
-    within each group of GROUP trials (a sweep row's), the least repeating of CANDIDATES seeded
-    orders, each built place by place from a shuffle, taking next the implementation least often
-    after the last one (then after the one before it) in the group so far: no implementation follows
-    the same one twice in a group where the count of implementations allows (eleven, six trials)."""
+    """Each trial's order. ORDER=balanced (the sweep's): each group of GROUP trials (a sweep row's)
+    from rooflab.trial_orders.balanced_orders. ORDER=shuffled: a fresh shuffle a trial, as the
+    sweep's up to the H100 run at cb24611."""
+    if ORDER == "balanced":
+        return [order for g in range(0, trials, GROUP)
+                for order in balanced_orders(impls, min(GROUP, trials - g), f"{seed}|{g}")]
     orders = []
     for trial in range(trials):
-        rng = random.Random(f"{seed}|{trial}")
-        if ORDER != "balanced":
-            order = list(impls)
-            rng.shuffle(order)
-            orders.append(order)
-            continue
-        seen = _follows(orders[trial - trial % GROUP:])
-
-        def repeats(order):            # predecessors first, the ones two places back second
-            return tuple(sum(seen.get((order[i], order[i - d], d), 0) for i in range(d, len(order)))
-                         for d in (1, 2))
-        candidates = []
-        for _ in range(CANDIDATES):        # built place by place, each next the least repeated
-            left = list(impls)
-            rng.shuffle(left)
-            order = [left.pop()]
-            while left:
-                nxt = min(left, key=lambda i: (seen.get((i, order[-1], 1), 0),
-                                               seen.get((i, order[-2], 2), 0) if len(order) > 1 else 0))
-                left.remove(nxt)
-                order.append(nxt)
-            candidates.append(order)
-        orders.append(min(candidates, key=repeats))
+        order = list(impls)
+        random.Random(f"{seed}|{trial}").shuffle(order)
+        orders.append(order)
     return orders
 
 
@@ -209,9 +180,10 @@ class _DryTimer:
 
 
 def _max_repeat(orders: list[list]) -> int:
-    """The most trials of one GROUP in which one implementation follows the same one."""
+    """The most times one implementation follows the same one in a GROUP of trials (one sequence)."""
     return max(n for g in range(0, len(orders), GROUP)
-               for (_, _, distance), n in _follows(orders[g:g + GROUP]).items() if distance == 1)
+               for (_, _, distance), n in follows([i for o in orders[g:g + GROUP] for i in o]).items()
+               if distance == 1)
 
 
 def dry_run() -> None:

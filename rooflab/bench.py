@@ -4,7 +4,8 @@ A study module (rooflab/studies/<name>.py) describes *what* to measure; this mod
 decides *how*: inputs built once per shape, each implementation returned as a
 zero-argument callable so set-up stays out of the timed region, the output checked
 against the study's reference on every row, then the correct implementations timed
-together over several trials in shuffled order with a cold L2 (rooflab.timing: plain
+together over several trials, in orders balanced against after-effects of the kernel timed
+before (rooflab.trial_orders), with a cold L2 (rooflab.timing: plain
 calls with CUDA events, and where the host can show, kernel-only device time from CUPTI and the
 call's own host time),
 with the GPU's clocks read around each case. Host times are taken in a pass of their own over
@@ -22,7 +23,6 @@ from __future__ import annotations
 import csv
 import math
 import os
-import random
 import sys
 import threading
 import time
@@ -35,6 +35,7 @@ import torch
 from rooflab.qa import REMEASURED
 from rooflab.schema import HOST_TIMING, SHAPE_COLUMNS, columns
 from rooflab.timing import Timing, calls_per_trial, summarize
+from rooflab.trial_orders import balanced_orders
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 # Relative error (||out - ref|| / ||ref||, float64 reference) above which a row is `incorrect`.
@@ -49,7 +50,7 @@ class Unsupported(Exception):
 class BenchConfig:
     warmup_ms: float = 25.0           # warm-up per implementation and case, which also estimates its call time
     rep_ms: float = 20.0              # timing budget per implementation, timing method and trial
-    trials: int = 3                   # independent trials; each runs the implementations in a fresh shuffled order
+    trials: int = 3                   # independent trials; each runs the implementations in its own order (rooflab.trial_orders)
     min_reps: int = 20                # timed calls per row at least, over all trials (whatever the budget)
     max_calls: int = 500              # timed calls per trial at most
     kernel_below_bytes: float = 64e6  # cases moving fewer bytes are also timed kernel-only (`cupti` rows) and on the host (`host`)
@@ -58,7 +59,7 @@ class BenchConfig:
     host_first: bool = True           # host rows from a pass over every case before any CUPTI session (host_pass)
     clock_drop: float = 0.9           # SM clock below this share of the steady clock: the case is re-measured
     case_timeout_s: float = 300.0     # a case (all impls at one shape) running longer is taken as a hang
-    seed: int = 0                     # seeds the shuffled order of each trial
+    seed: int = 0                     # seeds each trial's order
 
 
 @dataclass
@@ -170,8 +171,9 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str, host: HostTimes | None =
     """Rows for every implementation at one shape and dtype (inputs and reference built once).
 
     Each implementation is built and checked against the reference first; the correct ones are
-    then timed together: warm-up, then `trials` rounds, each running them in a fresh shuffled
-    order, so that drift of clocks or temperature falls on all alike. A case timed under a
+    then timed together: warm-up, then `trials` rounds, each running them in its own seeded order
+    (`_trial_orders`), so that drift of clocks or temperature falls on all alike and no
+    implementation follows the same one twice where their count allows. A case timed under a
     slowdown or a clock drop is timed once more (see `_time_case`). `host`: the case's host
     times from `host_pass`, which become its `host` rows (correct implementations only); None
     times them here, after the other methods.
@@ -266,11 +268,11 @@ def _calls(cfg: BenchConfig, estimates: dict) -> dict:
     return {impl: calls_per_trial(ms, cfg.rep_ms, min_calls, cfg.max_calls) for impl, ms in estimates.items()}
 
 
-def _trial_order(cfg: BenchConfig, impls, shape: dict, dtype: str, attempt, trial: int) -> list:
-    """The implementations in a trial's shuffled order (seeded by the case, attempt and trial)."""
-    order = list(impls)
-    random.Random(f"{cfg.seed}|{shape}|{dtype}|{attempt}|{trial}").shuffle(order)
-    return order
+def _trial_orders(cfg: BenchConfig, impls, shape: dict, dtype: str, attempt) -> list[list]:
+    """Each trial's order of the implementations, seeded by the case and attempt, balanced so
+    that no implementation follows the same one in two trials where their count allows
+    (rooflab.trial_orders: the kernel timed before moves the next one's time)."""
+    return balanced_orders(impls, cfg.trials, f"{cfg.seed}|{shape}|{dtype}|{attempt}")
 
 
 @dataclass
@@ -284,7 +286,7 @@ def host_pass(sweep: Sweep, shape: dict, dtype: str) -> HostTimes | None:
     """Host times of one case's implementations, taken before any CUPTI session (see the module
     docstring); None where nothing is timed (no timer) or bench.host_first is off. Each
     implementation is built and called once (which compiles it), warmed up, and, where the case
-    is timed kernel-only (`_kernel_only`), called in `trials` shuffled rounds on the host
+    is timed kernel-only (`_kernel_only`), called in `trials` rounds on the host, in `_trial_orders`
     (CudaTimer.host: the call's own wall-clock time, the L2 flush queued before it). No reference
     is built or checked here: `measure_case` checks every implementation and keeps the host rows
     of the correct ones. A case or implementation that fails here gets no host times;
@@ -317,8 +319,8 @@ def host_pass(sweep: Sweep, shape: dict, dtype: str) -> HostTimes | None:
         clock = time.perf_counter()
         calls = _calls(cfg, estimates)
         samples = {impl: [] for impl in fns}
-        for trial in range(cfg.trials):
-            for impl in _trial_order(cfg, fns, shape, dtype, "host", trial):
+        for order in _trial_orders(cfg, fns, shape, dtype, "host"):
+            for impl in order:
                 if impl not in samples:
                     continue
                 try:
@@ -368,8 +370,8 @@ def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: d
         before = _settle(sweep)
         samples = {impl: {mode: [] for mode in modes} for impl in fns}
         failed = {}
-        for trial in range(cfg.trials):
-            for impl in _trial_order(cfg, fns, shape, dtype, attempt, trial):
+        for order in _trial_orders(cfg, fns, shape, dtype, attempt):
+            for impl in order:
                 if impl in failed:
                     continue
                 for mode in modes:

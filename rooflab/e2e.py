@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import random
 from collections import defaultdict
 
 import torch
@@ -30,6 +29,7 @@ import torch.nn.functional as F
 
 from rooflab.bench import TOLERANCE, error_metrics, is_oom
 from rooflab.timing import summarize
+from rooflab.trial_orders import balanced_orders
 
 PARTS = ("norms", "projections", "attention", "softmax", "mlp", "other")
 CONFIGS = {"prefill": ("eager", "ours_softmax", "sdpa", "ours_attention"),
@@ -198,7 +198,7 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
     """Rows (dicts without gpu/study/ceiling columns) for every configuration at one case.
 
     Every configuration is checked against the float32 reference and warmed up first; then
-    `trials` rounds time them in a fresh shuffled order each, ceil(reps / trials) forward passes
+    `trials` rounds time them in seeded orders (rooflab.trial_orders), ceil(reps / trials) forward passes
     per configuration and round (and as many CUDA-graph replays of the block), so drift hits
     all alike; each configuration's calls in a round follow sustain_ms of its own calls (see
     `_sustain`). A row pools every round's samples: median and its 95 % interval.
@@ -238,10 +238,10 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
     per_trial = math.ceil(reps / trials)
     parts = {config: [] for config in ready}
     replays = {config: [] for config in ready}
-    for trial in range(trials):
-        order = list(ready)
-        random.Random(f"{seed}|{phase}|{length}|{trial}").shuffle(order)
+    for order in balanced_orders(ready, trials, f"{seed}|{phase}|{length}"):
         for config in order:
+            if config not in ready:         # given up on out of memory in an earlier trial
+                continue
             try:
                 samples, replayed = _freeing_graphs(
                     lambda: _one_round(block, x, config, cache, ready[config][1], per_trial, sustain_ms), ready, replays)

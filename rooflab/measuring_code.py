@@ -12,7 +12,7 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-MEASURING_CODE = ("kernels", "rooflab/bench.py", "rooflab/timing.py", "rooflab/e2e.py", "rooflab/studies",
+MEASURING_CODE = ("kernels", "rooflab/bench.py", "rooflab/trial_orders.py", "rooflab/timing.py", "rooflab/e2e.py", "rooflab/studies",
                   "rooflab/gpustate.py", "rooflab/ceilings.py", "rooflab/qa.py", "rooflab/sized_ceilings.py",
                   "workflow/scripts/sweep.py",
                   "workflow/scripts/merge_sweep.py", "workflow/scripts/e2e.py", "workflow/scripts/calibrate.py",

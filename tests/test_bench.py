@@ -200,7 +200,7 @@ def test_without_host_first_each_case_times_its_host_rows_after_its_other_method
     assert list(read_results(tmp_path / "s.csv")["timing"]) == ["events", "cupti", "host"]
 
 
-def test_trials_interleave_implementations_in_shuffled_orders():
+def test_trials_interleave_implementations_in_balanced_orders():
     study = _fake_study()
     impls = {f"impl{i}": (lambda inputs: (lambda: torch.softmax(inputs["x"], -1))) for i in range(6)}
     study.impls = lambda: impls
@@ -212,6 +212,9 @@ def test_trials_interleave_implementations_in_shuffled_orders():
     rounds = [[fn for fn, _, _ in timer.calls[i * 6:(i + 1) * 6]] for i in range(4)]
     assert len(timer.calls) == 24 and all(len(set(r)) == 6 for r in rounds)   # each impl once per trial
     assert len({tuple(r) for r in rounds}) > 1                                  # orders differ between trials
+    sequence = [fn for fn, _, _ in timer.calls]
+    pairs = list(zip(sequence, sequence[1:]))
+    assert len(pairs) == len(set(pairs))          # 6 impls, 4 trials: nothing follows the same one twice
 
 
 def test_a_failure_while_timing_one_impl_leaves_the_others_measured():

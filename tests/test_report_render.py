@@ -154,7 +154,7 @@ def test_method_says_what_the_harness_does(rendered):
     ok = rendered["agg"].results.query("gpu == 'fixture-gpu' and status == 'ok'")
     assert f"Each row is the median of at least {ok['reps'].min():.0f} timed calls from at least " \
            f"{ok['trials'].min():.0f} trials" in method
-    for words in ("same shuffled trials", "95% confidence interval of the median from order statistics",
+    for words in ("same trials as our kernels, in seeded orders", "95% confidence interval of the median from order statistics",
                   "flushed by a 256 MiB read", "timed with CUDA events", "device time from CUPTI",
                   "less than 64 MB or run in under 500 us", "bootstrap interval", "FLOP convention",
                   "counts causal FLOPs in full"):

@@ -60,7 +60,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from probe_csv import write_csv  # noqa: E402
-from rooflab.trial_orders import balanced_orders, follows  # noqa: E402
+from rooflab.trial_orders import balanced_orders, follows, shuffled_orders  # noqa: E402
 
 OUT = os.environ.get("OUT", os.path.join(ROOT, "probe_out"))
 TRIALS = int(os.environ.get("TRIALS", "60"))
@@ -112,12 +112,7 @@ def trial_orders(impls: list, trials: int, seed: str) -> list[list]:
     if ORDER == "balanced":
         return [order for g in range(0, trials, GROUP)
                 for order in balanced_orders(impls, min(GROUP, trials - g), f"{seed}|{g}")]
-    orders = []
-    for trial in range(trials):
-        order = list(impls)
-        random.Random(f"{seed}|{trial}").shuffle(order)
-        orders.append(order)
-    return orders
+    return shuffled_orders(impls, trials, seed)
 
 
 def after_effects(records: list[dict], top: int = 3) -> list[str]:

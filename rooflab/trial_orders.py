@@ -73,3 +73,14 @@ def balanced_orders(impls, trials: int, seed: str, candidates: int = 16) -> list
         orders.append(min(options, key=lambda order: _added(order, tail, seen)))
         sequence += orders[-1]
     return orders
+
+
+def shuffled_orders(impls, trials: int, seed: str) -> list[list]:
+    """A fresh seeded shuffle a trial: the orders the sweep used before balanced_orders, kept to
+    compare against (probes/trial_order.py ORDER=shuffled)."""
+    orders = []
+    for trial in range(trials):
+        order = list(impls)
+        random.Random(f"{seed}|{trial}").shuffle(order)
+        orders.append(order)
+    return orders

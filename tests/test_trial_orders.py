@@ -1,21 +1,10 @@
 """The trials' orders: permutations, reproducible from their seed, and balanced against the
 after-effect of the implementation timed before."""
-import random
-
 import pytest
 
-from rooflab.trial_orders import balanced_orders, follows, repeats
+from rooflab.trial_orders import balanced_orders, follows, repeats, shuffled_orders
 
 IMPLS = [f"impl{i}" for i in range(11)]     # the softmax sweep's count
-
-
-def _shuffled(impls, trials, seed):
-    orders = []
-    for trial in range(trials):
-        order = list(impls)
-        random.Random(f"{seed}|{trial}").shuffle(order)
-        orders.append(order)
-    return orders
 
 
 @pytest.mark.parametrize("n, trials", [(0, 6), (1, 6), (2, 6), (3, 1), (5, 6), (11, 6), (13, 9)])
@@ -45,7 +34,7 @@ def test_balanced_orders_repeat_predecessors_far_less_than_shuffles():
     for n in (4, 6, 8, 11):
         impls = IMPLS[:n]
         balanced = [repeats(balanced_orders(impls, 6, f"s{s}")) for s in range(20)]
-        shuffled = [repeats(_shuffled(impls, 6, f"s{s}")) for s in range(20)]
+        shuffled = [repeats(shuffled_orders(impls, 6, f"s{s}")) for s in range(20)]
         assert sum(b[0] for b in balanced) < 0.8 * sum(s[0] for s in shuffled), n
         assert max(b[0] for b in balanced) <= min(s[0] for s in shuffled) + 1, n
 

@@ -25,9 +25,12 @@ ORDER=balanced (the default) times each group of six trials in the sweep's order
 in the fresh shuffles the sweep used up to the H100 run at cb24611 (where one implementation follows
 the same one in up to three of six trials): whether a row's spread
 over six trials narrows when no predecessor can repeat. SETTLE_MS idles the GPU that long after each
-implementation's calls. PROBE_EXTRA adds stand-ins to the trials: `zeros` (a fresh zero-filled
-output a call), `zeros3` (three, the writes and allocations of seed_multipass's zero fill and two
-passes) and `fill3` (three zero fills of one buffer made once).
+implementation's calls; RELEASE=1 empties the caching allocator after them (torch.cuda.empty_cache),
+so that every block's outputs come from a fresh allocation wherever the blocks before it left
+theirs. PROBE_EXTRA adds stand-ins to the trials: `zeros` (a fresh zero-filled output a call),
+`zeros3` (three, the writes and allocations of seed_multipass's zero fill and two passes) and
+`fill3` (three zero fills of one buffer made once and held for the whole run, which also moves
+where every other output lands).
 After the table, the three predecessors whose next implementation ran slowest against its own median,
 with the first and last three cupti calls of those blocks (does the after-effect fade in a block?).
 
@@ -36,11 +39,16 @@ moves nothing (median time by place 0.999-1.002x its own median at both shapes);
 does. At 16384x1024 fp32 the two implementations run right after seed_multipass (four launches and a
 zero fill, 161 us a call) take 1.054x and 1.056x their own medians, the third 1.023x, the fourth on
 0.99-1.00x; after ours_looped and ours_split the next runs at 0.980x and 0.982x. The copy of the same
-bytes is among those slowed (40.29 us after seed_multipass, 38.26 median), so the after-effect is the
-GPU's, not an allocation of the kernel timed. The SM clock read at each trial's start was 1980 MHz
+bytes is among those slowed (40.29 us after seed_multipass, 38.26 median), so the after-effect lies
+outside the kernel timed (the GPU's state, or where its output lands). The SM clock read at each trial's start was 1980 MHz
 throughout. At 8192x4096 fp32 the same predecessor moves the next by 1.004x. `ours` spanned
-37.52-40.51 us over ten groups of six trials at 16384x1024 (the committed H100 run's 39.71 lies
+37.52-40.51 us over ten groups of six trials at 16384x1024 (the cb24611 H100 run's 39.71 lies
 inside it), ours_row 37.41-39.17, torch.compile 36.48-39.54.
+On a third H100 (GPU-de3379a1, d99387c, 48 trials each at 16384x1024 fp32): ORDER=balanced held
+`ours`'s six-trial medians to 37.41-38.83 us against 37.71-40.61 shuffled (torch.compile 36.53-38.53
+against 36.50-39.36), while the next implementation after seed_multipass still ran 1.054-1.061x,
+1.060x over a block's first three calls and 1.062x over its last three; SETTLE_MS=50 left it at
+1.050x; with PROBE_EXTRA=zeros3,fill3 nearly every implementation took 40.2-40.5 us in any order.
 
 PROBE_DRYRUN=1 runs the trial loop and the summary on the CPU with stand-in kernels whose time
 grows with their place (no GPU, no Triton).
@@ -70,6 +78,7 @@ SHAPES = [(*(int(v) for v in dims.split("x")), dtype)          # ROWSxCOLS:dtype
 MIN_AFTER = 3          # trials behind a predecessor's median
 GROUP = 6              # the full profile's trials a row
 SETTLE_MS = float(os.environ.get("SETTLE_MS", "0"))
+RELEASE = os.environ.get("RELEASE") == "1"   # empty the caching allocator after each implementation
 ORDER = os.environ.get("ORDER", "balanced")   # balanced (the sweep's) or shuffled (trial_orders)
 EXTRA = os.environ.get("PROBE_EXTRA", "")   # stand-ins timed beside the impls: zeros, zeros3, fill3 (measure)
 
@@ -78,8 +87,9 @@ def run_trials(fns: dict, calls: dict, timer, trials: int, seed: str, clock=None
     """One record a trial and implementation: its place, the implementation before it, its cupti
     median (us), the medians of its first and last three cupti calls, the SM clock at the trial's
     start (clock(): MHz, or None) and, with state(), the GPU's state read right after its calls
-    (SM clock, power, temperature, throttle reasons). The trials run in `trial_orders`; SETTLE_MS
-    idles the GPU that long after each implementation's calls."""
+    (SM clock, power, temperature, throttle reasons), and the memory the caching allocator holds
+    then (MiB). The trials run in `trial_orders`; SETTLE_MS idles the GPU that long after each
+    implementation's calls; RELEASE=1 hands the allocator's free blocks back after them."""
     records = []
     orders = trial_orders(list(fns), trials, seed)
     for trial in range(trials):
@@ -97,10 +107,15 @@ def run_trials(fns: dict, calls: dict, timer, trials: int, seed: str, clock=None
                 now = state()
                 record.update(after_mhz=now.get("sm_mhz"), after_w=now.get("power_w"),
                               after_c=now.get("temp_c"), after_throttle="|".join(now.get("throttle") or []))
+            if torch.cuda.is_available():
+                record["reserved_mib"] = torch.cuda.memory_reserved() >> 20
             records.append(record)
             if SETTLE_MS:
                 torch.cuda.synchronize()
                 time.sleep(SETTLE_MS / 1e3)
+            if RELEASE and torch.cuda.is_available():
+                torch.cuda.synchronize()
+                torch.cuda.empty_cache()
             before = impl
     return records
 
@@ -221,7 +236,7 @@ def measure(shape_dtype, monitor, record) -> list[dict]:
     x = inputs["x"]
     extra = {"zeros": lambda: torch.zeros_like(x),                   # a fresh output, zero-filled
              "zeros3": lambda: [torch.zeros_like(x) for _ in range(3)][-1],   # three, as multipass writes
-             "fill3": lambda buf=torch.empty_like(x): [buf.zero_() for _ in range(3)][-1]}  # no allocation
+             "fill3": lambda buf=torch.empty_like(x): [buf.zero_() for _ in range(3)][-1]}  # one buffer held
     for name in filter(None, EXTRA.split(",")):
         fns[name] = extra[name]
     estimates = bench._warm_up(fns, cfg, sweep.timer, lambda impl, exc: print(f"  {impl}: warm-up failed: {exc}"))

@@ -49,6 +49,9 @@ On a third H100 (GPU-de3379a1, d99387c, 48 trials each at 16384x1024 fp32): ORDE
 against 36.50-39.36), while the next implementation after seed_multipass still ran 1.054-1.061x,
 1.060x over a block's first three calls and 1.062x over its last three; SETTLE_MS=50 left it at
 1.050x; with PROBE_EXTRA=zeros3,fill3 nearly every implementation took 40.2-40.5 us in any order.
+Those runs, at d99387c, also held fill3's buffer (the case's size) when fill3 was not asked for: the
+probe made it whenever it listed the stand-ins, which moved where the other outputs landed in every
+run of that GPU; since then it is made only for fill3.
 
 PROBE_DRYRUN=1 runs the trial loop and the summary on the CPU with stand-in kernels whose time
 grows with their place (no GPU, no Triton).
@@ -208,6 +211,18 @@ def dry_run() -> None:
     print("\n".join(summary(records, list(fns)) + after_effects(records)))
 
 
+def _stand_in(name: str, x: torch.Tensor):
+    """A PROBE_EXTRA stand-in; fill3's buffer is made here, only when fill3 is asked for."""
+    if name == "zeros":                 # a fresh output, zero-filled
+        return lambda: torch.zeros_like(x)
+    if name == "zeros3":                # three, as seed_multipass writes
+        return lambda: [torch.zeros_like(x) for _ in range(3)][-1]
+    if name == "fill3":                 # one buffer, held for the whole run
+        buf = torch.empty_like(x)
+        return lambda: [buf.zero_() for _ in range(3)][-1]
+    raise ValueError(f"PROBE_EXTRA: unknown stand-in {name!r} (zeros, zeros3, fill3)")
+
+
 def measure(shape_dtype, monitor, record) -> list[dict]:
     from rooflab import bench
     from rooflab.studies import softmax as study
@@ -233,12 +248,8 @@ def measure(shape_dtype, monitor, record) -> list[dict]:
             continue
         fns[impl] = fn
     del ref
-    x = inputs["x"]
-    extra = {"zeros": lambda: torch.zeros_like(x),                   # a fresh output, zero-filled
-             "zeros3": lambda: [torch.zeros_like(x) for _ in range(3)][-1],   # three, as multipass writes
-             "fill3": lambda buf=torch.empty_like(x): [buf.zero_() for _ in range(3)][-1]}  # one buffer held
     for name in filter(None, EXTRA.split(",")):
-        fns[name] = extra[name]
+        fns[name] = _stand_in(name, inputs["x"])
     estimates = bench._warm_up(fns, cfg, sweep.timer, lambda impl, exc: print(f"  {impl}: warm-up failed: {exc}"))
     calls = bench._calls(cfg, estimates)
     label = f"{rows}x{cols} {dtype}"

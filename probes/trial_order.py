@@ -30,7 +30,10 @@ so that every block's outputs come from a fresh allocation wherever the blocks b
 theirs. PROBE_EXTRA adds stand-ins to the trials: `zeros` (a fresh zero-filled output a call),
 `zeros3` (three, the writes and allocations of seed_multipass's zero fill and two passes) and
 `fill3` (three zero fills of one buffer made once and held for the whole run, which also moves
-where every other output lands).
+where every other output lands), `ones3` (fill3 with ones), and reads of the case's input with one L2
+eviction priority, `lastread` (evict_last), `firstread` (evict_first) and `plainread` (the default).
+RESET=1 resets the L2's persisting lines (cuCtxResetPersistingL2Cache, which returns lines held as
+evict_last to normal) after each implementation's calls.
 After the table, the three predecessors whose next implementation ran slowest against its own median,
 with the first and last three cupti calls of those blocks (does the after-effect fade in a block?).
 
@@ -82,6 +85,7 @@ MIN_AFTER = 3          # trials behind a predecessor's median
 GROUP = 6              # the full profile's trials a row
 SETTLE_MS = float(os.environ.get("SETTLE_MS", "0"))
 RELEASE = os.environ.get("RELEASE") == "1"   # empty the caching allocator after each implementation
+RESET = os.environ.get("RESET") == "1"       # reset the L2's persisting (evict_last) lines after each implementation
 ORDER = os.environ.get("ORDER", "balanced")   # balanced (the sweep's) or shuffled (trial_orders)
 EXTRA = os.environ.get("PROBE_EXTRA", "")   # stand-ins timed beside the impls: zeros, zeros3, fill3 (measure)
 
@@ -119,6 +123,9 @@ def run_trials(fns: dict, calls: dict, timer, trials: int, seed: str, clock=None
             if RELEASE and torch.cuda.is_available():
                 torch.cuda.synchronize()
                 torch.cuda.empty_cache()
+            if RESET and torch.cuda.is_available():
+                torch.cuda.synchronize()
+                _reset_persisting_l2()
             before = impl
     return records
 
@@ -211,8 +218,44 @@ def dry_run() -> None:
     print("\n".join(summary(records, list(fns)) + after_effects(records)))
 
 
+def _reset_persisting_l2() -> None:
+    """cuCtxResetPersistingL2Cache on the current context: every L2 line held as persisting
+    (evict_last) goes back to normal; host-side, so the caller synchronizes first."""
+    import ctypes
+    global _CUDA
+    if "_CUDA" not in globals():
+        _CUDA = ctypes.CDLL("libcuda.so.1")
+    status = _CUDA.cuCtxResetPersistingL2Cache()
+    if status != 0:
+        raise RuntimeError(f"cuCtxResetPersistingL2Cache returned CUresult {status}")
+
+
+def _reader(x: torch.Tensor, policy: str):
+    """A read of x with one eviction policy (evict_last, evict_first or '' for the default), one
+    partial sum a program written: whether a read's L2 priority leaves x in the L2 across flushes."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _read(ptr, partial_ptr, n, BLOCK: tl.constexpr, POLICY: tl.constexpr):
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(ptr + offs, mask=offs < n, other=0, eviction_policy=POLICY)
+        tl.store(partial_ptr + tl.program_id(0), tl.sum(v.to(tl.float32), 0))
+
+    flat = x.reshape(-1)
+    block = 4096
+    grid = (triton.cdiv(flat.numel(), block),)
+    partial = torch.empty(grid[0], device=x.device, dtype=torch.float32)
+    return lambda: _read[grid](flat, partial, flat.numel(), BLOCK=block, POLICY=policy, num_warps=8)
+
+
 def _stand_in(name: str, x: torch.Tensor):
-    """A PROBE_EXTRA stand-in; fill3's buffer is made here, only when fill3 is asked for."""
+    """A PROBE_EXTRA stand-in; fill3's and ones3's buffers are made here, only when asked for."""
+    if name in ("lastread", "firstread", "plainread"):   # a read of x with that L2 priority
+        return _reader(x, {"lastread": "evict_last", "firstread": "evict_first", "plainread": ""}[name])
+    if name == "ones3":                 # fill3 with ones: the writes without the zeros
+        buf = torch.empty_like(x)
+        return lambda: [buf.fill_(1.0) for _ in range(3)][-1]
     if name == "zeros":                 # a fresh output, zero-filled
         return lambda: torch.zeros_like(x)
     if name == "zeros3":                # three, as seed_multipass writes
@@ -220,7 +263,8 @@ def _stand_in(name: str, x: torch.Tensor):
     if name == "fill3":                 # one buffer, held for the whole run
         buf = torch.empty_like(x)
         return lambda: [buf.zero_() for _ in range(3)][-1]
-    raise ValueError(f"PROBE_EXTRA: unknown stand-in {name!r} (zeros, zeros3, fill3)")
+    raise ValueError(f"PROBE_EXTRA: unknown stand-in {name!r} (zeros, zeros3, fill3, ones3, lastread, "
+                     "firstread, plainread)")
 
 
 def measure(shape_dtype, monitor, record) -> list[dict]:

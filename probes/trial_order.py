@@ -32,6 +32,8 @@ theirs. PROBE_EXTRA adds stand-ins to the trials: `zeros` (a fresh zero-filled o
 `fill3` (three zero fills of one buffer made once and held for the whole run, which also moves
 where every other output lands), `ones3` (fill3 with ones), and reads of the case's input with one L2
 eviction priority, `lastread` (evict_last), `firstread` (evict_first) and `plainread` (the default).
+FLUSH=fillread zero-fills the flush's buffer before each
+flush's read (the calls then start from the same writes and read whatever ran before them).
 RESET=1 resets the L2's persisting lines (cuCtxResetPersistingL2Cache, which returns lines held as
 evict_last to normal) after each implementation's calls.
 After the table, the three predecessors whose next implementation ran slowest against its own median,
@@ -85,6 +87,7 @@ MIN_AFTER = 3          # trials behind a predecessor's median
 GROUP = 6              # the full profile's trials a row
 SETTLE_MS = float(os.environ.get("SETTLE_MS", "0"))
 RELEASE = os.environ.get("RELEASE") == "1"   # empty the caching allocator after each implementation
+FLUSH = os.environ.get("FLUSH", "read")   # read (the sweep's flush) or fillread (a zero fill of its buffer, then the read)
 RESET = os.environ.get("RESET") == "1"       # reset the L2's persisting (evict_last) lines after each implementation
 ORDER = os.environ.get("ORDER", "balanced")   # balanced (the sweep's) or shuffled (trial_orders)
 EXTRA = os.environ.get("PROBE_EXTRA", "")   # stand-ins timed beside the impls: zeros, zeros3, fill3 (measure)
@@ -249,6 +252,31 @@ def _reader(x: torch.Tensor, policy: str):
     return lambda: _read[grid](flat, partial, flat.numel(), BLOCK=block, POLICY=policy, num_warps=8)
 
 
+def _fill_then_read(timer) -> None:
+    """FLUSH=fillread: the timer's flush becomes a zero fill of its buffer (`_flush_fill`, a Triton
+    kernel) followed by its read, so every call starts after the same writes and the same read;
+    the fill, which lands in the call before's CUPTI segment, is left out of it."""
+    import triton
+    import triton.language as tl
+    from rooflab import timing
+
+    @triton.jit
+    def _flush_fill(ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(ptr + offs, tl.zeros([BLOCK], dtype=tl.int32), mask=offs < n)
+
+    read, buf = timer.flush, timer._buffer
+    grid = (triton.cdiv(buf.numel(), 8192),)
+
+    def flush() -> None:
+        _flush_fill[grid](buf, buf.numel(), BLOCK=8192, num_warps=8)
+        read()
+
+    segments = timing.device_segments
+    timer.flush = flush
+    timing.device_segments = lambda events, n: segments([e for e in events if "_flush_fill" not in e[2]], n)
+
+
 def _stand_in(name: str, x: torch.Tensor):
     """A PROBE_EXTRA stand-in; fill3's and ones3's buffers are made here, only when asked for."""
     if name in ("lastread", "firstread", "plainread"):   # a read of x with that L2 priority
@@ -294,6 +322,10 @@ def measure(shape_dtype, monitor, record) -> list[dict]:
     del ref
     for name in filter(None, EXTRA.split(",")):
         fns[name] = _stand_in(name, inputs["x"])
+    if FLUSH == "fillread":
+        _fill_then_read(sweep.timer)
+    elif FLUSH != "read":
+        raise ValueError(f"FLUSH={FLUSH!r}: read or fillread")
     estimates = bench._warm_up(fns, cfg, sweep.timer, lambda impl, exc: print(f"  {impl}: warm-up failed: {exc}"))
     calls = bench._calls(cfg, estimates)
     label = f"{rows}x{cols} {dtype}"

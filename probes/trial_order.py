@@ -58,6 +58,13 @@ Those runs, at d99387c, also held fill3's buffer (the case's size) when fill3 wa
 probe made it whenever it listed the stand-ins, which moved where the other outputs landed in every
 run of that GPU; since then it is made only for fill3.
 
+On a fourth H100 (GPU-cf66de32, 5e79d2d, 36 trials each at 16384x1024 fp32, no held buffer):
+RELEASE=1 changed nothing, block by block (99.3% of 288 blocks in the same state, about 37.4 or 40.3
+us, times correlated 0.992); the state is carried from block to block, set fast by ours_looped and
+ours_split (every block after them), slow by seed_multipass (every block after it), and passed on by
+the others (94% of 108 pairs); with zeros3,fill3 every block ran slow (ours 40.40-40.54 us). The slow
+state is the 128 MiB copy's rate (3.33 TB/s), the fast one 3.59 TB/s, above the datasheet's 3.35.
+
 PROBE_DRYRUN=1 runs the trial loop and the summary on the CPU with stand-in kernels whose time
 grows with their place (no GPU, no Triton).
 Writes $OUT/trial_order.csv (one line a trial and implementation) and prints the summary last.

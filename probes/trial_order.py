@@ -35,7 +35,7 @@ eviction priority, `lastread` (evict_last), `firstread` (evict_first) and `plain
 FLUSH=fillread zero-fills the flush's buffer before each
 flush's read (the calls then start from the same writes and read whatever ran before them).
 RESET=1 resets the L2's persisting lines (cuCtxResetPersistingL2Cache, which returns lines held as
-evict_last to normal) after each implementation's calls.
+evict_last to normal) after each implementation's calls, RESET=call before every call's flush.
 After the table, the three predecessors whose next implementation ran slowest against its own median,
 with the first and last three cupti calls of those blocks (does the after-effect fade in a block?).
 
@@ -95,7 +95,7 @@ GROUP = 6              # the full profile's trials a row
 SETTLE_MS = float(os.environ.get("SETTLE_MS", "0"))
 RELEASE = os.environ.get("RELEASE") == "1"   # empty the caching allocator after each implementation
 FLUSH = os.environ.get("FLUSH", "read")   # read (the sweep's flush) or fillread (a zero fill of its buffer, then the read)
-RESET = os.environ.get("RESET") == "1"       # reset the L2's persisting (evict_last) lines after each implementation
+RESET = os.environ.get("RESET", "")   # 1: reset the L2's persisting (evict_last) lines after each implementation; call: before every call
 ORDER = os.environ.get("ORDER", "balanced")   # balanced (the sweep's) or shuffled (trial_orders)
 EXTRA = os.environ.get("PROBE_EXTRA", "")   # stand-ins timed beside the impls: zeros, zeros3, fill3 (measure)
 
@@ -133,7 +133,7 @@ def run_trials(fns: dict, calls: dict, timer, trials: int, seed: str, clock=None
             if RELEASE and torch.cuda.is_available():
                 torch.cuda.synchronize()
                 torch.cuda.empty_cache()
-            if RESET and torch.cuda.is_available():
+            if RESET == "1" and torch.cuda.is_available():
                 torch.cuda.synchronize()
                 _reset_persisting_l2()
             before = impl
@@ -259,6 +259,19 @@ def _reader(x: torch.Tensor, policy: str):
     return lambda: _read[grid](flat, partial, flat.numel(), BLOCK=block, POLICY=policy, num_warps=8)
 
 
+def _reset_then_read(timer) -> None:
+    """RESET=call: before every flush the host waits for the GPU and resets the L2's persisting
+    lines, so no call finds lines a call before it left as evict_last (its own included)."""
+    read = timer.flush
+
+    def flush() -> None:
+        torch.cuda.synchronize()
+        _reset_persisting_l2()
+        read()
+
+    timer.flush = flush
+
+
 def _fill_then_read(timer) -> None:
     """FLUSH=fillread: the timer's flush becomes a zero fill of its buffer (`_flush_fill`, a Triton
     kernel) followed by its read, so every call starts after the same writes and the same read;
@@ -329,6 +342,8 @@ def measure(shape_dtype, monitor, record) -> list[dict]:
     del ref
     for name in filter(None, EXTRA.split(",")):
         fns[name] = _stand_in(name, inputs["x"])
+    if RESET == "call":
+        _reset_then_read(sweep.timer)
     if FLUSH == "fillread":
         _fill_then_read(sweep.timer)
     elif FLUSH != "read":

@@ -19,6 +19,12 @@ pass-to-pass spread, and the plain call runs the forced kernel's time. The sweep
 two (63.5 against 61.2 us) and their faster times (61.1-63.5 at 8192x4096, 28.8-29.9 at 16384x1024)
 belong to the sweep process, not to the buffers or the launch path; what in it is not yet found.
 
+On an H100 (GPU-cf66de32, 5e79d2d), where the sweep's trials run this shape at about 37.4 or about
+40.3 us by the GPU's state (probes/trial_order.py), every candidate at 16384x1024 took 40.1-40.9 us
+in both passes (ours 40.34-40.59, row into each output 40.13-40.94, Liger 40.42-40.80): no buffer
+is faster, and this probe's shuffled rounds, which hold no looped or split kernel, stay in the slow
+state throughout.
+
 Run from the repository root:  PYTHONUNBUFFERED=1 python3 probes/softmax_alloc.py
 Writes $OUT/softmax_alloc.csv and prints us per candidate, pass 1 / pass 2, last.
 """

@@ -71,6 +71,7 @@ Writes $OUT/trial_order.csv (one line a trial and implementation) and prints the
 """
 from __future__ import annotations
 
+import functools
 import os
 import random
 import statistics
@@ -96,6 +97,8 @@ SETTLE_MS = float(os.environ.get("SETTLE_MS", "0"))
 RELEASE = os.environ.get("RELEASE") == "1"   # empty the caching allocator after each implementation
 FLUSH = os.environ.get("FLUSH", "read")   # read (the sweep's flush) or fillread (a zero fill of its buffer, then the read)
 RESET = os.environ.get("RESET", "")   # 1: reset the L2's persisting (evict_last) lines after each implementation; call: before every call
+if FLUSH not in ("read", "fillread") or RESET not in ("", "1", "call"):
+    raise ValueError(f"FLUSH={FLUSH!r} (read or fillread), RESET={RESET!r} ('', 1 or call)")
 ORDER = os.environ.get("ORDER", "balanced")   # balanced (the sweep's) or shuffled (trial_orders)
 EXTRA = os.environ.get("PROBE_EXTRA", "")   # stand-ins timed beside the impls: zeros, zeros3, fill3 (measure)
 
@@ -228,14 +231,16 @@ def dry_run() -> None:
     print("\n".join(summary(records, list(fns)) + after_effects(records)))
 
 
+@functools.cache
+def _libcuda():
+    import ctypes
+    return ctypes.CDLL("libcuda.so.1")
+
+
 def _reset_persisting_l2() -> None:
     """cuCtxResetPersistingL2Cache on the current context: every L2 line held as persisting
     (evict_last) goes back to normal; host-side, so the caller synchronizes first."""
-    import ctypes
-    global _CUDA
-    if "_CUDA" not in globals():
-        _CUDA = ctypes.CDLL("libcuda.so.1")
-    status = _CUDA.cuCtxResetPersistingL2Cache()
+    status = _libcuda().cuCtxResetPersistingL2Cache()
     if status != 0:
         raise RuntimeError(f"cuCtxResetPersistingL2Cache returned CUresult {status}")
 
@@ -346,8 +351,6 @@ def measure(shape_dtype, monitor, record) -> list[dict]:
         _reset_then_read(sweep.timer)
     if FLUSH == "fillread":
         _fill_then_read(sweep.timer)
-    elif FLUSH != "read":
-        raise ValueError(f"FLUSH={FLUSH!r}: read or fillread")
     estimates = bench._warm_up(fns, cfg, sweep.timer, lambda impl, exc: print(f"  {impl}: warm-up failed: {exc}"))
     calls = bench._calls(cfg, estimates)
     label = f"{rows}x{cols} {dtype}"

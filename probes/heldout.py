@@ -17,7 +17,7 @@ where the intervals overlap):
            and from 256 MB of KV cache up its share of the GPU's read ceiling (the committed run's
            ceilings.csv for this GPU, whole-buffer and size-matched).
 
-Measured at f87c302 (H100 GPU-7e212431, 144 s for both studies; README "Shapes outside the grid"):
+Measured at f87c302 (H100 GPU-7e212431, 144 s for both studies; docs/measurements.md, "Shapes outside the grid"):
 softmax at 8 MB and more bf16 8 wins, 2 ties, 2 losses (geometric mean 1.27x), fp32 5, 4 and 4
 (1.14x); the losses at 6000x6000 and 512x3000 (looped where the row kernel forced took 1/1.16-1/1.40
 of its time), 200000x33 (0.83x torch) and 131072x64 fp32 (0.95x torch.compile); at 128 MB and more 3

@@ -247,7 +247,9 @@ def _reset_persisting_l2() -> None:
 
 def _reader(x: torch.Tensor, policy: str):
     """A read of x with one eviction policy (evict_last, evict_first or '' for the default), one
-    partial sum a program written: whether a read's L2 priority leaves x in the L2 across flushes."""
+    partial sum a program written: whether a read's L2 priority leaves x in the L2 across flushes.
+    The timer's read kernel with a policy added, kept apart: a kernel named like its `_flush_l2`
+    would mark a flush in the CUPTI timeline (rooflab.timing.device_segments) and split the call."""
     import triton
     import triton.language as tl
 

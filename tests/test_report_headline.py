@@ -336,6 +336,7 @@ def test_decode_large_shapes_beside_a_read_of_their_own_size(agg, cmp):
     smallest = large["bytes"].min()
     assert sized["smallest"] == fmt.megabytes(smallest)
     assert sized["smallest_read"] == fmt.num(rate_at(ceilings, smallest, "read"))
+    assert sized["under"] == sum(s < headline.LARGE_DECODE_SHARE for s in shares) and sized["target"] == "95%"
 
 
 def test_softmax_large_shapes_beside_a_copy_of_their_own_size(agg, cmp):
@@ -348,6 +349,7 @@ def test_softmax_large_shapes_beside_a_copy_of_their_own_size(agg, cmp):
     shares = [row["ours_metric"] / rate_at(ceilings, row["bytes"], "copy") for _, row in large.iterrows()]
     assert rate_at(ceilings, 134217728, "copy") == 4.5 and 4.3 < rate_at(ceilings, 268435456, "copy") < 4.5
     assert sized["median"] == fmt.pct(pd.Series(shares).median()) and sized["low"]["frac"] == fmt.pct(min(shares))
+    assert sized["under"] == sum(s < headline.IN_TRIALS_SHARE for s in shares) and sized["target"] == "90%"
     assert sized["smallest_read"] == fmt.num(4.5) and sized["smallest_frac"] == fmt.pct(4.5 / 4.2)
 
 

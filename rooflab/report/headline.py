@@ -97,7 +97,7 @@ def softmax(cmp: pd.DataFrame, frame: pd.DataFrame, threshold: float, ceilings: 
     large = peers[peers["bytes"] >= LARGE_SOFTMAX_BYTES].dropna(subset=["ours_frac"])
     if not large.empty:
         out["large_frac"] = {"n": len(large), "low": _at(large, "ours_frac"), "high": _at(large, "ours_frac", lowest=False),
-                             "ceiling": num(ceilings.get("copy_tbps")), "sized": sized_share(large, ceilings, "copy"),
+                             "ceiling": num(ceilings.get("copy_tbps")), "sized": sized_share(large, ceilings, "copy", IN_TRIALS_SHARE),
                              "in_trials": in_trial_copy(select(cmp, "softmax", "copy"))}
     kernel = peers[(peers["bytes"] < threshold) & (peers["timing"] == KERNEL_TIMING)]
     if tally(kernel):
@@ -267,7 +267,7 @@ def decode(cmp: pd.DataFrame, frame: pd.DataFrame, ceilings: dict) -> dict | Non
     if not large.empty:
         out["large"] = {"bytes": megabytes(LARGE_DECODE_BYTES), "n": len(large), "low": _at(large, "ours_frac"),
                         "median": pct(large["ours_frac"].median()), "ceiling": num(ceilings.get("read_tbps")),
-                        "sized": sized_share(large, ceilings, "read"), **under_share(large, LARGE_DECODE_SHARE)}
+                        "sized": sized_share(large, ceilings, "read", LARGE_DECODE_SHARE), **under_share(large, LARGE_DECODE_SHARE)}
     split = tally(select(cmp, "decode", "ours_nosplit"))
     if split:
         out["split"] = dict(split, low=split["worst"]["ratio"], low_shape=split["worst"]["shape"],
@@ -304,10 +304,11 @@ def in_trial_copy(against_copy: pd.DataFrame) -> dict | None:
             "reach_interval": reach_interval}
 
 
-def sized_share(large: pd.DataFrame, ceilings: dict, kind: str = "read") -> dict | None:
+def sized_share(large: pd.DataFrame, ceilings: dict, kind: str, share: float) -> dict | None:
     """Large rows against a kernel moving the same bytes (sized_ceilings.rate_at: the GPU's reads or copies of
     a few sizes, `kind`), where those were measured: the smallest row's size-matched rate and its share of
-    the whole-buffer ceiling (<kind>_tbps), and ours as a share of the size-matched rate (median and lowest)."""
+    the whole-buffer ceiling (<kind>_tbps), ours as a share of the size-matched rate (median and lowest), and
+    how many rows read under `share` of it (`under`; `target`, the share as a percentage)."""
     sized = large.assign(own=[rate_at(ceilings, b, kind) for b in large["bytes"]])
     if sized["own"].isna().any() or not ceilings.get(f"{kind}_tbps"):
         return None
@@ -315,7 +316,8 @@ def sized_share(large: pd.DataFrame, ceilings: dict, kind: str = "read") -> dict
     smallest = sized.loc[sized["bytes"].idxmin()]
     return {"low": _at(sized, "share"), "median": pct(sized["share"].median()),
             "smallest": megabytes(smallest["bytes"]), "smallest_read": num(smallest["own"]),
-            "smallest_frac": pct(smallest["own"] / ceilings[f"{kind}_tbps"])}
+            "smallest_frac": pct(smallest["own"] / ceilings[f"{kind}_tbps"]),
+            "under": int((sized["share"] < share).sum()), "target": pct(share)}
 
 
 def paged_layout(paged: pd.DataFrame) -> dict | None:

@@ -1,10 +1,16 @@
 """Input validation shared by the kernel wrappers: bad input -> ValueError naming the problem."""
 from __future__ import annotations
 
+import contextlib
 import functools
+import math
 import os
 
 import torch
+
+MAX_GRID_Y = 65535                 # CUDA's limit on a launch grid's second axis
+LOG2E = 1.4426950408889634
+FP32_MAX = 3.4028234663852886e38
 
 
 @functools.lru_cache(maxsize=1)
@@ -23,11 +29,50 @@ def check_tensor(name: str, t, dtypes: tuple[torch.dtype, ...], ndim: int | None
     if t.dtype not in dtypes:
         allowed = ", ".join(str(d).removeprefix("torch.") for d in dtypes)
         raise ValueError(f"{name} has dtype {str(t.dtype).removeprefix('torch.')}; supported: {allowed}")
+    if t.layout != torch.strided or t.is_nested:
+        kind = "nested" if t.is_nested else str(t.layout).removeprefix("torch.")
+        raise ValueError(f"{name} is a {kind} tensor; the kernels read dense strided tensors (convert with .to_dense())")
+    if t.is_neg() or t.is_conj():
+        raise ValueError(f"{name} is a lazily negated or conjugated view, whose memory holds the values before "
+                         "the sign; pass .resolve_neg() or .resolve_conj() of it")
     if ndim is not None and t.dim() != ndim:
         raise ValueError(f"{name} must have {ndim} dimensions, got shape {tuple(t.shape)}")
     if t.device.type != "cuda" and not interpreting():
         raise ValueError(f"{name} is on {t.device}; the kernels need a CUDA tensor "
                          "(or TRITON_INTERPRET=1 for Triton's CPU interpreter)")
+
+
+def check_scale(sm_scale, positive: bool) -> None:
+    """sm_scale: None, or a real number (not a bool) whose product with log2(e), the kernels' fp32
+    score scale, is finite in fp32 (and, with `positive`, above 0)."""
+    if sm_scale is None:
+        return
+    wanted = "a positive finite number" if positive else "a finite number"
+    try:
+        finite = (not isinstance(sm_scale, bool) and isinstance(sm_scale, (int, float))
+                  and math.isfinite(float(sm_scale)) and abs(float(sm_scale)) * LOG2E <= FP32_MAX)
+    except OverflowError:                   # an int past float's range
+        finite = False
+    if not finite or (positive and sm_scale <= 0):
+        raise ValueError(f"sm_scale must be {wanted} or None whose product with log2(e) fits fp32, got {sm_scale!r}")
+
+
+def check_grid_rows(what: str, n: int) -> None:
+    """A launch puts `n` programs on its grid's second axis, which CUDA caps at MAX_GRID_Y."""
+    if n > MAX_GRID_Y:
+        raise ValueError(f"{what} = {n}: the launch grid's second axis holds at most {MAX_GRID_Y} programs")
+
+
+def on_device(t: torch.Tensor):
+    """A context that makes t's CUDA device current while a kernel is launched on it (Triton launches
+    on the current device), or nothing when it already is, or t is not on a GPU."""
+    if t.is_cuda and t.device.index != _current_device():
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
+
+
+# torch's C getter of the current device, without torch.cuda.current_device's lazy-init check
+_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 
 
 def check_same_device(**tensors) -> None:

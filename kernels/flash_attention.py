@@ -124,7 +124,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_no_grad, check_same_device, check_tensor, interpreting
+from kernels._checks import check_grid_rows, check_no_grad, check_same_device, check_scale, check_tensor, interpreting
 from kernels._device import cdiv
 from kernels._plans import ALIGN, Launch, aligned, layout, remember
 
@@ -459,8 +459,8 @@ def _check(q, k, v, causal, sm_scale):
         raise ValueError(f"query heads ({hq}) must be a multiple of key/value heads ({hk})")
     if not isinstance(causal, bool):
         raise ValueError(f"causal must be a bool, got {type(causal).__name__}")
-    if sm_scale is not None and not (isinstance(sm_scale, (int, float)) and math.isfinite(sm_scale) and sm_scale > 0):
-        raise ValueError(f"sm_scale must be a positive finite number, got {sm_scale!r}")
+    check_scale(sm_scale, positive=True)
+    check_grid_rows("batch * query heads", bq * hq)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = False,

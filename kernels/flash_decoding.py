@@ -200,7 +200,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_no_grad, check_same_device, check_tensor, interpreting
+from kernels._checks import (check_grid_rows, check_no_grad, check_same_device, check_scale, check_tensor,
+                             interpreting, on_device)
 from kernels._device import INTERPRETER_PER_SM, cdiv, per_sm, pow2, sm_count
 from kernels._plans import ALIGN, Launch, aligned, current_stream, layout, new_output, remember
 
@@ -420,14 +421,20 @@ def _ragged_chunk(lens, tiles, mask_b, batch, j, num_splits, part_splits, BLOCK_
 
 
 @triton.jit
+def _clamped(lens, cache_len):
+    """Lengths as loaded (any integer dtype) clamped into 0..cache_len, then int32: clamped first,
+    so that a 64-bit length past int32's range does not wrap."""
+    return tl.minimum(tl.maximum(lens, 0), cache_len).to(tl.int32)
+
+
+@triton.jit
 def _rank_by_length(Lens, stride_l, batch, cache_len, rank, BLOCK_B: tl.constexpr):
     """The sequence of rank `rank` among the B clamped lengths, longest first, ties by index: the
     block scheduler starts programs in grid order, so the longest sequences start first and no long
     one is left to run alone at the end of the launch."""
     offs = tl.arange(0, BLOCK_B)
     valid = offs < batch
-    lens = tl.load(Lens + offs * stride_l, mask=valid, other=0).to(tl.int32)
-    lens = tl.where(valid, tl.minimum(tl.maximum(lens, 0), cache_len), -1)
+    lens = tl.where(valid, _clamped(tl.load(Lens + offs * stride_l, mask=valid, other=0), cache_len), -1)
     # ahead[i, j]: sequence j comes before sequence i
     ahead = (lens[None, :] > lens[:, None]) | ((lens[None, :] == lens[:, None]) & (offs[None, :] < offs[:, None]))
     ranks = tl.sum((ahead & valid[None, :]).to(tl.int32), 1)
@@ -606,15 +613,14 @@ def _decode_kernel(
                                               PAGE_SIZE, TABLE_AHEAD)
     seqlen = cache_len
     if HAS_LENS:
-        seqlen = tl.minimum(tl.maximum(tl.load(Lens + b * stride_l).to(tl.int32), 0), cache_len)
+        seqlen = _clamped(tl.load(Lens + b * stride_l), cache_len)
     end = tl.minimum((((split + 1) * n_blocks) // num_splits) * BLOCK_N, seqlen)
     # Splits holding keys: those whose first tile lies before the last tile with keys.
     n_valid = tl.cdiv(tl.cdiv(seqlen, BLOCK_N) * num_splits, n_blocks)
     if SPREAD:
         offs_b = tl.arange(0, BLOCK_B)
         mask_b = offs_b < batch
-        lens = tl.load(Lens + offs_b * stride_l, mask=mask_b, other=0).to(tl.int32)
-        lens = tl.minimum(tl.maximum(lens, 0), cache_len)
+        lens = _clamped(tl.load(Lens + offs_b * stride_l, mask=mask_b, other=0), cache_len)
         tiles = tl.cdiv(lens, BLOCK_N)                                                 # (BLOCK_B,)
         most = tl.max(tiles, 0)
         if tl.min(tl.where(mask_b, tiles, most), 0) != most:   # lengths differ: deal chunks by length
@@ -814,6 +820,7 @@ def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_tabl
             raise ValueError(f"{name} must be a tensor of q's dtype ({q.dtype}), got {kind}")
         if cache.dim() != 4:
             raise ValueError(f"{name} must have 4 dimensions {dims}, got shape {tuple(cache.shape)}")
+        check_tensor(name, cache, DTYPES)
     if k_cache.device != q.device or v_cache.device != q.device:
         check_same_device(q=q, k_cache=k_cache, v_cache=v_cache)
     check_no_grad("decode_attention", q=q, k_cache=k_cache, v_cache=v_cache)
@@ -834,9 +841,9 @@ def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_tabl
         raise ValueError(f"heads_q ({heads_q}) must be a positive multiple of heads_kv ({heads_kv})")
     if cache_len == 0:
         raise ValueError("the caches hold no tokens (Lmax = 0)")
-    if sm_scale is not None and not (isinstance(sm_scale, (int, float)) and math.isfinite(sm_scale)):
-        raise ValueError(f"sm_scale must be a finite number or None, got {sm_scale!r}")
-    if num_splits is not None and (not isinstance(num_splits, int) or num_splits < 1):
+    check_grid_rows("batch * kv heads", batch * heads_kv)
+    check_scale(sm_scale, positive=False)
+    if num_splits is not None and (isinstance(num_splits, bool) or not isinstance(num_splits, int) or num_splits < 1):
         raise ValueError(f"num_splits must be a positive int or None, got {num_splits!r}")
     if seqlens is None:
         return
@@ -892,10 +899,20 @@ def _to_device(seqlens, block_table, device: torch.device, cache_len: int, num_p
         if pages.numel() and (int(pages.min()) < 0 or int(pages.max()) >= num_pages):
             raise ValueError(f"block_table holds page indices outside 0..{num_pages - 1} "
                              f"(got {int(pages.min())}..{int(pages.max())})")
-        block_table = block_table.to(device, non_blocking=True)
+        block_table = _copy_checked(block_table, device)
     if host_lens:
-        seqlens = seqlens.to(device, non_blocking=True)
+        seqlens = _copy_checked(seqlens, device)
     return seqlens, block_table
+
+
+def _copy_checked(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor whose values were just checked, copied to `device` without waiting for the GPU.
+    From pinned memory such a copy reads the host buffer when the stream reaches it, after the caller
+    may have rewritten it: a pinned tensor is cloned first into pageable memory, which the copy stages
+    before it returns."""
+    if device.type == "cuda" and t.is_pinned():
+        t = t.clone()
+    return t.to(device, non_blocking=True)
 
 
 _PLANS: dict = {}   # layouts of q, the caches, seqlens, block_table and the options -> _DecodePlan
@@ -1155,15 +1172,16 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
     lens, table = _to_device(seqlens, block_table, q.device, plan.cache_len, plan.num_pages)
     if plan.grid is None:                                                          # B = 0 or Hq = 0
         return out
-    stream = 0 if interpreting() else current_stream()
-    part, lse, count = _scratch(plan, out, stream)
-    compiled = _decode_kernel[plan.grid](
-        q, k_cache, v_cache, q if lens is None else lens, q if table is None else table,
-        out, part, lse, count, *plan.strides, *(table.stride() if table is not None else (0, 0)),
-        1 if lens is None else lens.stride(0), *plan.rest, **plan.options)
-    if (plan.fast is None and key is not None and not interpreting() and lens is seqlens
-            and table is block_table and aligned(out, part, lse, count)):
-        plan.fast = Launch(compiled, plan.grid)
+    with on_device(q):                        # Triton launches on the current device
+        stream = 0 if interpreting() else current_stream()
+        part, lse, count = _scratch(plan, out, stream)
+        compiled = _decode_kernel[plan.grid](
+            q, k_cache, v_cache, q if lens is None else lens, q if table is None else table,
+            out, part, lse, count, *plan.strides, *(table.stride() if table is not None else (0, 0)),
+            1 if lens is None else lens.stride(0), *plan.rest, **plan.options)
+        if (plan.fast is None and key is not None and not interpreting() and lens is seqlens
+                and table is block_table and aligned(out, part, lse, count)):
+            plan.fast = Launch(compiled, plan.grid)                    # records the device it ran on
     return out
 
 

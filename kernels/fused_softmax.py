@@ -296,7 +296,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_tensor, interpreting
+from kernels._checks import check_tensor, interpreting, on_device
 from kernels._device import INTERPRETER_SMS, cdiv, pow2, properties
 from kernels._device import sm_count as num_sms
 from kernels._native_replay import ready as native_ready
@@ -1348,12 +1348,13 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     if cols > 1 and x2d.stride(1) != 1:
         x2d, direct = x2d.contiguous(), False
     out = torch.empty((rows, cols), dtype=x.dtype, device=x.device)
-    launched = plan.launch(x2d, out, plan.cfg)
-    if (launched is not None and direct and plan.fast is None and key is not None
-            and not interpreting() and aligned(out)):
-        plan.keep(launched, x.device)
-        if plan.to_native:
-            plan.go_native(x, dim)
+    with on_device(x):           # Triton launches on the current device; a kept launch records it
+        launched = plan.launch(x2d, out, plan.cfg)
+        if (launched is not None and direct and plan.fast is None and key is not None
+                and not interpreting() and aligned(out)):
+            plan.keep(launched, x.device)
+            if plan.to_native:
+                plan.go_native(x, dim)
     out = out.view(xt.shape)
     return out.movedim(-1, moved_dim) if moved_dim is not None else out
 

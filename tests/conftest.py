@@ -12,18 +12,26 @@ def _seed():
     torch.manual_seed(0)
 
 
-@pytest.fixture
-def poison(monkeypatch):
-    """Every torch.empty and torch.empty_like (outputs, partials) starts as NaN, so any element a
-    kernel fails to write shows."""
-    def nan_filled(make):
+POISONS = {"nan": float("nan"), "finite": 7.0}
+
+
+@pytest.fixture(params=list(POISONS))
+def poison(request, monkeypatch):
+    """Every torch.empty and torch.empty_like (outputs, partials) starts filled, so any element a
+    kernel fails to write shows; each test runs twice, once on NaN and once on 7.0. NaN shows an
+    unwritten element whose answer is finite; 7.0 one whose answer is NaN (an all -inf softmax row,
+    a decode row whose keys are all -inf), which NaN would pass unseen, and no softmax can give 7."""
+    value = POISONS[request.param]
+
+    def filled(make):
         def made(*args, **kwargs):
             t = make(*args, **kwargs)
-            return t.fill_(float("nan")) if t.is_floating_point() else t
+            return t.fill_(value) if t.is_floating_point() else t
         return made
 
-    monkeypatch.setattr(torch, "empty", nan_filled(torch.empty))
-    monkeypatch.setattr(torch, "empty_like", nan_filled(torch.empty_like))
+    monkeypatch.setattr(torch, "empty", filled(torch.empty))
+    monkeypatch.setattr(torch, "empty_like", filled(torch.empty_like))
+    return value
 
 
 @pytest.fixture

@@ -160,8 +160,15 @@ def _bad(**over):
           v=torch.randn(1, 2, 8, 512).half()), "range"),
     (_bad(sm_scale=-1.0), "sm_scale"),
     (_bad(sm_scale=float("nan")), "sm_scale"),
+    (_bad(sm_scale=1e300), "fits fp32"),              # scale * log2(e) overflows fp32: all-NaN scores
+    (_bad(sm_scale=10 ** 400), "sm_scale"),
+    (_bad(sm_scale=True), "sm_scale"),
     (_bad(causal=1), "causal"),
     (_bad(k=[[1.0]]), "torch.Tensor"),
+    (_bad(q=torch.randn(1, 4, 8, 64).half().to_sparse()), "q is a sparse_coo tensor"),
+    (_bad(v=torch._neg_view(torch.randn(1, 2, 8, 64).half())), "v is a lazily negated"),
+    (_bad(q=torch.zeros(2048, 32, 1, 16).half(), k=torch.zeros(2048, 32, 1, 16).half(),
+          v=torch.zeros(2048, 32, 1, 16).half()), "batch \\* query heads = 65536"),
 ])
 def test_bad_input_raises_value_error(args, match):
     with pytest.raises(ValueError, match=match):

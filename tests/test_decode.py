@@ -432,7 +432,17 @@ BAD = [
     (lambda q, k, v: decode_attention(q, k, v, torch.tensor([-1, 4])), "0..16"),
     (lambda q, k, v: decode_attention(q, k, v, num_splits=0), "num_splits"),
     (lambda q, k, v: decode_attention(q, k, v, sm_scale=float("nan")), "sm_scale"),
+    (lambda q, k, v: decode_attention(q, k, v, sm_scale=1e300), "fits fp32"),        # scale * log2(e) overflows fp32
+    (lambda q, k, v: decode_attention(q, k, v, sm_scale=10 ** 400), "sm_scale"),     # past float's range
+    (lambda q, k, v: decode_attention(q, k, v, sm_scale=True), "sm_scale"),
+    (lambda q, k, v: decode_attention(q, k, v, num_splits=True), "num_splits"),
     (lambda q, k, v: decode_attention("q", k, v), "torch.Tensor"),
+    (lambda q, k, v: decode_attention(q.to_sparse(), k, v), "sparse_coo tensor"),
+    (lambda q, k, v: decode_attention(q, k.to_sparse(), v), "k_cache is a sparse_coo"),
+    (lambda q, k, v: decode_attention(torch._neg_view(q), k, v), "lazily negated"),
+    (lambda q, k, v: decode_attention(q, torch._neg_view(k), v), "k_cache is a lazily negated"),
+    (lambda q, k, v: decode_attention(q.new_zeros(8192, 8, 32), k.new_zeros(8192, 8, 16, 32),
+                                      v.new_zeros(8192, 8, 16, 32)), "batch \\* kv heads = 65536"),
 ]
 
 
@@ -1140,3 +1150,28 @@ def test_study_strategy_follows_the_plan(monkeypatch):
 
 def test_merge_step():
     assert decode.merge_step(4, 128) == 4 and decode.merge_step(1, 128) == 8 and decode.merge_step(32, 256) == 2
+
+
+@pytest.mark.parametrize("num_splits", [1, 3, None])
+def test_device_lengths_past_int32_clamp_instead_of_wrapping(fresh_plans, poison, monkeypatch, num_splits):
+    """Lengths already on the GPU are not read back (_to_device, stood in for here): the kernel clamps
+    them into 0..Lmax, in their own 64-bit dtype before narrowing, so 2**32 + 5 attends to all 40
+    tokens (not 5) and -2**32 + 3 to none (not 3)."""
+    monkeypatch.setattr(decode, "_to_device", lambda lens, table, device, cache_len, num_pages: (lens, table))
+    q, k, v = _inputs(3, 4, 2, 40, 32, torch.float16)
+    lens = torch.tensor([2**32 + 5, -2**32 + 3, 2**31 + 7], dtype=torch.int64)
+    out = decode_attention(q, k, v, lens, num_splits=num_splits)
+    _assert_close(out, reference(q, k, v, torch.tensor([40, 0, 40])), torch.float16)
+
+
+def test_checked_host_values_are_copied_from_pageable_memory(monkeypatch):
+    """A pinned host tensor copied without waiting is read when the stream gets to it, after the
+    caller may have rewritten it: _copy_checked clones it into pageable memory first."""
+    copied = []
+    monkeypatch.setattr(torch.Tensor, "to", lambda self, *args, **kwargs: copied.append(self) or self)
+    lens = torch.tensor([3, 4])
+    for pinned in (True, False):
+        monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self, pinned=pinned: pinned)
+        decode._copy_checked(lens, torch.device("cuda"))
+    assert copied[0] is not lens and torch.equal(copied[0], lens)      # pinned: a clone went to the device
+    assert copied[1] is lens                                          # pageable: staged by the copy itself

@@ -15,6 +15,7 @@ import importlib
 
 import pytest
 import torch
+import triton
 
 import kernels
 import kernels._checks
@@ -29,11 +30,15 @@ sm = importlib.import_module("kernels.fused_softmax")
 
 
 def logits(rows, cols, dtype, scale=3.0):
-    """(rows, cols) logits with -inf entries and, from 3 rows up, an all -inf row."""
+    """(rows, cols) logits with -inf entries and, from 3 rows up, an all -inf row; from 5 rows up
+    a +inf and a NaN inside a row (torch gives NaN for all of either row)."""
     x = torch.randn(rows, cols) * scale
     x[0, ::3] = NINF                          # -inf entries (all of a length-1 row)
     if rows >= 3:
         x[2] = NINF                           # an all -inf row: torch gives NaN
+    if rows >= 5:
+        x[3, cols // 2] = float("inf")
+        x[4, (cols - 1) // 3] = float("nan")
     return x.to(dtype)
 
 
@@ -44,10 +49,16 @@ def check(out, x, dim=-1):
 
 
 def run_poisoned(name, x, cfg=None):
-    out = torch.full(x.shape, float("nan"), dtype=x.dtype)
-    result = STRATEGIES[name].run(x, out=out, cfg=cfg)
-    assert result is out
-    return out
+    """The strategy run into an output filled with NaN, then into one filled with 7.0: an element it
+    leaves unwritten differs between the two, whatever its answer (NaN hides an all -inf row's)."""
+    outs = []
+    for value in (float("nan"), 7.0):
+        out = torch.full(x.shape, value, dtype=x.dtype)
+        assert STRATEGIES[name].run(x, out=out, cfg=cfg) is out
+        outs.append(out)
+    torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0, equal_nan=True,
+                               msg=lambda m: f"{name} left elements unwritten: {m}")
+    return outs[1]
 
 
 # ---- every strategy, forced ----
@@ -489,6 +500,10 @@ def test_traffic_model():
     ((torch.randn(2, 3), -3), "dim -3 is out of range"),
     ((torch.randn(2, 3), 1.0), "dim must be an int"),
     ((torch.randn(2, 3), True), "dim must be an int"),
+    ((torch.randn(2, 3).to_sparse(),), "sparse_coo tensor"),
+    ((torch.randn(2, 3).to_sparse_csr(),), "sparse_csr tensor"),
+    ((torch.nested.nested_tensor([torch.randn(2), torch.randn(3)]),), "nested tensor"),
+    ((torch._neg_view(torch.randn(2, 3)),), "lazily negated"),
 ])
 def test_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
@@ -1114,3 +1129,30 @@ def test_split_segments_cover_a_peeled_body(gpu_split, poison, cols, dtype, segs
     a = dict(zip(SPLIT_ARGS, args))
     assert a["n_segs"] == segs and a["PEEL"] == (cols % (16 // dtype.itemsize) != 0)
     check(out, x)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("cols,peel", [(100, False), (1025, True)], ids=["aligned", "peeled"])
+@pytest.mark.parametrize("one_tile,prefetch", [(True, True), (True, False), (False, False)],
+                         ids=["one_tile_prefetch", "one_tile", "tiles"])
+def test_fused_split_rounds_in_the_interpreter(one_tile, prefetch, cols, peel, dtype):
+    """The fused launch itself (MODE _FUSED), which the stand-ins above replace by its two phases: with
+    one segment a row no program waits on another, so the interpreter runs it. A grid of 2 programs
+    over 5 rows takes 3 rounds, with the next round's segment loaded during the wait (PREFETCH); the
+    second launch on the same workspace reads the other tag. Poisoned twice (NaN, 7.0)."""
+    x = logits(5, cols, dtype)        # an all -inf row, -inf entries; 1025 columns: rows off the 16-byte grid
+    outs = [torch.full(x.shape, v, dtype=dtype) for v in (float("nan"), 7.0)]
+    vec, peeled = sm._access(x, outs[0])
+    assert peeled == peel
+    covered = sm.covered_cols(cols, vec) if peeled else cols
+    block = triton.next_power_of_2(covered) if one_tile else 32
+    seg_tiles = 1 if one_tile else triton_cdiv(covered, block)
+    slots = torch.zeros((5, 1), dtype=torch.int64)
+    for launch in range(2):
+        for out in outs:
+            out.fill_(float("nan") if out is outs[0] else 7.0)
+            sm._split_kernel[(2,)](out, x, slots, x.stride(0), out.stride(0), 5, cols, 1, seg_tiles,
+                                   BLOCK=block, VEC=vec, PARTIALS_BLOCK=sm.PARTIALS_BLOCK, MODE=sm._FUSED.value,
+                                   ONE_TILE=one_tile, PREFETCH=prefetch, PEEL=peeled)
+        torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0, equal_nan=True)   # every element written
+        check(outs[1], x)

@@ -27,7 +27,7 @@ def test_shipped_config_is_valid(config):
     (lambda c: c["softmax"].update(dtypes=["float64"]), "float64"),
     (lambda c: c["softmax"].update(impls=["ours", "cublas"]), "cublas"),
     (lambda c: c["attention"]["grid"]["full"][0].update(batch=[-4]), "-4"),
-    (lambda c: c["decode"]["grid"]["quick"][0].update(cache_len=[0]), "0"),
+    (lambda c: c["decode"]["grid"]["quick"][0].update(cache_len=[0]), "0 is less than the minimum of 1"),
     (lambda c: c.update(profile="huge"), "huge"),
     (lambda c: c["softmax"].update(colour="red"), "colour"),
     (lambda c: c.update(unknown_top_level=1), "unknown_top_level"),
@@ -35,7 +35,7 @@ def test_shipped_config_is_valid(config):
     (lambda c: c["attention"]["grid"]["full"][0].update(head_dim=[512]), "512"),
     (lambda c: c.update(allow_flags="yes"), "yes"),
     (lambda c: c.update(allow_flags=1), "allow_flags"),
-    (lambda c: c.update(allow_flags="on"), "on"),
+    (lambda c: c.update(allow_flags="on"), "'on' is not valid"),
     (lambda c: c["qa"].update(ours_vs_strategy=-0.1), "-0.1"),
     (lambda c: c["qa"].update(above_ceiling=0.9), "0.9"),
     (lambda c: c["qa"].update(min_reps=2.5), "2.5"),
@@ -47,7 +47,7 @@ def test_shipped_config_is_valid(config):
     (lambda c: c["verify"]["attention"].update(impls=["ours_rows"]), "ours_rows"),
     (lambda c: c["verify"]["decode"].update(impls=["ours", "ours_split"]), "ours_split"),
     (lambda c: c["verify"]["softmax"].update(impls=["torch"]), "torch"),
-    (lambda c: c["verify"]["softmax"].update(impls=["ours", "ours"]), "verify"),
+    (lambda c: c["verify"]["softmax"].update(impls=["ours", "ours"]), "non-unique"),
 ])
 def test_bad_config_fails_naming_the_key(config, mutate, named):
     bad = copy.deepcopy(config)

@@ -3,6 +3,8 @@ import math
 
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 import kernels
 from kernels import flash_decoding as decode
@@ -555,6 +557,37 @@ def test_dealing_chunks_by_length_covers_each_sequence(lengths):
             assert all(s % 16 == 0 and (s < e or lengths[b] == 0) for s, e in chunks)  # whole tiles, not empty
         longest = max(e - s for c in dealt.values() for s, e in c)
         assert longest <= cdiv(cdiv(max(lengths), 16), splits) * 16
+
+
+@triton.jit
+def _deal_kernel(Lens, Out, batch, num_splits, part_splits, BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr):
+    """Program j stores what decode._ragged_chunk gives it: (b, split, start, end)."""
+    j = tl.program_id(0)
+    offs = tl.arange(0, BLOCK_B)
+    mask_b = offs < batch
+    lens = tl.load(Lens + offs, mask=mask_b, other=0)
+    b, split, start, end, _, _ = decode._ragged_chunk(lens, tl.cdiv(lens, BLOCK_N), mask_b, batch, j, num_splits,
+                                                      part_splits, BLOCK_N, BLOCK_B)
+    tl.store(Out + j * 4 + tl.arange(0, 4), tl.where(tl.arange(0, 4) == 0, b, tl.where(
+        tl.arange(0, 4) == 1, split, tl.where(tl.arange(0, 4) == 2, start, end))))
+
+
+@pytest.mark.parametrize("lengths", [[1, 300, 120, 7], [300, 300, 300, 299], [0, 300, 0, 64], [300, 1, 1, 1, 1, 1]])
+@pytest.mark.parametrize("splits", [2, 3, 8])
+def test_the_kernels_dealing_is_the_model_above(lengths, splits):
+    """decode._ragged_chunk itself, run in the interpreter for each of the B * S programs, deals the
+    chunks `_dealt` describes (the properties checked on the model above), idle programs split -1."""
+    batch = len(lengths)
+    out = torch.full((batch * splits, 4), -7, dtype=torch.int32)
+    _deal_kernel[(batch * splits,)](torch.tensor(lengths, dtype=torch.int32), out, batch, splits, 4 * splits,
+                                    BLOCK_N=16, BLOCK_B=triton.next_power_of_2(batch))
+    dealt, idle = _dealt(lengths, 16, splits, 4 * splits)
+    got = {}
+    for b, split, start, end in out.tolist():
+        if split >= 0:
+            assert split == len(got.setdefault(b, []))              # a sequence's splits in program order
+            got[b].append((start, end))
+    assert got == dealt and sum(1 for row in out.tolist() if row[1] == -1) == idle
 
 
 SPREAD_CASES = [  # batch, heads_q, heads_kv, cache_len, head_dim, lengths, page_size, dtype

@@ -7,112 +7,59 @@ attention_triton(...)  the same through the Triton kernel on every device and sh
 kernel_path(q, k, v, causal) -> "gluon-hopper" or "triton": the kernel attention() runs.
 
 Conventions
-- Grouped-query attention: query head h reads key/value head h // (Hq // Hkv); K and V are
-  indexed, never expanded.
-- Causal masks are aligned to the bottom-right corner, as FlashAttention-2 does: query i sees
-  keys j <= i + (Nk - Nq). For Nq == Nk this is the usual lower triangle. When Nq > Nk the first
-  Nq - Nk queries see no key at all; their output rows are zeros (FlashAttention-2's
-  convention; torch SDPA's math backend returns NaN for such rows, and torch's `is_causal=True`
-  aligns the mask top-left instead).
-- NaN in q, or in a key a query sees, gives that query's row NaN (as SDPA does); `reference`
-  states the same rules for non-finite inputs.
-- Forward only: inputs that require grad while grad mode is on raise ValueError.
-- sm_scale defaults to 1/sqrt(D) and must be a positive finite number. Softmax runs in fp32
-  with exp2: log2(e) is folded into the scale once.
-- D from 16 to 256, any value (80, 96, 112 included): the kernel works on D rounded up to a
-  power of two and masks (or zero-fills, through the tensor descriptors) the padding.
-- fp16 and bf16 inputs; scores, softmax statistics and the output accumulator are fp32; the
-  probabilities are cast to the input dtype for the second matrix product.
+- fp16 and bf16 (DTYPES); D from 16 to 256, any value (80, 96, 112 included): the kernel works on
+  D rounded up to a power of two (BLOCK_D) and masks (or the descriptors zero-fill) the padding.
+- Grouped-query attention: query head h reads key/value head h // (Hq // Hkv), never expanded.
+- Causal masks are aligned bottom-right, as FlashAttention-2's: query i sees keys
+  j <= i + (Nk - Nq); for Nq == Nk the usual lower triangle. When Nq > Nk the first Nq - Nk
+  queries see no key; their rows are zeros (FlashAttention-2's convention; torch SDPA's math
+  backend returns NaN there, and torch's `is_causal=True` aligns the mask top-left instead).
+- sm_scale defaults to 1/sqrt(D) and must be a positive finite number. Scores, softmax
+  statistics and the accumulator are fp32, in the log2 domain: log2(e) (LOG2E) is folded into the
+  scale once and exp2 replaces exp; probabilities are cast to the input dtype for P V.
+- NaN in q, or in a key a query sees, gives that query's row NaN (as SDPA does; `reference`
+  states the rules for non-finite inputs). Forward only: inputs that require grad while grad
+  mode is on raise ValueError.
 
-Work, counted in one place (`attention_flops`): two matrix products of 2*D FLOPs per visible
-(query, key) pair, i.e. 4*B*Hq*Nq*Nk*D without a mask. Causal square shapes count half of
-that (the convention FlashAttention's papers and the SDPA benchmarks use); causal Nq != Nk
-count the visible pairs exactly. Memory traffic (`attention_bytes`): q, k, v read once and
-o written once.
+Work (`attention_flops`, `visible_pairs`): 2*D FLOPs for q.k and 2*D for p.v per visible (query,
+key) pair, i.e. 4*B*Hq*Nq*Nk*D without a mask; causal square shapes count half of that (the
+convention of FlashAttention's papers and the SDPA benchmarks), causal Nq != Nk the visible pairs
+exactly. Memory traffic (`attention_bytes`): q, k, v read once, o written once.
 
-Kernel design
-- Hopper path: on a GPU of compute capability 9.0, fp16/bf16 inputs with D = 128 or 64, Nq and Nk
-  multiples of 128 (at least 128; Nq <= Nk when causal), Hq % Hkv == 0, and contiguous, 16-byte
-  aligned q, k, v and output run the Gluon kernel of kernels.flash_attention_hopper
-  (warp-specialized: a TMA loader warp and two 4-warp consumer partitions of 64 query rows each,
-  the two matrix products of consecutive key blocks overlapped, a 3-stage K/V ring). On an H200
-  (B=4 H=32 D=128, do_bench, the slower of two rounds) it ran at 0.91-1.11x cuDNN: fp16 588 / 585
-  TFLOP/s at N = 4096 / 8192 (cuDNN 648 / 587), causal 529 / 572 / 592 at N = 4096 / 8192 / 16384
-  (cuDNN 513 / 549 / 533); bf16 600 / 613 (586 / 581), causal 550 / 589 / 610 (535 / 542 / 585),
-  all at Nq == Nk. It was correct at every shape (max abs error against fp32 SDPA math 6e-5 to
-  7.7e-3, as cuDNN's). Its module docstring has the steps that led there, and its H200 probes of
-  Nq != Nk (chunked prefill 1024/8192 causal: 1.99x FA2 in fp16) and of D = 64 (0.93-0.99x cuDNN).
-  Every other shape, dtype, layout and device, and Triton's interpreter, run the Triton kernel
-  below; attention_triton() forces it.
-- One program per (block of BLOCK_M queries, batch * query head). Programs of one head are
-  adjacent in launch order, so the K/V tiles they stream are shared in L2; with a causal mask
-  the heaviest query blocks of each head start first, so the lightest ones fill the tail.
-- The key loop is split in two: blocks every query of the program sees in full run without
-  any mask; only the blocks on the diagonal (causal) or past the end of K (Nk % BLOCK_N != 0)
-  take the masked path.
-- Contiguous rows (last stride 1, 16-byte aligned strides and base) are loaded through
-  per-head tensor descriptors (TMA on Hopper), which zero-fill rows past Nq / Nk and columns
-  past D and clip the output store; other layouts use masked pointer loads with any strides.
-- On a GPU the block shape, warps and pipeline depth are autotuned per (Nq bucket, Nk bucket,
-  D, causal, dtype, load path) over a short list (CONFIGS); buckets are powers of two capped at
-  BUCKET_CAP. The configs of a new key are compiled in parallel threads before autotuning times
-  them, each in a short burst of calls (`_tune_bench`). The interpreter uses one small config.
-- Without a causal mask, a warp-specialized config (WARP_SPEC: the compiler adds a producer
-  warpgroup that issues the TMA loads, and two consumer warpgroups share the 128 query rows)
-  competes in the autotuning: 128 x 128 tiles, 4 warps a consumer, 2 stages. It runs every key
-  block through one loop, masked only when Nk % BLOCK_N != 0, the form Triton 3.6's Hopper warp
-  specialization accepts. Steps on an H200 (kernel TFLOP/s from CUPTI, best plain config ->
-  warp-specialized, cuDNN):
-    B=4 H=32 N=4096 D=128 fp16            507 -> 584   (cuDNN 661)
-    B=4 H=32 N=8192 D=128 fp16 / bf16     472 / 553 -> 580 / 633   (cuDNN 666 / 708)
-    B=4 Hq=32 Hkv=4 N=4096 D=128 bf16     518 -> 586   (cuDNN 691)
-    B=4 H=32 Nq=1024 Nk=8192 D=128 fp16   515 -> 594   (cuDNN 664)
-    D=64, N=4096 / 8192                   425 / 451 -> 392 / 424: the plain 64 x 64 config stays
-  Correct against fp32 SDPA at those shapes and at N=1, 777 (D=80) and 1000 (D=64, 128).
-  What did not ship, each measured on the GPU: with the causal mask in the single loop the 128 x
-  128 config is wrong (max error 0.8-0.9 at N=1000-8192) and 128 x 64 (3 stages) is correct but
-  slower than the plain 64 x 64 (415 against 462 TFLOP/s at N=4096 D=128); the causal kernel's
-  two loops (unmasked, then diagonal blocks) with either or both specialized fail in the
-  compiler's NVGPUWarpSpecialization pass; the specialized unmasked loop followed by the diagonal
-  band unrolled (at most two 128-key blocks, outside any loop) compiles and is correct, but runs at
-  163-177 TFLOP/s against 461-516 for the plain configs at D=128 (N=4096-8192, GQA, Nq=1024
-  Nk=8192) and 381 against 425 at D=64. 128 x 64 with 3 stages gives NaN without a mask at
-  some shapes (Nq=1024 Nk=8192, N=8192 bf16, N=1000) and 128 x 128 with 3 stages at D=64, so
-  neither is kept. A causal pass split in two launches was also measured and not kept: the
-  specialized 128 x 128 config over the key blocks every query of its block sees (one unmasked
-  loop of per-program length), its rows' base-2 log-sum-exp stored for a second, plain launch
-  that folds in the diagonal band from (acc = o, l = 1, m = lse). Each launch alone was correct
-  against float64 on the H200, but with the log-sum-exp stored through pointers after the
-  specialized loop the two together were wrong (max error 1-4), and a later autotuned call at
-  the same shape failed its check too, a sign of writes outside the buffer; a loop of no
-  iterations (a block with no fully visible key block) left m and l undefined. Stored through
-  a tensor descriptor it was correct but ran at 78-143 TFLOP/s; the wrong form ran at 494-526
-  at N >= 8192 (D=128), against 475-505 for the plain configs and 622-670 for cuDNN, so a fix
-  of it would not close the causal gap either. Causal shapes therefore keep the plain configs.
+Hopper path (kernel_path, kernels.flash_attention_hopper.supports): attention() runs the Gluon
+kernel where Triton has Gluon (`_hopper`), outside Triton's interpreter, on a GPU of compute
+capability 9.0 (CAPABILITY), for fp16/bf16 with D = 128 or 64 (HEAD_DIMS), Nq and Nk multiples of
+128 (BLOCK_M, BLOCK_N; at least 128; Nq <= Nk when causal), Hq % Hkv == 0, B*Hq*Nq and B*Hkv*Nk at
+most MAX_ROWS, and contiguous, 16-byte aligned q, k, v and output. Everything else runs the
+Triton kernel; attention_triton() and `_forward(config=...)` force it.
 
-Plan cache (kernels._plans)
-- A call's key is the layout of q, k and v (shapes, strides, dtypes, device, data pointers'
-  offsets from 16 bytes), causal and sm_scale with their types. Together they fix everything a
-  launch specialises on: the integer arguments, pointer alignment and the load path (TMA or
-  pointers). The first call with a key is checked and launched as above (autotuned, its configs
-  precompiled) and keeps its kernel arguments as a plan; on a GPU the plan also keeps the kernel
-  that launch ran (the config autotuning chose), with its grid and constexprs. A repeat call then
-  costs a dict lookup, the output allocation and one direct launch of the compiled kernel: no
-  autotuner, no argument binding, no checks. Inputs that require grad while grad mode is on are
-  refused on every call. A plan keeps the config chosen when it was made, even if autotuning's
-  cache is cleared later. `_forward(config=...)` (tests, probes) makes no plan; in the
-  interpreter a plan skips the checks and launches through `_attn_fwd[grid]`. A plan records
-  its kernel path: a Hopper-path repeat call skips the checks and the path decision, and
-  launches the Gluon kernel the first call compiled directly as well, its TMA descriptors
-  encoded by Triton's launcher from the new tensors' addresses
-  (kernels.flash_attention_hopper.LaunchDescriptor). attention_triton's calls have plans of
-  their own.
-- Measured on an H200 host (median host time of a repeat call), on the Triton kernel's direct
-  launch, before the Hopper path existed: B=1 Hq=32 Hkv=8 N=2048 D=128 causal bf16, 157-200 us
-  through the autotuner before, 32-36 us with the plan (SDPA 21-29 us); B=4 H=32 N=4096 D=128
-  fp16, 26-37 us (SDPA 21-41 us). Correct on every repeat call and inside a CUDA graph replay.
-  Hopper path, B=1 H=1 N=128 causal fp16: 82-125 us through Gluon's JIT, 22 us with the direct
-  launch (Triton path 21 us, SDPA 18 us in the same run).
+Triton kernel (_attn_fwd)
+- Grid (cdiv(Nq, BLOCK_M), B * Hq): programs of one head are adjacent in launch order, so they
+  share K/V tiles in L2; with a causal mask each head's heaviest query blocks start first.
+- Online softmax over key blocks (_attn_blocks): blocks every query of the program sees in full
+  run without a mask; only the diagonal blocks (causal) or the block past the end of K
+  (Nk % BLOCK_N != 0) take the masked path.
+- Contiguous rows (last stride 1, 16-byte aligned strides and base) load through per-head tensor
+  descriptors (TMA on Hopper), which zero-fill past Nq / Nk and D and clip the output store;
+  other layouts use masked pointer loads with any strides.
+- On a GPU, CONFIGS (those _prune finds fit D) are autotuned per (Nq bucket, Nk bucket, D, causal,
+  dtype, load path), buckets being powers of two capped at BUCKET_CAP; a new key's configs are
+  compiled in parallel threads (_precompile), then timed in short bursts (_tune_bench). The
+  WARP_SPEC config (a compiler-added producer warpgroup issues the TMA loads, two 4-warp consumer
+  warpgroups share 128 query rows; 128 x 128 tiles, 2 stages) competes only without a causal mask,
+  on the descriptor path: one key loop, masked only when Nk % BLOCK_N != 0, the form Triton 3.6's
+  Hopper warp specialization accepts. The interpreter uses INTERPRETER_CONFIG.
+
+Plan cache (kernels._plans): the key is q, k and v's layout (shapes, strides, dtypes, device, data
+pointers' offsets from 16 bytes), causal, sm_scale and their types (attention_triton's calls keyed
+apart). The first call with a key is checked, launched as above and kept as a plan holding, on a
+GPU, the compiled kernel that ran (the config chosen then, grid and constexprs; for the Gluon
+kernel, TMA descriptors re-encoded per call by flash_attention_hopper.LaunchDescriptor). A repeat
+call is a dict lookup, the output allocation and one direct launch, with no autotuner, argument
+binding or checks (inputs requiring grad with grad mode on are still refused).
+`_forward(config=...)` makes no plan; in the interpreter a plan launches through `_attn_fwd[grid]`.
+
+Measurements behind each choice: docs/kernels/attention.md
 """
 from __future__ import annotations
 
@@ -281,7 +228,7 @@ def _attn_fwd(Q, K, V, O,
 
     if WARP_SPEC:
         # Hopper's automatic warp specialization takes a kernel with one key loop, masked only
-        # when Nk % BLOCK_N != 0; with a causal mask it gave wrong results (module docstring)
+        # when Nk % BLOCK_N != 0; with a causal mask it gave wrong results (docs/kernels/attention.md)
         tl.static_assert(not CAUSAL, "WARP_SPEC is for attention without a causal mask")
         acc, l_i, m_i = _attn_blocks(acc, l_i, m_i, q, k_src, v_src, stride_kn, stride_kd, stride_vn, stride_vd,
                                      0, hi, offs_m, diag, N_K, qk_scale,
@@ -325,7 +272,7 @@ CONFIGS = [
     _config(64, 64, 4, 3),
     # With WARP_SPEC the compiler adds a producer warpgroup for the TMA loads and splits the
     # 128 query rows between two 4-warp consumer warpgroups (12 warps in all); no causal mask
-    # (module docstring)
+    # (module docstring; measurements in docs/kernels/attention.md)
     _config(128, 128, 4, 2, warp_spec=True),
 ]
 INTERPRETER_CONFIG = {"BLOCK_M": 32, "BLOCK_N": 16, "WARP_SPEC": False, "num_warps": 4, "num_stages": 1}
@@ -363,13 +310,7 @@ def _prune(configs, named_args, **kwargs):
 # Autotuning's timing of each config: a few warm-up calls, then about TUNE_REP_MS of calls with
 # the L2 cleared before each, short bursts like the ones rooflab's harness times a case in (21
 # calls a trial). With Triton's defaults (25 ms of warm-up calls, then 100 ms) two configs that
-# differ by 10% in those bursts tie, and the pick flipped between runs: H200, B=4 H=32 N=4096
-# D=128 causal, fp16/bf16: 64x64 w4 s3 1.20/1.19 ms and 128x128 w8 s3 1.32/1.31 ms in the
-# harness's bursts (3 shuffled trials of 21 calls); 1.34-1.36/1.28-1.31 and 1.31-1.39/1.31-1.32
-# in three rounds of do_bench's defaults, where four fresh autotunings picked 128x128 in three
-# of four (fp16) and one of four (bf16). Timed in these bursts, twelve fresh autotunings (six a
-# dtype, half of them after 3 s of GPU idle) all picked 64x64 w4 s3, 1.19-1.22 ms against
-# 1.30-1.47 for 128x128 w8 s3.
+# differ by 10% in those bursts tie, and the pick flipped between runs (docs/kernels/attention.md).
 TUNE_WARMUP_MS = 5
 TUNE_REP_MS = 20
 

@@ -2,28 +2,25 @@
 FlashAttention-3 style. kernels.flash_attention.attention() launches it for the shapes `supports`
 accepts; everything else runs the Triton kernel there.
 
-Scope: fp16 / bf16, head dim 128 or 64 (HEAD_DIMS; the HEAD_DIM constexpr, taken from the
-tensors; the steps below were measured at D = 128. At D = 64: 112 KB of shared memory, no
-spills, the same overlap in the SASS; probes/attn_d64.py on an H200, B=4 Hq=32, do_bench median,
-TFLOP/s this kernel / cuDNN / FA2 / the Triton kernel: N=4096 fp16 445 / 478 / 296 / 396, bf16
-454 / 458 / 298 / 396, causal 386 / 408 / 276 / 345 and 389 / 419 / 279 / 356; N=8192 445 / 450 /
-302 / 410, 446 / 463 / 308 / 418, causal 404 / 422 / 290 / 389 and 419 / 437 / 298 / 397, i.e.
-0.93-0.99x cuDNN, 1.39-1.52x FA2, 1.04-1.15x the Triton kernel; 90 GPU tests passed),
-Nq and Nk multiples of 128 (any such pair without a mask;
-Nq <= Nk with the causal mask, aligned bottom-right as kernels.flash_attention's: query i sees
-keys j <= i + (Nk - Nq)), grouped-query attention (Hq % Hkv == 0), contiguous q, k, v and o with
-16-byte aligned data. sm_scale is any positive number; softmax runs in fp32 with exp2, log2(e)
-folded into the scale. Work is counted by kernels.flash_attention.attention_flops.
+Scope (`supports`): a GPU of compute capability 9.0 (CAPABILITY), outside Triton's interpreter;
+fp16 / bf16 (DTYPES); head dim 128 or 64 (HEAD_DIMS; the HEAD_DIM constexpr, taken from the
+tensors); Nq and Nk multiples of 128 (BLOCK_M, BLOCK_N; any such pair without a mask; Nq <= Nk
+with the causal mask, aligned bottom-right as kernels.flash_attention's: query i sees keys
+j <= i + (Nk - Nq)); grouped-query attention (Hq % Hkv == 0); B*Hq*Nq and B*Hkv*Nk at most
+MAX_ROWS; contiguous q, k, v and o with 16-byte aligned data. sm_scale is any positive number;
+softmax runs in fp32 with exp2, log2(e) folded into the scale. Work is counted by
+kernels.flash_attention.attention_flops.
 
 Kernel
 - q, o contiguous (B, Hq, Nq, D) and k, v (B, Hkv, Nk, D), seen as (B*Hq*Nq, D) and
   (B*Hkv*Nk, D) matrices through TMA descriptors (blocks of 64 or 128 rows by D). Grid
-  (Nq/128, B*Hq): one program per 128 query rows of one head; with a causal mask the heaviest query blocks of a head start first.
+  (Nq/128, B*Hq): one program per 128 query rows of one head; with a causal mask the heaviest
+  query blocks of a head start first.
 - Causal key range: Nk - Nq is a multiple of 128, so the program of query rows [m, m + 128)
   sees key blocks 0 .. (m + Nk - Nq) / 128, all of them unmasked except the last, whose mask is
   the square block's lower triangle (key offset <= query offset within the block); every row
   sees key 0, so no row is empty. Nq == Nk is the case Nk - Nq = 0.
-- Three partitions (gl.warp_specialize), 12 warps, maxnreg 168:
+- Three partitions (gl.warp_specialize), 12 warps, maxnreg 168 (MAXNREG):
     loader     1 warp (padded to a warpgroup), 24 registers: TMA-loads the two 64-row halves of the
                Q tile once, then K and V blocks of 128 keys into a ring of STAGES = 3 slots
                (k_ready / v_ready completed by TMA, kv_empty arrived on by both consumers).
@@ -40,41 +37,15 @@ Kernel
 - Shared memory: Q 32 KB, K and V 3 x 2 x 32 KB: 224 KB of Hopper's 227 at D = 128; half of
   each (112 KB) at D = 64, with the same tiles (BLOCK_M = BLOCK_N = 128, STAGES = 3) and
   register split (the accumulator is 64 x 64 there instead of 64 x 128).
+- Nq != Nk (chunked prefill, e.g. Nq = 1024 against Nk = 8192) runs the same code with the
+  diagonal moved by Nk - Nq.
 
-Steps and what each gave (H200, B=4 H=32 D=128, TFLOP/s; cuDNN is torch SDPA's cuDNN backend;
-timings moved 5-10% between runs, so differences under ~5% are noise):
-- Without warp specialization (8 warps, 2 stages): fp16 496 / 516 non-causal at N = 4096 / 8192
-  (cuDNN 648 / 587 in the same run); causal 419 / 437 / 455 at N = 4096 / 8192 / 16384 (cuDNN
-  513 / 549 / 533).
-- Warp specialization with one 8-warp consumer partition: 515 / 481 non-causal (cuDNN 668 / 594
-  in that run).
-- Two 4-warp consumer partitions, 64 query rows each: 581 / 552 in that run; 535 / 538
-  non-causal and 480 / 491 / 518 causal in the final run.
-- Intra-warpgroup overlap with 2 stages: slower (536 / 526; 449 / 467 with the barrier wait
-  below): the overlapped loop holds two ring slots, so loads are exposed; 3 stages fix it.
-- ptxas hoisted the P V wgmma wait above the softmax (0 of 66 MUFU.EX2 between the two waits in
-  SASS); a wait on an already-completed mbarrier before the wgmma wait ends the basic block (66 of
-  66 after): +1-3% causal, nothing clear non-causal.
-- Causal loops split so that no branch sits inside a loop body; a heads-first grid order was
-  10-20% slower causal, so the grid stays (N/128, B*H).
-- Final run, this kernel against cuDNN (do_bench, the slower of two rounds), fp16: N = 4096 588
-  vs 648, 8192 585 vs 587; causal 4096 529 vs 513, 8192 572 vs 549, 16384 592 vs 533. bf16: 600 vs
-  586, 613 vs 581; causal 550 vs 535, 589 vs 542, 610 vs 585. CUPTI kernel time, this kernel
-  (cuDNN): fp16 669 (672), 646 (581), causal 591 (513), 634 (529), 595 (566); bf16 692 (622),
-  656 (630), causal 609 (535), 674 (557), 608 (593). Correct at every shape: max abs error
-  against fp32 SDPA math from ~6e-5 (fp16 non-causal) to 7.7e-3 (bf16 causal), as cuDNN's.
-- Measured and not kept (no measurable gain): ping-pong scheduling between the two consumer
-  warpgroups, P through shared memory instead of registers, releasing K and V stages separately.
+Launch: `forward` launches through Gluon's JIT and returns the compiled kernel; a repeat call
+(kernels.flash_attention's plan cache) launches it directly with `launch_descriptors` and
+`replay_args`. `compile_for_sm90` compiles the kernel offline (no GPU), the one check of it CI
+can run.
 
-Nq != Nk (chunked prefill, e.g. Nq = 1024 against Nk = 8192) runs the same code with the
-diagonal moved by Nk - Nq. probes/attn_nqnk.py on an H200 (B=4 Hq=32, do_bench median, L2
-flushed; TFLOP/s, this kernel / FA2 / the Triton kernel): Nq=1024 Nk=8192 causal fp16 653 / 328 /
-438, bf16 608 / 333 / 456; non-causal 603 / 331 / 518 (cuDNN 577), bf16 622 / 337 / 537 (607);
-Nq=1024 Nk=4096 causal fp16 552 / 303 / 413. GQA 8:1 (Hkv=4) N=8192: causal 571 / 328 (cuDNN
-552) fp16, 605 / 333 (565) bf16; non-causal 602 (581), 615 (605). SDPA serves cuDNN a dense mask
-for a bottom-right causal Nq != Nk call (305 TFLOP/s there), so that comparison is not made.
-
-`compile_for_sm90` compiles the kernel offline (no GPU), the one check of it CI can run.
+Measurements behind each choice: docs/kernels/attention.md
 """
 from __future__ import annotations
 

@@ -5,191 +5,77 @@
 q is (B, Hq, D), the caches are (B, Hkv, Lmax, D) with any strides, n_b = seqlens[b] and
 G = Hq // Hkv query heads share each KV head (grouped-query attention).
 
-Decoding reads the whole valid cache once and does almost no arithmetic per byte, so the
-only question is how fast the cache streams from memory. One kernel, one program per
-(split, batch, kv head):
+Provides `decode_attention` (S splits a sequence, chosen from the shape or forced),
+`decode_attention_nosplit` (S = 1, one program per (batch, kv head): the baseline without split-KV),
+`paged_cache` (a shuffled paged copy of contiguous caches), the float64 answers `reference` and
+`paged_reference` (each sequence's pages gathered, then `reference`), and `planned_splits`.
 
-1. Each program reads a contiguous chunk of its sequence's K and V once, in BLOCK_N-token
-   tiles, for its whole query group at once: the G query heads are the M dimension of a small
-   tl.dot (padded to 16), so a KV head is never read twice. An online softmax keeps a running
-   max and sum. Programs whose chunk starts past the sequence's length exit at once.
-2. With S > 1 splits, each program writes its normalised partial output (fp32) and its
-   log-sum-exp (base 2), then bumps a per-(batch, kv head) counter. The program that arrives
-   last merges the splits holding keys, weighting each by exp2(lse_s - max lse), into the
-   output in the input dtype, for all G query rows of its KV head at once (_merge_group:
-   (G, splits, D) partials, MERGE_TILE values a step). Merging in the same launch saves a
-   second kernel launch (host time that is not hidden when the cache is small) and the idle
-   gap between kernels.
-   With S = 1 the program normalises and writes the output directly, and there is no counter.
+Traffic: decoding reads the whole valid cache once and does almost no arithmetic per byte, so its
+speed is the rate at which the cache streams from memory. `decode_traffic` is the one place the
+count is computed (the decode study divides by it): the K and V bytes read, 2 * sum(n_b) * Hkv * D *
+element_size, plus q and out, 2 * B * Hq * D * element_size, for paged caches too. Not counted: the
+block table's int32 entries (one per token read, mostly from cache) and the split partials
+(B * Hq * S * (D + 1) fp32 values, written and read back by one program per kv head).
 
-`decode_attention_nosplit` always uses S = 1 (one program per (batch, kv head)).
+Kernel (_decode_kernel): one launch, one program per (split, batch, kv head).
+1. A program reads its chunk of its sequence's K and V once, in BLOCK_N-token tiles, for the whole
+   query group: the G query heads are the M dimension of a tl.dot (padded to 16), so a KV head is
+   never read twice; an online softmax keeps a running max and sum. Split s of S reads tiles
+   floor(s * n / S) .. floor((s + 1) * n / S) - 1 of n = cdiv(Lmax, BLOCK_N); a program whose chunk
+   starts past its sequence's length exits at once.
+2. S > 1: each program writes its normalised fp32 partial and its base-2 log-sum-exp, then bumps a
+   per-(batch, kv head) counter (`_counters`). The program that arrives last merges the splits
+   holding keys, weighting each by exp2(lse_s - max lse), into the output in the input dtype, for all
+   G rows at once (_merge_group: (G, splits, D) partials, MERGE_TILE values a step), and resets the
+   counter; no second kernel is launched. S = 1: the program writes the output; there is no counter.
 
-Number of splits (`launch_shape`): `choose_splits`, the one-wave rule for contiguous caches and
-its paged rule for paged caches (both below). The one-wave rule: the B * Hkv programs of an
-unsplit launch fill the GPU once there are NO_SPLIT_FILL (0.9) times as many as SMs (calls that
-pass seqlens, whose lengths may differ, want more even then: paged caches about
-PAGED_PROGRAMS_PER_SM programs per SM and at least PAGED_FILLED_MIN_SPLITS splits up to
-PAGED_UNSPLIT_PER_SM programs an SM, contiguous ones (and paged ones past that) up to
-RAGGED_FILLED_SPLITS splits, both chunks of at most RAGGED_CHUNK_TOKENS; see choose_splits).
-Below that, a contiguous cache is cut into S = SMs // (B * Hkv) chunks of a whole number of
-BLOCK_N tiles (at most one per tile): one wave of programs, each streaming its chunk. Measured on
-the H200 (bf16, D=128, Hq=32, kernel time from CUPTI with the L2 flushed, BLOCK_N=64), one wave is the fastest split or within 2% of it at every shape tried, and more
-programs only add merge work and tail: B=1 Hkv=8 L=1024 S=16 9.1 us (S=2, the previous rule's
-choice, 14.6; cuDNN 7.6), L=4096 S=16 14.1 (S=8 16.1; cuDNN 12.8), L=16384 S=16 29.9 (S=32
-31.9; cuDNN 28.4), L=131072 S=16 141.8 (S=128 156.2; cuDNN 134.5); B=4 Hkv=8 L=4096 S=4 29.7
-(S=8 30.5), L=32768 S=4 141.5 (S=8 140.0, S=32 148.6); B=1 Hkv=32 L=1024 S=4 11.1 (S=2 12.5,
-S=8 11.2); B=16 Hkv=8 L=4096 S=1 72.8 (S=2 79.0). BLOCK_N 16 and 32 were slower at every S. A
-paged cache below that fill without lengths (with them B >= 2 takes the one-wave count, the chunks
-dealt out by length) wants more programs in flight (each tile's page lookup is a
-dependent load): S is the larger of the one-wave count and PAGED_BELOW_FILL_PER_SM programs per
-SM (four before the page indices came a tile ahead and the ring deepened; choose_splits), with no
-chunk shorter than MIN_CHUNK_BLOCKS tiles unless the one-wave count asks for it,
-and never more programs than PAGED_PROGRAMS_PER_SM * SMs (a program past a whole number of
-waves costs a wave: B=1 Hkv=32 L=131072 S=16 497.3 us, S=17 699.0, S=32 500.8; B=4 Hkv=8
-L=32768 S=16 143.1, S=17 171.2, contiguous 142.1; B=1 Hkv=32 L=4096 S=16 28.5, S=17 29.2).
-Since the page indices come a tile ahead (below), one sequence (B = 1) takes one wave again, raised
-only for chunks of at most PAGED_CHUNK_TOKENS (choose_splits). The measurements that set the paged
-rule, before that (per-tile lookups), at page 64 (same timing): B=1 Hkv=8 L=131072 S=16 (one wave)
-267.1 us, S=32 168.4, S=64 142.6 (contiguous 141.5), S=128 (the earlier rule, 8 waves) 152.0; L=4096
-S=16 18.1, S=32 18.7, S=64 21.2, S=8 (earlier) 25.2; L=1024 S=16 10.3 (earlier S=2 23.4); B=1 Hkv=32
-L=1024 S=8 13.1 (S=4 15.3, earlier S=2 22.6); B=4 Hkv=8 L=1024 S=8 16.7 (S=4 17.4, S=16 18.4). One
-page-index load per tile (tiles that lie in one page, read one tile ahead) was slower than the
-per-token lookup at every shape tried (B=1 Hkv=8 L=131072 page 64: 160.6 against 144.6 us at
-page 16). S depends on the cache shape (B, Hkv, Lmax) and on whether seqlens and a block table
-are passed, never on their values, so the host never waits for the GPU.
+Lengths: seqlens[b] in 0..Lmax (None: all Lmax); a length of 0 gives zeros. Host lengths are checked
+(ValueError); lengths on the GPU are not read back (that would stall the host): the kernel clamps
+them into 0..Lmax, so it never reads outside the cache. The launch depends on the cache shape and on
+whether lengths and a table are passed, never on their values. With lengths, B >= 2 and a chosen
+S >= 2 (`spread_by_length`), wherever the tile counts differ the kernel deals a KV head's B * S
+programs out by length (_ragged_chunk: one chunk length for the launch, at most
+RAGGED_SPLIT_LIMIT * S splits a sequence). Unsplit with lengths and 2 <= B <= LONGEST_FIRST_MAX_BATCH,
+program b * Hkv + h serves the sequence of rank b, longest first (`longest_first`).
 
-Contiguous caches: the one-wave rule's S over balanced chunks (split s reads tiles
-floor(s * n / S) .. floor((s + 1) * n / S) - 1 of n, so S need not divide n), with the grouped
-merge. Measured on the H200 (probes/decode_balance.py, fp16, Hq=32, D=128, CUPTI kernel time,
-L2 flushed) against the previous plan (the same S, the last program merging its G rows one
-after another, each a dependent round of L2 loads), over the decode grid's shapes, us
-(previous -> now, cuDNN): B=1 Hkv=8 L=1024 9.1 -> 6.3 (S=16), 7.5; L=16384 29.6 -> 26.7, 28.4;
-L=65536 77.2 -> 73.4, 75.2; B=4 Hkv=8 L=1024 14.3 -> 11.4 (S=4), 12.5; L=16384 77.2 -> 73.4,
-75.2; B=16 Hkv=8 L=1024 25.3 -> 25.4 (S=1), 25.2; B=16 Hkv=32 L=4096 247.2 -> 247.2, 245.9;
-B=64 Hkv=32 L=1024 249.1 -> 249.0, 245.3. A wave-filling rule (S so that B * Hkv * S fills whole
-waves of SMs, where B * Hkv does not divide the SM count well) was measured and not kept: same
-probe, B=3 Hkv=8 L=16384 S=11 61.0 us against the one-wave S=5 60.6; B=25 Hkv=8 L=4096 S=5 114.9
-against S=1 112.2 (cuDNN 109.4); on the decode grid's shapes it chose the one-wave S.
+Paged caches (`block_table`, (B, max_pages) int32): the pool is (num_pages, page_size, Hkv, D), any
+strides, token-major within a page as in vLLM's FlashAttention backend and FlashInfer's "NHD";
+FlashInfer's "HND" and TensorRT-LLM's (num_pages, Hkv, page_size, D) is the same pool passed as
+`pool.transpose(1, 2)`. page_size is in PAGE_SIZES (vLLM defaults to 16 tokens); Lmax = max_pages *
+page_size. Token t of sequence b is slot t % page_size of page table[b, t // page_size], looked up
+per token, so a tile may span pages of any order and BLOCK_N does not depend on page_size. With
+PAGED_TABLE_AHEAD a tile's page indices are loaded a tile ahead, the first tile's before the length.
+Read: only the pages holding a sequence's tokens, and of its table row those pages' entries and each
+split's first tile's. Indices on the GPU are clamped into 0..num_pages-1 (a negative one, taken
+unsigned, to the last page); host tables are checked.
 
-Paged caches: the same kernel and grouped merge with choose_splits' paged S (at the measured
-shapes the same balanced and equal chunks: S=64, 16 and 4 below). Same probe, page 64, lengths
-passed, us (row-by-row merge -> grouped merge): B=1 Hkv=8 L=16384 36.8 -> 31.5 (S=64); B=4
-Hkv=8 L=16384 80.9 -> 76.5 (S=16); B=16 Hkv=8 L=1024 33.5 -> 28.3 (S=4; contiguous without
-lengths 25.3).
+Launch (`launch_shape`). P = B * Hkv, SMs = the GPU's SM count, n = cdiv(Lmax, BLOCK_N); "filled"
+means P >= NO_SPLIT_FILL (0.9) * SMs. A forced num_splits (at most n), BLOCK_N, warps or stages is kept.
+- S (`choose_splits`; at least 1, at most n, rounded down to a whole number of equal-tile chunks):
+  filled, no lengths -> 1;
+  filled, lengths -> max(cdiv(Lmax, RAGGED_CHUNK_TOKENS), min(cap, n // MIN_CHUNK_BLOCKS)), where
+    w = PAGED_PROGRAMS_PER_SM * SMs // P and cap = min(w, RAGGED_FILLED_SPLITS), or, for paged
+    caches with P <= PAGED_UNSPLIT_PER_SM * SMs, cap = max(w, min(PAGED_FILLED_MIN_SPLITS,
+    Lmax // PAGED_CHUNK_TOKENS));
+  below the fill, contiguous or paged with lengths and B >= 2 -> one wave, SMs // P;
+  below the fill, other paged calls -> max(SMs // P, min(PAGED_BELOW_FILL_PER_SM * SMs // P, m)),
+    m = cdiv(Lmax, PAGED_CHUNK_TOKENS) at B = 1, else n // MIN_CHUNK_BLOCKS.
+- Tiles: launch_config (BLOCK_N = 8192 // pow2(D) within 16..128, 4 warps, 4 stages), then, at its
+  64-token tiles (D = 65..128), the first rule that applies of:
+  long_grouped_chunks (contiguous, lengths, G > 1, S > 1, chunks >= LONG_CHUNK_TOKENS) ->
+    LONG_CHUNK_CONFIG, S at most one of its tiles a split;
+  paged_long_unsplit (paged, S = 1, filled up to PAGED_UNSPLIT_PER_SM * SMs, Lmax >= LONG_CHUNK_TOKENS)
+    -> LONG_CHUNK_CONFIG;
+  full_grid (contiguous, no lengths, S = 1, P > FULL_GRID_PROGRAMS_PER_SM * SMs) -> FULL_GRID_CONFIG;
+  deep_filled_grid (resident_grid, P > 2 * SMs, Lmax >= DEEP_FILLED_MIN_TOKENS) -> DEEP_FILLED_CONFIG;
+  resident_grid (contiguous, no lengths, S = 1, filled up to FULL_GRID_PROGRAMS_PER_SM * SMs) and
+    paged_ring (paged, indices ahead, neither paged_long_unsplit nor paged_unsplit_filled: unsplit
+    with lengths past PAGED_UNSPLIT_PER_SM * SMs, which keeps launch_config's) -> resident_stages'
+    ring (2..4 stages, the deepest at which all cdiv(P * S, SMs) programs an SM fit its shared
+    memory) and resident_registers' cap (paged_ring always, resident_grid where it binds).
 
-Page indices a tile ahead (PAGED_TABLE_AHEAD): each program loads its first tile's page
-indices before its length (the two loads overlap instead of following each other) and, in the
-tile loop, the next tile's indices with the current tile's K and V. The K and V loads then no
-longer wait on a load of the same iteration, and Triton 3.6 pipelines them num_stages - 1 tiles
-deep on sm_90 (the per-tile lookup: one tile, 39 KB of shared memory; ahead: 38.9 KB at 2 stages,
-71.7 KB at 3, 104.4 KB at 4). A deep ring caps the programs an SM holds, so the stage count
-follows the launch (`resident_stages`): the deepest ring at which all programs are resident. The q
-tile is loaded before the length too, on every path. probes/decode_paged_ahead.py (fp16, Hq=32,
-D=128, 64-token pages, lengths passed, paged S, CUPTI kernel time, L2 flushed), us (x contiguous
-without lengths unless ragged), per-tile lookup -> ahead at 4 / 3 / 2 stages: B=1 Hkv=8 L=1024
-(S=16) 8.2 (1.19) -> 7.6 / 7.5 / 7.5 (contiguous 6.8); L=4096 (S=32) 15.0 (1.31) -> 13.5 / 13.5 /
-14.4 (11.5); L=16384 (S=64) 33.1 (1.23) -> 36.8 / 35.9 / 31.7 (26.9); L=131072 139.5 -> 145.1 / 165.4
-/ 137.7 (133.3); B=1 Hkv=32 L=1024 (S=8) 13.1 (1.18) -> 11.4 / 11.4 / 12.3 (11.1); B=4 Hkv=8 L=1024
-12.9 -> 11.6 / 11.5 / 12.3 (10.9); L=16384 77.2 -> 81.6 / 89.0 / 75.8 (73.1); B=16 Hkv=8 L=4096
-76.1 -> 81.6 / 88.5 / 74.6 (72.2; 77.4 with lengths); ragged B=16 Hkv=8 Lmax=4096 55.3 -> 46.5 /
-45.7 / 52.4 (42.4), B=64 163.3 -> 139.9 / 144.6 / 159.8 (129.8). The rule's stages are the faster
-of the two at every shape but the ragged ones, whose programs past a short sequence's end exit at
-once, so fewer are resident than launched (the plan does not read the lengths). Registers: at
-G = 1 the loop with the indices ahead compiles to 156 registers a thread, so an SM holds three
-programs and the paged rule's four an SM take two waves; the committed run at 0a530a6 (no cap)
-had those rows 1.22-1.37x slower than contiguous (B=1 Hkv=32 L=131072 650 us, against 476), the
-run at 5e7e8d8 (capped) 1.02-1.09x (486.1 against 473.6 us). Paged launches with the indices ahead
-are capped at `resident_registers`, so that all their programs (up to four an SM) are resident: 128 at
-four 4-warp programs an SM, which spills 2-4 registers: same probe, DIAG=g1, us, per-tile lookup /
-ahead / ahead capped (contiguous): B=1 Hkv=32 L=16384 76.8 / 95.0 / 76.2 (73.5); L=131072 488.2 /
-647.8 / 485.6 (472.6); B=4 Hkv=32 L=1024 28.0 / 31.7 / 27.2 (25.2); L=16384 251.7 / 328.9 / 250.9
-(244.9); B=16 Hkv=32 L=16384 954.7 / 1030.0 / 954.1 (944.0); at G = 4 (118 registers) the cap
-changes nothing (B=1 Hkv=8 L=16384 31.6 / 32.1, ragged B=16 Hkv=8 Lmax=4096 52.5 / 52.9). Ragged
-lengths (DIAG=ragged, us, the plan's S / 4 stages at that S / 2 stages at twice that S, contiguous
-with lengths): B=16 Hkv=8 Lmax=4096 52.4 (S=4) / 47.3 / 41.6 (S=8), contiguous 43.2 (S=4); B=64
-159.8 (S=1) / 145.7 / 151.8 (S=2), contiguous 131.7; B=4 Lmax=32768 87.4 (S=16) / 71.1 / 66.5
-(S=32), contiguous 104.5 (S=4: the one-wave rule under-splits ragged lengths on a grid that does not
-fill the GPU); B=16 Lmax=32768 267.7 (S=8) / 275.3 / 264.5. Their equal-length twins, lengths
-passed: B=16 Hkv=8 L=4096 76.0 / 82.4 / 79.2, B=64 258.2 / 263.3 / 258.4. The contiguous cache with
-lengths at 1 / 2 / 4 / 8 times its S (DIAG=ragged_contig): ragged B=4 Hkv=8 Lmax=32768 104.7 (S=4) /
-83.1 / 65.6 / 66.6, B=4 Lmax=4096 19.0 / 16.7 / 17.7 / 19.5, B=16 Lmax=32768 257.5 (S=8) / 254.5 /
-255.2 / 259.0, B=16 Lmax=4096 43.2 (S=4) / 43.5 / 43.7 / 53.5, B=1 Lmax=32768 36.4 (S=16) / 39.7 /
-42.4 / 46.3; equal lengths B=4 L=32768 131.4 / 133.1 / 136.0 / 141.3, B=16 L=4096 77.4 / 79.9 / 80.7
-/ 96.2. More splits for calls with lengths pay where lengths differ (up to 37% at B=4) and cost 1-4%
-where they do not; the plan cannot tell the two apart without reading the lengths. The run at
-5e7e8d8 took four waves for contiguous calls with lengths of B >= 2 below the fill (ragged B=4
-Lmax=32768 at 65.5-65.8 us, against 103.7 at 0a530a6); the kernel now tells the two apart itself
-(below). Chunks handed out on the
-device instead (probes/decode_work_queue.py: persistent programs take chunks from a counter, the
-last chunk of a sequence merges) were no faster than four waves fixed on the host where lengths
-differ (B=4 Lmax=32768: 65.7 us at best, chunks of 1024 on 4 programs an SM, against 66.1) and
-slower where they do not (B=4 L=32768: 137.8-151.8 against 134.2 at one wave). Paged calls with
-lengths (DIAG=ragged_paged, after the run at 5e7e8d8; contiguous with lengths at its four waves):
-the plan takes ragged B=4 Lmax=32768 86.6 us (S=16, contiguous 66.6), B=16 Lmax=4096 52.8 (43.6),
-B=64 160.7 (132.2); twice the paged S at 2 stages takes 65.8, 41.7 and 150.7, and 4 stages at the
-plan's S 69.6, 46.6 and 146.9, but the equal-length twins lose 2-5% with twice the S (B=4 L=32768
-138.4 -> 141.6, B=16 L=4096 76.0 -> 79.4). The study passes lengths to every paged call, so the plan
-cannot choose between the two without reading them.
-
-Chunks dealt out by length (SPREAD, `spread_by_length`: calls with lengths, B >= 2, S >= 2): every
-program loads all B lengths (a vector from L2, beside its own) and, where their tile counts differ,
-the B * S programs of a KV head are dealt out by length instead of Lmax's chunks (_ragged_chunk):
-one chunk length c for the whole launch, the shortest (in whole tiles, found by bisection) at which
-the sequences need at most B * S programs, a sequence of n tiles taking max(1, cdiv(n, c)) of them
-(at most RAGGED_SPLIT_LIMIT * S; the partials hold that many slots a row), and program j of the head
-serving the sequence and split that j falls on. Where the lengths are equal the program keeps its
-Lmax chunk and the q and page loads it issued before the lengths arrived. The two paths each inline
-their own copy of the tile loop (_attend_chunk); under the paged launches' 128-register cap the
-plain copy spills more than the kernel without SPREAD does (probes/decode_resources.py, sm_90, spill
-loads in the tile loop: G = 4 two, G = 1 three, against one; the dealt copy six and three; with one
-copy of the loop for both paths, a single chunk computation, the kernel had 14 spilled words
-against 4, and the paged equal-length rows ran 2-4% slower than without SPREAD in DIAG=spread).
-The lengths are never read on the host. probes/decode_paged_ahead.py DIAG=spread2 (fp16, Hq=32, D=128, 64-token
-pages, CUPTI kernel time, L2 flushed), us, Lmax's chunks -> dealt by length (contiguous without
-lengths, or with them where ragged): paged ragged B=4 Hkv=8 Lmax=32768 (S=16) 88.2 -> 66.6 (64.8),
-Lmax=4096 19.3 -> 20.4 (17.3), B=16 Lmax=4096 (S=4) 53.3 -> 43.6 (44.4), Lmax=32768 268.7 -> 264.6
-(260.7); the plain path's cost at equal lengths, paged: B=4 L=32768 138.7 -> 139.2, B=16 L=4096 76.6
--> 77.7, L=1024 27.5 -> 28.2, B=4 Hkv=32 L=1024 27.6 -> 28.7 (contiguous 25.5). Contiguous calls with
-lengths below the fill keep the one-wave count (S=4 at B=4 Hkv=8): ragged Lmax=32768 64.8 us
-(four waves of Lmax's chunks, the previous rule, 66.1; one wave of them 100.4), Lmax=4096 17.3
-(18.1); all lengths equal, B=4 L=32768 133.8 (137.2; without lengths 133.4).
-
-The committed run at 9f262f2 merged 8192 values
-a step (MERGE_TILE): at G = 1 that tile raised the kernel to 155 registers, too many for
-PAGED_PROGRAMS_PER_SM resident programs, and its paged rows at Hkv=32 ran 1.2-1.39x slower than at
-81ffb54 (B=1 L=131072 0.488 -> 0.654-0.684 ms); 2048 values a step (126 registers) gave 490 us there
-again, with G = 4 and contiguous caches within 4%.
-
-Lengths: seqlens[b] in 0..Lmax (None means every sequence is Lmax long). A sequence of
-length 0 attends to nothing and its output is defined as zeros. Lengths on the host are
-checked and raise ValueError; lengths already on the GPU are not read back (that would stall
-the host every call): the kernel clamps them to 0..Lmax, so it never reads outside the cache.
-An unsplit launch with lengths serves its sequences longest first, each program ranking the B
-lengths on the device (`longest_first`, up to LONGEST_FIRST_MAX_BATCH), so the block
-scheduler, which starts programs in grid order, does not leave a long sequence to run last.
-
-Paged caches (`block_table`): serving engines keep the KV cache as a pool of fixed-size pages
-and give each sequence a row of page indices. The pool layout here is (num_pages, page_size,
-Hkv, D), token-major within a page: vLLM's FlashAttention backend and FlashInfer's default
-"NHD" layout hold pages this way; FlashInfer's "HND" layout and TensorRT-LLM hold (num_pages,
-Hkv, page_size, D), which is the same pool passed as `pool.transpose(1, 2)` (any strides are
-taken). page_size is a power of two in 16..256 (PAGE_SIZES; vLLM defaults to 16 tokens). The
-kernel is the same; each BLOCK_N-token tile looks up, per token, its page in the sequence's
-table row (slot t % page_size of page table[b, t // page_size]), so a tile may span pages of
-any order and the tile size does not depend on the page size. Only the pages holding a
-sequence's tokens are read; of the table row, those pages' entries and, ahead of the length,
-each split's first tile's (within the row); indices on the GPU are clamped into 0..num_pages-1 (a
-negative one, taken unsigned, to the last page), so a bad table never reads outside the pool; host
-tables are checked. Lmax is max_pages * page_size.
-`paged_cache` builds a shuffled paged copy of contiguous caches, `paged_reference` is the
-float64 answer (each sequence's pages gathered, then `reference`).
-
-Traffic (`decode_traffic`, the count the decode study divides by): the K and V bytes actually
-read, 2 * sum(n_b) * Hkv * D * element_size, plus q and out, 2 * B * Hq * D * element_size;
-the same for paged caches (the block table's int32 entries, one per token read, mostly from
-cache, are not counted).
-The partial outputs (B * Hq * S * (D + 1) fp32 values written, and read back by one program
-per kv head) are overhead and not counted.
+Measurements behind each choice: docs/kernels/decode.md ("The split rule", "Launch shape rules",
+"Paged cache", "Ragged lengths", "The merge", "The workspace and the wrapper's plan cache").
 """
 from __future__ import annotations
 
@@ -208,108 +94,53 @@ from kernels._plans import ALIGN, Launch, aligned, current_stream, layout, new_o
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
 PAGE_SIZES = (16, 32, 64, 128, 256)   # tokens a page of a paged cache holds
+# The launch rules' constants (module docstring, "Launch"). The measurements behind each one are in
+# docs/kernels/decode.md, under the section named beside it.
 MIN_CHUNK_BLOCKS = 2         # paged: more splits than the one-wave rule's give each at least this many
-                             # BLOCK_N tiles (H200, page 64: B=1 Hkv=8 L=4096 S=16 18.1 us, S=32 18.7,
-                             # S=64 (one tile each) 21.2)
+                             # BLOCK_N tiles ("The split rule: paged caches")
 NO_SPLIT_FILL = 0.9          # B * Hkv programs on at least this share of the SMs need no split
-                             # (H200: B=16, Hkv=8, 128 programs: S=1 4.05 TB/s, S=9 3.59)
-PAGED_PROGRAMS_PER_SM = 4    # paged calls with lengths: split a grid that fills the SMs once until each
-                             # SM has about this many programs (H200, page 64, D = 128, per-tile page
-                             # lookups, before the indices came a tile ahead: B=16, Hkv=8, L=8192: S=1
-                             # 2.12 TB/s, S=4 3.91; B=4, Hkv=32, L=16384: 2.11 vs 4.28); without
-                             # lengths a filled grid is not split (choose_splits)
-PAGED_BELOW_FILL_PER_SM = 2  # ... and below the fill at most this many, each with a deeper ring (resident_stages;
-                             # H200, fp16, Hq=32, D=128, page 64, indices a tile ahead, kernel time, us,
-                             # four programs an SM -> two (contiguous): B=4 Hkv=8 L=4096 23.9 (S=16) ->
-                             # 21.3 (8) (19.9), L=16384 69.9 -> 67.1 (63.5), L=32768 129.0 -> 127.0 (122.5);
-                             # B=1 Hkv=32 L=32768 126.8 (16) -> 125.2 (8) (121.1); B=1 Hkv=8 L=131072
-                             # 130.4 (64) -> 129.4 (32) (123.9); probes/decode_paged_ahead.py DIAG=paged_below)
+                             # ("The split rule: one wave of programs, and the fill")
+PAGED_PROGRAMS_PER_SM = 4    # paged calls with lengths: split a grid that fills the SMs once until each SM has
+                             # about this many programs; without lengths a filled grid is not split
+                             # ("The split rule: calls with lengths")
+PAGED_BELOW_FILL_PER_SM = 2  # paged, below the fill: at most this many programs an SM, each with a deeper
+                             # ring (resident_stages; "The split rule: paged caches")
 PAGED_FILLED_MIN_SPLITS = 2  # paged calls with lengths on a grid filled with up to PAGED_UNSPLIT_PER_SM
                              # programs an SM: at least this many splits, where chunks keep PAGED_CHUNK_TOKENS
-                             # or more (shorter ones not measured). H200, fp16, Hq=32, D=128, page 64, kernel
-                             # time, us, S=1 / 2 / 4 at resident_stages' ring (contiguous S=1): ragged B=64
-                             # Hkv=8 L=4096 151.0 / 133.3 / 135.7 (121.0); its lengths all equal 245.2 /
-                             # 247.9 / 254.6 (238.6); probes/decode_paged_ahead.py DIAG=big_ragged
+                             # or more ("The split rule: calls with lengths")
 PAGED_UNSPLIT_PER_SM = 2     # ... and past this many programs an SM the contiguous call's split count, and
-                             # unsplit its launch too (launch_config's ring, longest first, no register cap:
-                             # paged_unsplit_filled). H200 GPU-5bf14c42, fp16, Hq=32, D=128, page 64, ragged
-                             # B=64 Hkv=8 L=4096, kernel time, us: contiguous S=1 114.4; paged S=1 at 64/4/4
-                             # 115.4, at 128/8/2 115.1, at resident_stages' 2-stage ring and register cap
-                             # 144.5, the rule before's S=2 122.7-123.1, S=4 124.9, S=8 129.1;
-                             # probes/decode_paged_ring.py
-RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no longer than this (H200,
-                             # bf16, Hq=32 Hkv=8, ragged, kernel time: B=64 Lmax=32768 S=1 3.52 TB/s,
-                             # S=4 4.26, S=8 4.31; B=32 S=2 3.88, S=8 4.15; B=16 S=4 3.56, S=8 3.88;
-                             # B=64 Lmax=4096 S=1 3.64, S=2 3.27)
+                             # unsplit its launch too (paged_unsplit_filled; "Paged launches")
+RAGGED_CHUNK_TOKENS = 4096   # calls with lengths on a filled grid: chunks no longer than this
+                             # ("The split rule: calls with lengths")
 RAGGED_FILLED_SPLITS = 2     # contiguous calls with lengths on a filled grid: at most this many splits
-                             # besides RAGGED_CHUNK_TOKENS' (H200, fp16, Hq=32 Hkv=8, kernel time, S=4 -> 2,
-                             # us: B=16 L=4096 ragged 43.3 -> 44.4, the same lengths all equal 78.6 -> 75.7,
-                             # B=16 L=1024 equal 30.1 -> 27.3; probes/decode_paged_ahead.py DIAG=spread2)
-FULL_GRID_CONFIG = (128, 4, 2)   # (BLOCK_N, num_warps, num_stages) of unsplit launches without lengths of
-                             # more than FULL_GRID_PROGRAMS_PER_SM programs an SM, at the 64-token tiles of
-                             # D = 65..128 (H200, fp16, Hq=32, D=128, kernel time, 64/4/4 -> 128/4/2
-                             # (cuDNN), us: B=64 Hkv=32 L=16384 3926.1 -> 3764.8 (3862.6), L=4096 976.7
-                             # -> 951.0 (958.5), L=1024 253.3 -> 249.9 (250.3); B=64 Hkv=32 L=1024 at
-                             # 64/4/2 235.7 against 237.6; probes/decode_balance.py DIAG=losses and
-                             # fullgrid, probes/decode_fullgrid_ring.py)
+                             # besides RAGGED_CHUNK_TOKENS' ("The split rule: calls with lengths")
+FULL_GRID_CONFIG = (128, 4, 2)   # (BLOCK_N, num_warps, num_stages) of full_grid launches: unsplit, without
+                             # lengths, more than FULL_GRID_PROGRAMS_PER_SM programs an SM ("full_grid")
 FULL_GRID_PROGRAMS_PER_SM = 4    # ... up to this many an SM, 64-token tiles at the deepest ring at which all
-                             # are resident (resident_stages, resident_registers): 128/4/2 compiles to
-                             # 177 registers, two programs an SM, so of 512 programs (B=64 Hkv=8 or
-                             # B=16 Hkv=32) 264 ran in a first wave; 64/4/2 at 128 registers holds four
-                             # (fp16, us, 128/4/2 -> 64/4/2, cuDNN: B=64 Hkv=8 L=1024 65.3 -> 62.8 (64.3),
-                             # B=16 Hkv=32 L=1024 64.7 -> 62.7 (64.2), B=64 Hkv=8 L=4096 237.5 -> 235.8
-                             # (236.2); at two an SM (B=32 Hkv=8 L=1024) 4 stages 34.0, 2 stages 38.5;
-                             # one an SM (B=16 Hkv=8 L=4096) 62.6 against 128/4/2 at 105.7;
-                             # probes/decode_fullgrid_ring.py)
+                             # are resident (resident_grid; "resident_grid and resident_stages")
 DEEP_FILLED_CONFIG = (128, 8, 2)  # (BLOCK_N, num_warps, num_stages) of resident_grid launches of more than
-                             # two programs an SM (a 2-stage ring of 64-token tiles) whose cache holds at
-                             # least DEEP_FILLED_MIN_TOKENS: fewer, deeper programs (107 registers, two an
-                             # SM). H200 GPU-7160a124 (read ceiling as GPU-1d1c5097's, where cuDNN beat the
-                             # 64/4/2 ring by 2-3% at these launches), fp16, Hq=32, D=128, kernel time, us,
-                             # 64/4/2 at 128 registers -> 128/8/2 (cuDNN): B=64 Hkv=8 L=32768 1936.1 ->
-                             # 1887.5 (1885.8), B=16 Hkv=32 L=32768 1936.4 -> 1883.6 (1883.2), B=64 Hkv=8
-                             # L=4096 245.0 -> 242.5 (241.3), B=16 Hkv=32 L=4096 245.2 -> 241.9 (240.0); at
-                             # L=1024 slower, 64.8 -> 66.0 and 65.7; 128/8/3 (one an SM) 1897.0, 1895.4,
-                             # 243.3, 242.5, and 69.9 at L=1024; probes/decode_fullgrid_ring.py DIAG=onesm
+                             # two programs an SM whose cache holds at least DEEP_FILLED_MIN_TOKENS: fewer,
+                             # deeper programs (deep_filled_grid; "deep_filled_grid")
 DEEP_FILLED_MIN_TOKENS = 4096
 PAGED_CHUNK_TOKENS = 2048    # paged, one sequence (B = 1): one wave of programs, more only to keep chunks
-                             # this short (H200, fp16, Hq=32, D=128, page 64, indices a tile ahead,
-                             # kernel time, us, four programs an SM -> this rule (contiguous): Hkv=8
-                             # L=4096 13.3 (S=32) -> 12.0 (S=16) (11.5), L=16384 32.4 (64) -> 28.6 (16)
-                             # (26.9), L=32768 50.1 (64) -> 46.2 (16) (44.6), L=131072 S=64 either way
-                             # 141.4 (135.2; S=16 143.7); Hkv=32 L=4096 28.1 (16) -> 26.7 (4) (26.5);
-                             # probes/decode_paged_ahead.py DIAG=paged_splits)
+                             # this short ("The split rule: paged caches")
 LONG_CHUNK_TOKENS = 8192     # split launches with lengths, G > 1 and chunks this long take LONG_CHUNK_CONFIG, and
                              # unsplit paged launches of caches this long on a filled grid of up to
                              # PAGED_UNSPLIT_PER_SM programs an SM (paged_long_unsplit)
 LONG_CHUNK_CONFIG = (128, 8, 3)   # (BLOCK_N, num_warps, num_stages) for them (long_grouped_chunks,
-                             # paged_long_unsplit: no register cap). Paged, equal lengths passed to no call:
-                             # H200 GPU-ec1be0ff, fp16, Hq=32, D=128, page 64, kernel time, us, contiguous /
-                             # paged at resident_stages' 64/4/4 and 255-register cap / at 128/8/3: B=16
-                             # Hkv=8 L=131072 1830.1 / 1900.4 / 1845.5, L=32768 461.7 / 478.3 / 470.0; B=4
-                             # Hkv=32 L=32768 462.6 / 474.7 / 465.7; B=32 Hkv=8 L=32768 (two an SM) 938.3 /
-                             # 945.6 / 931.7; 128/4/3 0.996-1.025x contiguous, 128/8/4 1.009-1.040x, 64/4/5
-                             # and 64/4/6 1.03-1.06x; probes/decode_paged_ring.py DIAG=deep
+                             # paged_long_unsplit: no register cap; "long_grouped_chunks", "Paged launches")
 MERGE_TILE = 2048            # grouped merge: partial values (G rows x splits x D) loaded per step; its tile
-                             # sets the kernel's registers (H200, fp16 D=128 paged, G=1: 8192 values 155
-                             # registers, B=1 Hkv=32 L=131072 687 us; 2048 126 registers, 490 us; G=4 and
-                             # contiguous caches within 4% either way; probes/decode_paged_merge.py)
+                             # sets the kernel's registers ("The merge: MERGE_TILE")
 PAGED_TABLE_AHEAD = True     # paged: each tile's page indices loaded a tile ahead, the first tile's before
-                             # the length (resident_stages; measured in the module docstring)
+                             # the length (resident_stages; "Paged cache: page indices a tile ahead")
 RAGGED_SPLIT_LIMIT = 4       # calls with lengths, B >= 2, S >= 2, whose lengths differ: chunks dealt out by
                              # length on the device (_ragged_chunk), a sequence taking at most this many
-                             # times S splits (the partials' slots a row). H200, fp16, Hq=32 Hkv=8, D=128,
-                             # kernel time, us, Lmax's chunks -> dealt by length (DIAG=spread2): paged
-                             # ragged B=4 Lmax=32768 88.2 -> 66.6, B=16 Lmax=4096 53.3 -> 43.6; contiguous
-                             # ragged B=4 Lmax=32768 at one wave 100.4 -> 64.8 (four waves without: 66.1)
+                             # times S splits (the partials' slots a row; "Ragged lengths: chunks dealt out
+                             # by length")
 LONGEST_FIRST_MAX_BATCH = 64  # unsplit launches with lengths, 2 <= B <= this: program b * Hkv + h serves the
                              # sequence of rank b by decreasing length (longest_first); each program ranks
                              # all B lengths, B^2 comparisons, so larger batches (not measured) keep grid
-                             # order. H200,
-                             # fp16, Hq=32 Hkv=8, D=128, kernel time, us, grid order -> longest first
-                             # (cuDNN): ragged B=64 Lmax=4096 122.7 -> 117.2 (243.5), Lmax=2048 77.0 ->
-                             # 60.0 (125.6), B=48 Lmax=4096 107.1 -> 104.8 (193.7); the same lengths
-                             # all equal 240.7 -> 240.9 (241.9); probes/decode_longest_first.py
+                             # order ("Ragged lengths: longest first")
 MAX_REGISTERS = 255          # registers a thread may hold on sm_80-sm_90 (resident_registers' ceiling)
 PAGED_RING_RESERVE = 8 << 10  # paged: shared memory a program holds besides its ring of K and V tiles
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
@@ -462,13 +293,8 @@ def _page_of(tokens, PAGE_SIZE: tl.constexpr):
     The paged tile loop (_attend_chunk) also takes the slot and clamps a device table's entries into
     the pool unsigned, and loads the table unmasked, tokens past the chunk taking its last page's
     entry (their K and V loads are masked): a thread's rows of one page then share one table load
-    and one page product. sm_90 SASS of the tile loop (probes/decode_resources.py, fp16, Hq=32,
-    D=128, 64-token pages, lengths), instructions, signed and masked -> now: B=1 Hkv=8 L=32768 560
-    -> 334, B=1 Hkv=32 L=131072 554 -> 328, B=16 Hkv=8 L=32768 595 -> 355, B=64 Hkv=8 L=4096
-    605 -> 362, B=4 Hkv=32 L=4096 626 -> 358, B=16 Hkv=32 L=1024 583 -> 331 (the contiguous
-    cache's loop: 322-357), and no spill load left in it under the 128-register cap (11 before at
-    B=16 Hkv=32 L=1024). Timed against the loop before on an H200 (probes/decode_paged_layout.py,
-    fp16, kernel time, paged over contiguous): 1.00-1.14x at its seven shapes, against 1.04-1.24x."""
+    and one page product. Instruction counts, spills and timings: docs/kernels/decode.md, "Paged
+    cache: page lookup"."""
     return (tokens.to(tl.uint32) // PAGE_SIZE).to(tl.int32)
 
 
@@ -672,10 +498,9 @@ def _counters(device: torch.device, n: int, stream: int) -> torch.Tensor:
 def launch_config(head_dim: int, element_size: int) -> tuple[int, int, int]:
     """(BLOCK_N, num_warps, num_stages): about 32 KB of K+V per tile, num_stages tiles in flight.
 
-    On the H200 at D = 128, fp16, BLOCK_N of 32, 64 and 128 with 3-4 stages all stream
-    within noise of each other once the grid is full; 64 x 4 warps x 4 stages is kept. Split
-    launches with lengths of grouped heads over long chunks take LONG_CHUNK_CONFIG instead
-    (long_grouped_chunks).
+    64 x 4 warps x 4 stages at D = 65..128. Split launches with lengths of grouped heads over long
+    chunks take LONG_CHUNK_CONFIG instead (long_grouped_chunks); launch_shape's other rules may
+    replace it too. Measurements: docs/kernels/decode.md, "Launch shape rules: launch_config".
     """
     block_d = max(16, pow2(head_dim))
     block_n = max(16, min(128, 8192 // block_d))
@@ -685,23 +510,8 @@ def launch_config(head_dim: int, element_size: int) -> tuple[int, int, int]:
 def long_grouped_chunks(group: int, splits: int, chunk_len: int, block_n: int, lengths: bool) -> bool:
     """True for a split launch of a contiguous cache, given the sequence lengths, whose programs each
     stream chunks of at least LONG_CHUNK_TOKENS tokens of Lmax for a query group of G > 1 heads, at the
-    64-token tiles of D = 65..128: such launches take LONG_CHUNK_CONFIG's wider tiles.
-
-    H200, fp16, Hq = 32, D = 128, kernel time (CUPTI, L2 flushed), us. With lengths that differ,
-    LONG_CHUNK_CONFIG against 64/4/4 at the rule's split count: ragged B=4 Hkv=8 Lmax=32768 55.9
-    against 112.2 (128/4/3 97.1; probes/decode_ragged_splits.py at 24a2def), and earlier 103.4
-    against 138.7, ragged B=16 Hkv=8 Lmax=32768 292.3 against 312.8 (that shape now splits into
-    chunks of 4096, under LONG_CHUNK_TOKENS). Without lengths it paid when it was set (B=1 Hkv=8
-    L=131072 136.6 against 140.9, B=4 Hkv=8 L=131072 bf16 482.5 against 514.6, B=4 Hkv=8 L=32768
-    136.7 against 141.5), but not on the code since: at 24a2def, over three H200s, 64/4/4 took
-    0.980-0.996x its time at every uniform shape it applied to, chunks of 8192 to 32768 tokens
-    (decode_ragged_splits.py DIAG=long on GPU-85e81234: B=1 Hkv=8 L=131072 124.5 against 127.0,
-    B=4 Hkv=8 L=32768 123.7 against 124.5, B=2 Hkv=8 L=65536 124.5 against 125.9, B=4 Hkv=8
-    L=65536 241.9 against 243.1, B=4 Hkv=8 L=131072 476.1 against 478.1; cuDNN 125.5, 124.9,
-    124.9, 242.3, 475.8; probes/decode_balance.py DIAG=large on GPU-d7868900 121.7 against 124.3
-    and 121.2 against 122.2), so calls without lengths keep 64/4/4. At chunks of 1024 tokens or
-    fewer the wide tiles were slower (B=1 Hkv=8 L=16384: 32.4 against 29.3 us), and at G = 1 no
-    faster (477.5 against 474.1).
+    64-token tiles of D = 65..128: such launches take LONG_CHUNK_CONFIG's wider tiles. Calls without
+    lengths keep launch_config's. Measurements: docs/kernels/decode.md, "long_grouped_chunks".
     """
     return lengths and group > 1 and splits > 1 and chunk_len >= LONG_CHUNK_TOKENS and block_n == 64
 
@@ -709,58 +519,27 @@ def long_grouped_chunks(group: int, splits: int, chunk_len: int, block_n: int, l
 def choose_splits(batch: int, heads_kv: int, cache_len: int, block_n: int, num_sms: int,
                   paged: bool = False, lengths: bool = False) -> int:
     """S, the number of splits of each sequence: the one-wave rule for contiguous caches
-    (paged=False), the paged rule below for paged caches. A count of s splits is reduced to the
-    number of chunks of cdiv(n_blocks, s) whole tiles that cover the cache (`_whole_chunks`: 10
-    tiles in 6 splits are 5 chunks of 2), so no split is left without a tile; decode_attention
-    then cuts the cache into S balanced chunks (`launch_shape`).
+    (paged=False), the paged rule below for paged caches. `lengths`: the call passes seqlens, whose
+    values the plan does not read. A count of s splits is reduced to the number of chunks of
+    cdiv(n_blocks, s) whole tiles that cover the cache (`_whole_chunks`: 10 tiles in 6 splits are 5
+    chunks of 2), so no split is left without a tile; decode_attention then cuts the cache into S
+    balanced chunks (`launch_shape`).
 
-    Paged caches: a program's page lookups put a dependent load before each tile's K and V, so
-    one program per SM leaves the memory system idle; with lengths, a grid that would not be split
-    is split into about PAGED_PROGRAMS_PER_SM programs per SM instead. Without lengths every
-    sequence holds the table's pages, all equal, and a filled grid takes one program a sequence,
-    paged or not: with the page indices loaded a tile ahead (PAGED_TABLE_AHEAD) and the deepest
-    ring that fits (resident_stages), such a launch ran within 3% of the contiguous cache where the
-    split did not (probes/decode_paged_ahead.py DIAG=paged_filled, equal lengths passed, fp16, us,
-    contiguous / paged S=1 / the paged split: B=16 Hkv=8 L=1024 19.6 / 19.3 / 23.1 (S=4), L=4096
-    63.9 / 65.5 / 69.7; B=4 Hkv=32 L=1024 19.4 / 19.1 / 23.8, L=4096 63.7 / 65.2 / 70.5). With
-    lengths the plan cannot tell equal ones from ragged ones, which want the split (ragged B=16 Hkv=8
-    L=4096 paged S=1 60.8 against 36.8 split). `lengths` (the call passes
-    seqlens, whose values the plan does not read): sequences may differ in length, and one
-    program per (batch, kv head) would leave the whole launch waiting on the longest; the same
-    split spreads each long sequence over several programs while the chunks past a short one's
-    end exit at once (H200, bf16, D=128, Hq=32, ragged lengths: B=16 Hkv=8 Lmax=32768 S=1
-    443.6 us, S=2 356.3, S=4 318.8; B=64 Hkv=8 Lmax=4096 stays at S=1, 131.5 us). On a filled
-    grid such a call also cuts the cache into chunks of at most RAGGED_CHUNK_TOKENS, whatever
-    the whole-wave count: with many sequences of unequal length the programs of the short ones
-    exit at once, and the long ones would otherwise hold the launch (B=64 Hkv=8 Lmax=32768, read
-    rate 3.52 TB/s at S=1, 4.31 at S=8). A contiguous cache takes at most RAGGED_FILLED_SPLITS
-    splits besides (the same lengths all equal pay for more: B=16 Hkv=8 L=1024 25.6 us unsplit
-    without lengths, 27.3 at S=2, 30.1 at S=4), a paged one up to PAGED_PROGRAMS_PER_SM programs an
-    SM and, up to PAGED_UNSPLIT_PER_SM programs an SM, at least PAGED_FILLED_MIN_SPLITS splits of
-    PAGED_CHUNK_TOKENS or more (ragged B=16 Hkv=8 L=4096: S=4 33.6 us, the contiguous S=2 37.0); past
-    that the contiguous count, and unsplit the contiguous launch (paged_unsplit_filled: ragged B=64
-    Hkv=8 L=4096 S=1 115.4 us against 122.7 at S=2 on resident_stages' ring, 144.5 at S=1 on it;
-    contiguous 114.4). Below the fill such a call over B >= 2 sequences takes the one-wave count, as
-    without lengths, paged or not (ragged B=4 Hkv=8 L=4096 paged: S=4 14.2 us, S=8 15.0, contiguous
-    S=4 14.5; Lmax=32768 54.6 either way, contiguous 55.1; probes/decode_paged_ring.py). Wherever a split
-    call's lengths differ, the kernel deals its programs out by length (_ragged_chunk,
-    RAGGED_SPLIT_LIMIT), so the long sequences take the programs the short ones leave (B=4 Hkv=8 Lmax=32768 ragged: 64.8
-    us, against 66.1 at four waves of Lmax's chunks, the rule before; the same lengths all equal:
-    133.8 against 137.2).
+    With P = batch * heads_kv programs and n_blocks = cdiv(cache_len, block_n):
+    - P >= NO_SPLIT_FILL * num_sms (a filled grid), no lengths: 1.
+    - Filled grid with lengths: min(cap, n_blocks // MIN_CHUNK_BLOCKS), at least 1 and at least
+      cdiv(cache_len, RAGGED_CHUNK_TOKENS); cap = min(w, RAGGED_FILLED_SPLITS) with
+      w = PAGED_PROGRAMS_PER_SM * num_sms // P (at least 1), or, paged with P <= PAGED_UNSPLIT_PER_SM
+      * num_sms, max(w, min(PAGED_FILLED_MIN_SPLITS, cache_len // PAGED_CHUNK_TOKENS)).
+    - Below the fill, contiguous or paged with lengths and batch >= 2: one wave, num_sms // P.
+    - Below the fill, other paged calls (more programs in flight behind the page lookups): the
+      larger of one wave and min(PAGED_BELOW_FILL_PER_SM * num_sms // P, m), where m is
+      cdiv(cache_len, PAGED_CHUNK_TOKENS) for one sequence (more splits only as far as chunks of
+      PAGED_CHUNK_TOKENS need) and n_blocks // MIN_CHUNK_BLOCKS otherwise.
+    Wherever a split call's lengths differ, the kernel deals its programs out by length
+    (_ragged_chunk, RAGGED_SPLIT_LIMIT).
 
-    Below the fill a paged cache without lengths takes at most PAGED_BELOW_FILL_PER_SM programs an
-    SM: fewer programs, each with a deeper ring (resident_stages), keep more tiles in flight than four
-    an SM with two stages. A paged cache of one sequence (B = 1) has no lengths to balance, and with the
-    page indices loaded a tile ahead its ring hides the lookups: it takes the one-wave count, raised
-    only as far as chunks of PAGED_CHUNK_TOKENS need.
-
-    Measured and not kept (probes/decode_paged_ahead.py DIAG=filled_equal, fp16, us): on a filled
-    grid, a paged call with lengths whose tile counts were all equal ran its split launch unsplit on
-    the device (the first B * Hkv programs each reading one (batch, kv head) whole, the others
-    exiting), under the split launch's 2-stage ring: B=16 Hkv=8 L=1024 38.9 (S=4 split 23.1; unsplit
-    launch 19.3), L=4096 134.0 (69.7; 64.5); with a 4-stage ring 31.0 and 105.6, so the ring is not
-    the whole cost (the block scheduler may put several workers on one SM); a contiguous cache at
-    S=2 lost 10% (21.2 against 19.2).
+    Measurements: docs/kernels/decode.md, "The split rule".
     """
     n_blocks = cdiv(cache_len, block_n)
     programs = batch * heads_kv
@@ -955,6 +734,8 @@ def launch_shape(batch: int, heads_kv: int, group: int, cache_len: int, head_dim
     unsplit ones with lengths past PAGED_UNSPLIT_PER_SM programs an SM (the contiguous call's launch)
     and unsplit ones up to that many over long caches (LONG_CHUNK_CONFIG, paged_long_unsplit;
     paged_ring).
+
+    Measurements: docs/kernels/decode.md, "Launch shape rules".
     """
     chosen = block_n is None and num_warps is None and num_stages is None
     cfg_n, cfg_w, cfg_s = launch_config(head_dim, element_size)
@@ -1037,11 +818,8 @@ def resident_stages(programs: int, num_sms: int, smem: int, block_n: int, head_d
     deepest ring of K and V tiles, 2 to 4 (num_stages - 1 tiles in shared memory), at which all the
     launch's programs are resident at once, `smem` bytes of shared memory per SM shared by
     cdiv(programs, SMs) of them. H200 (228 KB an SM, 32 KB of K and V a tile at D = 128): 4 stages
-    up to 2 programs per SM, 3 at 3, 2 from 4 on; measured in the module docstring and at
-    FULL_GRID_PROGRAMS_PER_SM. Deeper rings do not pay at one program an SM (fp16, Hq=32, D=128,
-    six shapes of 128 programs, kernel time over the shipped 64/4/4, median: 64/4/5 1.018, 64/4/6
-    1.032, 64/4/7 1.043, 64/8/6 1.113, 128/4/3 0.998, 128/8/3 1.008; B=16 Hkv=8 L=4096 64.0 us,
-    cuDNN 64.3, the read kernel 60.7; probes/decode_fullgrid_ring.py DIAG=deep)."""
+    up to 2 programs per SM, 3 at 3, 2 from 4 on. Measurements: docs/kernels/decode.md, "Paged
+    cache: page indices a tile ahead" and "resident_grid and resident_stages"."""
     tile = 2 * block_n * max(16, pow2(head_dim)) * element_size
     resident = cdiv(programs, num_sms)
     return max(2, min(4, 1 + (smem // resident - PAGED_RING_RESERVE) // tile))
@@ -1054,7 +832,8 @@ def resident_registers(programs: int, num_sms: int, num_warps: int, regs: int) -
     may use with all the launch's programs of num_warps warps resident, cdiv(programs, SMs) of them
     an SM (at most PAGED_PROGRAMS_PER_SM), on an SM of `regs` registers; a multiple of 8, at most 255.
     At G = 1 the loop otherwise compiles to 156 registers, three programs an SM, and the paged rule's
-    four an SM take two waves; capped at 128 it spills 2-4 (module docstring)."""
+    four an SM take two waves; capped at 128 it spills 2-4 (docs/kernels/decode.md, "Paged cache:
+    registers")."""
     resident = max(1, min(cdiv(programs, num_sms), PAGED_PROGRAMS_PER_SM))
     return min(MAX_REGISTERS, regs // (resident * num_warps * 32) // 8 * 8)
 
@@ -1196,10 +975,8 @@ def _scratch(plan: _DecodePlan, out: torch.Tensor, stream: int):
     the largest launch seen: launches on a stream run one after another and each writes its
     partials before reading them, so they can share it, and a repeat call allocates nothing
     (the views are kept in the plan). In the interpreter and inside a capture (where a graph
-    needs buffers of its own pool) each call allocates its own. H200 host, bf16, Hq=32, D=128,
-    repeat call before and after (with empty_like for the output), us: B=1 Hkv=32 L=4096 (S=4)
-    43.5 -> 17.1, B=1 Hkv=8 L=1024 (S=16) 34.8 -> 22.8, B=16 Hkv=8 L=4096 ragged 45.1 -> 29.4;
-    cuDNN's SDPA 30.1 and 31.9 at the first two.
+    needs buffers of its own pool) each call allocates its own. Host time of a repeat call:
+    docs/kernels/decode.md, "The workspace and the wrapper's plan cache".
     """
     if plan.part_shape is None:
         return out, out, out

@@ -10,34 +10,15 @@ computed). `rows`, `row` and `split` with one tile per segment read the input fr
 `looped` and split's longer segments read a tile a second time, from L2 while it is still
 there (the tiles are read back in reverse order, most recent first). All arithmetic is in fp32;
 the output has the input's dtype. Exponentials are exp2(y * log2 e) (`_exp`: one MUFU.EX2 an
-element, no subnormal range test; compiled for sm_90 the kernels hold 18-20% fewer SASS
-instructions). H200 kernel time, CUPTI medians, us, tl.exp -> exp2 (probes/softmax_exp2.py, 1325d3f):
-looped 4096x32768 fp16 143.4 -> 135.5 (0.86 -> 0.91 of the copy), bf16 145.5 -> 136.3 (0.85 ->
-0.90), 2048x65537 fp16 187.5 -> 174.6; split 1024x131072 bf16 189.8 -> 174.6, 16x4194304 fp16
-100.1 -> 93.5; rows 65536x128 fp16 8.67 -> 8.58; fp32 unchanged (row 4096x32768 259.0 -> 258.0,
-8192x4096 60.85 -> 60.91, 1024x1000 2.93 -> 2.91). Loads and stores use 16-byte accesses wherever the row
-length, strides and base addresses allow (the VEC hint). `row`, `looped` and `split` also
-where the row length does not (an odd number of columns puts every row at another offset from
-the 16-byte boundary): they peel each row's head and tail, fewer than VEC elements each, around
-an aligned body (`_row_body`); split's segment 0 takes the edges. Row and looped compile the
-edges' code only where a row needs it (`_access`), and size their blocks to the body: 4097
-columns take a 4096 block (`covered_cols`). Kernel
-time (H200, CUPTI, L2 flushed), peeled against the same kernel at one element an access, and
-torch: 2048x65537 fp16 192 us (2.80 TB/s) against 595 (torch 266), bf16 192 against 595, fp32
-411 against 509 (torch 530); 16384x4097 fp16 98 against 157 (torch 234), fp32 142 against 159;
-1024x4097 fp16 7.9 against 12.6 (torch 16.0), fp32 11.6 against 14.5. The looped kernel (no
-peeling) took 309 us at 2048x65537 fp16 in the 2eec278 run. The register-resident strategies (rows,
-row) load with the default policy and store streaming (.cs): with evict_first on both, as
-before, a one-row-per-program kernel took 282.8 us at 4096x32768 fp32 against 265.9 (Liger's
-single-block kernel, which does the same: 264.5), 71.7 against 66.4 at 8192x4096 fp32, and
-187.2 against 173.1 at 4096x32768 fp16 (H200, kernel time from CUPTI, L2 flushed). After the
-change, through `softmax`: 8192x4096 fp16 (row) 33.4 us against 34.2 in the committed run,
-16384x1024 fp32 (row) 32.8 against 33.3 (looped then); rows unchanged (65536x128 fp16 8.7).
-Plain stores instead of .cs, through `softmax` (probes/softmax_store_policy.py, us, .cs -> plain):
-16384x1024 fp32 31.7 -> 31.4 (torch.compile 29.4), 8192x4096 fp32 60.5 -> 60.7, 8192x4096 fp16
-29.8 -> 29.1, 32768x1000 fp32 61.5 -> 60.6, 4096x32768 fp32 259.8 -> 257.1, 65536x128 fp32 15.9 ->
-15.9, 4096x4096 fp32 29.0 -> 29.2; over 10 shapes plain / .cs median 0.998, range 0.975-1.006, inside
-the 3.5% a trial's order moves a median by (config/config.yaml's `bench`): .cs is kept.
+element, no subnormal range test).
+
+Access width and peeling. Loads and stores use 16-byte accesses wherever the row length, strides
+and base addresses allow (the VEC hint). `row`, `looped` and `split` also where the row length
+does not: they peel each row's head and tail, fewer than VEC elements each, around an aligned
+body (`_row_body`); split's segment 0 takes the edges. Row and looped compile the edges' code
+only where a row needs it (`_access`), and size their blocks to the body: 4097 columns take a
+4096 block (`covered_cols`). Store policy: the register-resident strategies (rows, row) load
+with the default policy and store streaming (.cs).
 
 Strategies (each a separate kernel; `STRATEGIES[name].run(x2d)` runs one on a 2-D tensor whose
 last dimension is contiguous):
@@ -56,234 +37,47 @@ last dimension is contiguous):
             across the wait, and the next round's segment is loaded during it. Rows longer than
             the resident programs can hold in registers get segments of several tiles, read a
             second time from L2. In Triton's CPU interpreter, which runs programs one after
-            another, the phases are two launches.
-            The exchange: a segment's (max, sum) is one 64-bit word, written with one relaxed
-            exchange, and a program waits by reading its row's words until each carries this
-            launch's tag (`_publish`, `_gather`, `_tag`): no counters, no fences, one round trip
-            to L2 a round when the row is ready. Before, each round published through two
-            exchanges, a barrier and a release add on an arrive counter, spun on it with acquire
-            loads, read the partials, and left through an acq_rel add on a depart counter.
-            H200, CUPTI medians, us (probes/softmax_split_slots.py, 1325d3f; both with exp2;
-            4 programs an SM, 4-tile segments): 16x4194304 fp16 87.8 against 92.4 (0.68 of the
-            copy against 0.65), 64x1048576 fp32 156.4 / 181.3 (0.79 / 0.68), 256x262144 fp16
-            80.8 / 88.5 (0.74 / 0.67), 1024x131072 bf16 157.6 / 172.5 (0.78 / 0.71), fp32 295.4
-            / 340.7 (0.86 / 0.75; 2-tile segments 279.8, 0.91), 512x151936 bf16 97.5 / 104.0
-            (0.72 / 0.68). Reading and publishing the next round's segment before waiting on
-            this one's partials (two segments a program in L2) was no faster: 16x4194304 fp16
-            93.5 against 87.8, 1024x131072 fp32 with 2-tile segments 317.8 against 279.8.
-            Measured and not kept before that exchange (H200, CUPTI kernel
-            time, L2 flushed): a loop one round behind, which publishes the next row's partials
-            before waiting on this row's and combines them in one pass of 512, ran 0.87-1.02x
-            this loop's speed at the few-long-row shapes (16x4194304 fp16 0.579 of the copy
-            against 0.617; 1024x131072 bf16 0.577 against 0.658), and 0.89-1.02x with 4 warps,
-            8 programs an SM or 4-tile segments: the wait is not what holds these rows near 60%.
-            Timed only (probes/softmax_split_diag.py, do_bench median, share of the copy): the
-            fused loop with relaxed instead of release/acquire ordering ran 0.673-0.759 against
-            0.637-0.692 (so the fences cost 5-10%), without any wait (wrong by construction)
-            0.663-0.724; 8 programs an SM, 4 warps, or 2- and 8-tile segments were no faster.
-            At 4096x32768 fp16, one segment a row, split reads and writes as looped does and
-            reaches 0.669 of the copy where looped reaches 0.859, and 0.825-0.851 on a persistent
-            grid of 4-16 programs an SM (DIAG=looped): not the persistent grid nor the waiting
-            but each round's exchange itself (the partials' atomics, the counters, the fences)
-            costs split a fifth of its time; the long rows need fewer, larger rounds per byte, or
-            an exchange off the global-memory atomics. Nsight Compute at 16x4194304 fp16 and
-            64x1048576 fp32: split reads 1.19-1.23x the ideal bytes from DRAM (a fifth of the
-            segments' second reads miss L2) and takes 102 / 187 us where the measured copy
-            bandwidth allows 63 / 126, so most of the loss is bytes not in flight rather than
-            bytes re-read. More in flight per program did not help, each for the registers it
-            costs (an SM holds 4 programs at 63 registers, 3 at 80): 32-64 KB tiles held in
-            registers (16-32 warps) 0.31-0.55 of the copy; the tile loops pipelined by Triton
-            (tl.range num_stages 3-4, cp.async into shared memory, 80-128 registers) 0.35-0.70
-            against 0.49-0.70 for this loop, and 0.44-0.72 when capped at 64 registers; the
-            running max and sum kept per column and reduced once after the last tile (no barrier
-            a tile; 79 registers) 0.34-0.70 against 0.44-0.70, though it read 12% fewer bytes
-            (fewer programs, fewer segments out of L2); a relaxed depart, no fence after a
-            segment's stores, 0.99-1.02x. Segments held in shared memory instead, loaded by TMA
-            and read from HBM once (a Gluon kernel, probes/softmax_smem_split.py, whose
-            docstring has the numbers): 0.48-0.72 of the copy against this kernel's 0.61-0.71,
-            3% ahead at 1024x131072 fp32, a tie at 1024x131072 fp16, 9-18% behind at the other
-            few-long-row shapes; with no exchange at all
-            (wrong results, timing only) 0.54-0.67 in 16 bits, so per-element work on one SM's
-            few warps, not only the exchange, holds it there. Rounds overlapped instead
-            (probes/softmax_split_stagger.py: each tile step reads round r + 1's tile for its
-            partials and writes round r's, so HBM has reads and writes in flight together as in
-            a copy): 0.35-0.66 of the copy, 0.46-0.66 at its best tiling, against this loop's
-            0.58-0.69 at the five aligned few-long-row shapes, slower in every dtype and tiling
-            tried (8 and 16 KB tiles, 32-64 KB segments); its two tiles in flight cost registers
-            (121 a thread in fp16 at 16 KB tiles, 2 programs an SM). Nor is it the arithmetic
-            (probes/softmax_split_alu.py, 0fa46d8): with no exponential in either phase (wrong,
-            timing only) the 16-bit shapes gain 5-11% (1024x131072 fp16 0.85 -> 0.91 of the
-            copy, 16x4194304 fp16 0.70 -> 0.73), fp32 1-3%; 1 / sum folded into phase 2's
-            exponent (one multiply fewer an element) gains nothing. A row spread over the CTAs
-            of a thread-block cluster, its max and sum exchanged in distributed shared memory:
-            Triton 3.6 lowers no reduction across CTAs (probes/softmax_cluster_compile.py), but
-            a one-CTA kernel launched in clusters with the exchange in inline PTX
-            (probes/softmax_cluster_row.py, each CTA's slice in registers, read and written
-            once) matched float64 and ran 0.51-0.85 of the copy where split ran 0.77-0.92
-            (1024x131072 fp32 0.85 against 0.92, fp16 0.72 against 0.86): one slice a CTA at
-            1-2 CTAs an SM leaves HBM idle while a CTA reduces and waits for its cluster;
-            persistent clusters loading their next row's slice into registers first ran
-            0.18-0.62 (107-220 registers a thread, 1-3 CTAs an SM).
+            another, the phases are two launches. A segment's (max, sum) is one 64-bit word,
+            written with one relaxed exchange, and a program waits by reading its row's words
+            until each carries this launch's tag (`_publish`, `_gather`, `_tag`): no counters,
+            no fences, one round trip to L2 a round when the row is ready.
 
-Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the
-strategies' measured bandwidth on an H200 (best strategy per shape, TB/s or kernel time):
+Dispatch rule (`choose`; SMs from the device, 132 in the interpreter), set from the strategies'
+measured bandwidth on an H200:
 
-    cols <= 512, or fp16/bf16 with cols <= 1024     -> rows    (65536x128 fp16: rows 2.39;
-      and rows >= 64 * SMs                                      32768x1000 and 16384x1024 fp16/bf16:
-                                                                rows 10-12% ahead of row)
-    cols <= 16384 (fp32: 32768)                     -> row     (8192x4096 fp16: row 3.37, split 1.58;
-      and rows >= 2 * SMs                                       fp32 32768 columns, kernel time, us:
-                                                                8192 rows row 516, looped 592; 2048
-                                                                rows 137 vs 155; 512 rows 40.9 vs
-                                                                split 49.3, looped 46.0. At 24576
-                                                                fp32 row is 2-4% behind looped; fp16
-                                                                and bf16 rows of 24576-32768 columns
-                                                                are 17-50% faster looped)
-      ... unless cols <= 4096 (fp16/bf16: 3073 to   looped  (kernel time, us: fp32 8192x4096 looped
-      4096) and the input holds at least 256 MiB                65.1, row 69.6; 32768x4096 250.4 vs
-                                                                274.5, again 250.5 vs 265.7 with the
-                                                                row kernel of `_access`; 32768x1000
-                                                                63.6 vs 66.3. 16 bits, in the four
-                                                                full runs of the exp2 kernels
-                                                                (033735b, 156ca1e, 32f7e2d, 026ce8a;
-                                                                four GPUs), forced row / looped at
-                                                                32768x4096: fp16 128.4-128.9 /
-                                                                122.8-123.4, bf16 128.5-129.2 /
-                                                                122.6-123.2 (before them row led: fp16
-                                                                134.0 / 132.2, bf16 133.0 / 140.6);
-                                                                16384x4096 fp16 67.8 vs 67.5;
-                                                                8192x4096 (64 MiB) 29.1-29.6 /
-                                                                30.5-31.1 in the same four runs.
-                                                                Shorter 16-bit rows keep row
-                                                                (probes/softmax_looped16.py, row /
-                                                                looped, fp16 and bf16): 65536x2048
-                                                                123.2-123.9 / 131.6-135.6, 131072x2048
-                                                                249.6-249.8 / 263.6-270.4, 49152x3072
-                                                                141.9-142.9 / 151.4-161.1; 65536x4096
-                                                                258.3-258.5 / 245.9-246.1.
-                                                                Smaller inputs keep row: fp32 4096x2048 16.7
-                                                                vs 18.0, 2048x2048 8.9 vs 9.7, 1024x1024
-                                                                3.2 vs 3.4; at 64 MiB the two are
-                                                                within 3%: fp32 4096x4096 34.3 vs
-                                                                33.9, 16384x1024 34.0 vs 33.4, fp16
-                                                                8192x4096 34.2 vs 35.2. These were
-                                                                the row kernel with its persistent
-                                                                loop; without it, in the fc0c291
-                                                                run, fp32 row / looped: 8192x4096
-                                                                (128 MiB) 61.0 / 62.5 (Liger 61.0),
-                                                                32768x1000 (125 MiB) 59.2 / 61.2
-                                                                (torch.compile 59.7), 32768x4096
-                                                                (512 MiB) 261.1 / 247.9: the
-                                                                threshold moved from 96 to 256 MiB)
-      however little of its power-of-two block     row     (rows that fill half to three quarters
-      the aligned body fills (cols less cols                    of it, H100 GPU-aa74c6a6, kernel time,
-      modulo the 16-byte width), on a warp per                  us, row / looped in 1024-column tiles,
-      512 of those columns (a power of two, 4-32)               probes/softmax_fill.py: 8192x2056 fp32
-                                                                36.8 / 42.9, bf16 18.8 / 27.7; 8192x3000
-                                                                57.0 / 65.4, 26.2 / 32.4; 8192x4104
-                                                                82.7 / 97.4, 41.6 / 48.4; 8192x6000
-                                                                125.8 / 154.3, 58.5 / 68.0; 512x3000
-                                                                4.16 / 5.06, 3.12 / 4.35; the whole
-                                                                block's warps up to 12% behind, never
-                                                                more than 0.3% ahead.
-                                                                Before the body was peeled, 16384x4097
-                                                                took an 8192 block: 1.46-1.60 TB/s
-                                                                against 1024-column looped's 1.93)
-    fp16/bf16 rows over 8192 columns and rows       -> looped  (exp2 kernels, us: 8192x16384 fp16
-      >= 4 * SMs, else as above                                 looped 129.1, row 141.1)
-    longer rows and rows >= 4 * SMs, the aligned    -> looped  (4096x32768 bf16: looped 3.19, row 2.83,
-      body at most 64 KiB                                       split 2.27; 0d069c1 run, share of the
-                                                                copy, looped / split: 4096x32768 fp16
-                                                                0.917 / 0.852, bf16 0.912 / 0.808;
-                                                                2048x65537 (128 KiB) fp16 0.715 /
-                                                                0.803, bf16 0.713 / 0.789, since split's
-                                                                segments cover the aligned body; at
-                                                                bf4aa10 looped led there, 192.7 against
-                                                                267.3 us)
-    otherwise (a few long rows, or longer rows)     -> split   (256x262144 fp32: split 2.80, looped
-                                                                2.62; 64x1048576 fp32: 2.76 vs 1.38;
-                                                                bf4aa10 run, us: 1024x131072 split
-                                                                194.8 / 194.6 / 368.1 against looped
-                                                                201.4 / 201.6 / 377.9 in bf16 / fp16
-                                                                / fp32; 2048x65537 fp32 393.3 vs
-                                                                415.3)
+    cols <= 512, or fp16/bf16 with cols <= 1024 and rows >= 64 * SMs        -> rows
+    cols <= 16384 (fp32: 32768) and rows >= 2 * SMs                          -> row
+      ... unless cols <= 4096 (fp16/bf16: 3073 to 4096) and the input          looped
+          holds at least 256 MiB
+      however little of its power-of-two block the aligned body fills         row
+          (cols less cols modulo the 16-byte width), on a warp per 512 of
+          those columns (a power of two, 4-32)
+    fp16/bf16 rows over 8192 columns and rows >= 4 * SMs, else as above      -> looped
+    longer rows and rows >= 4 * SMs, the aligned body at most 64 KiB         -> looped
+    otherwise (a few long rows, or longer rows)                              -> split
 
-Launch table (`config`): register-resident tiles hold 16 elements a thread, the setting of the
-fastest measured peer at each anchor shape on the H200 (4 warps at 1024-2048 columns, 8 at 4096,
-32 at 32768). A rows program takes at most 128 rows, 512 when rows have one column (1048576x1,
-kernel time: 128 rows 6.3 us fp32 and 6.2 bf16, 512 rows 3.8 and 3.0; at 7 columns 128 rows stay
-best: 19.9 us fp32 against 28.2 with 512), and 1024 one-column rows when that still gives every
-SM four tiles (1048576x1, 4 warps, fp16 / fp32: 512 rows 2.4 / 3.6 us, 1024 2.0 / 3.6, 2048 2.2 /
-4.1; 4096x1 keeps 512: 1.3 us against 1.4 with 1024; torch 3.8 / 4.9 and 1.5). A one-column tile
-computes x - x + 1 (1, or NaN where x is not finite, as torch gives) instead of an exponential, two
-reductions and a division: the a188f76 run had 4096x1 at 1.056 us against torch.compile's 0.992-1.024
-in every dtype and 1048576x1 fp16 at 2.080 against 2.016; with it, on another H200
-(probes/softmax_small.py DIAG=onecol, CUPTI medians, us, ours / torch.compile): 4096x1 fp32 1.248 /
-1.296, fp16 1.264 / 1.296, bf16 1.264 / 1.280; 1048576x1 fp32 3.168 / 3.360, fp16 2.160 / 2.304, bf16
-2.256 / 2.336. A problem of fewer rows than that many per SM takes
-the largest power of two of rows per program that still gives every SM a program (rows of two
-or more columns), on fewer warps when the tile holds under 512 elements (a warp per 128); rows of
-128 columns or more then take tiles of SMALL_TILE_ELEMS (512) elements, or one row, on a warp per
-512 elements (below).
-Kernel time in us, rows per program x warps (fp16 / fp32): 4096x7 128x4 2.50 / 2.34, 16x1 1.73 /
-1.73, 32x4 1.63 / 1.63, 64x4 2.17 / 1.79 (torch 1.76 / 1.82); 256x256 8x4 2.27 / 2.27, 1x2 1.98 /
-2.08, 2x2 1.73 / 2.05 (torch 2.66 / 2.34); 512x512 4x4 2.34 / 2.62, 2x4 2.18 / 2.50, 1x1 2.14 /
-2.33; 1024x128 16x4 2.30 / 2.91, 4x4 1.89 / 1.98, 8x1 1.98 / 2.94. Measured again against
-Liger (probes/softmax_small.py, CUPTI medians, us, fp16 / fp32): 256x256 the table's 1x2 1.95 /
-2.05, 2x1 1.70 / 1.86, Liger 1.84 / 1.92; 512x512 fp32 the table's 2x4 2.46, 1x1 2.29, Liger
-2.24; 1024x1024 fp16 row on 4 warps 3.04, rows 1x1 2.98, Liger 2.91; 4096x4096 fp32 row on 8
-warps 34.5, on 16 34.0, Liger 34.1. Fewer warps for these small tiles are ahead there, but 8x1
-loses at 1024x128 fp32 (above), so the table waited on those settings timed at every small shape
-of the grid. Timed there (softmax_small.py DIAG=grid, all 21 shapes of the full grid under 8
-MB, 20-44 settings each, CUPTI medians, us; ours as shipped / the fastest setting / Liger):
-256x256 fp32 2.08 / 1.86 (rows 2x1) / 1.97, fp16 1.98 / 1.79 (2x2) / 1.86, bf16 1.98 / 1.74 (2x2) /
-1.89; 512x512 fp32 2.51 / 2.37 (1x1) / 2.31, fp16 2.18 / 2.11 (2x1) / 2.11, bf16 2.18 / 2.14 (1x1)
-/ 2.11; 1024x1024 fp16 3.10 / 3.04 (row 1) / 3.01, bf16 3.14 / 3.07 (1x1) / 3.01; 1024x1000 3.10-3.14
-/ 3.04-3.10 / 3.30-3.33; 1024x128 1.86-2.00 / 1.83-1.95 (16x8) / 2.08-2.16; 4096x1 1.31-1.41 /
-1.31-1.34 / 3.65; 4096x7 1.66-1.76 / 1.70-1.73 / 3.70-3.74; 1048576x1 2.72-2.78 / 2.72-2.75 /
-633. The table's settings are within 0.07 us of the fastest at 17 of the 21; at 256x256 two rows a
-program on one or two warps are 0.19-0.24 us ahead (and 0.06-0.11 ahead of Liger); at 512x512
-and 1024x1024 Liger stays 0-0.06 us ahead of every setting (ours as shipped 0.06-0.21 behind it).
-Hence the small-problem tiles of 512 elements on one warp (256x256: 2x1, 512x512: 1x1, 1024x128:
-4x1). The same probe with them: 256x256 fp16 1.86 (Liger 1.84), fp32 1.89 (1.98); 512x512 fp32
-2.38 (2.27). Committed run at 0a530a6 against the one at 149284c (CUPTI medians, us): 256x256
-1.34-1.38 against 1.57 in every dtype (Liger 1.47); 512x512 fp32 1.78 against 1.95 (Liger 1.76),
-fp16 / bf16 1.63 against 1.66 (1.63); 1024x128 unchanged (1.41-1.47). Looped tiles of 8192
-columns give each thread 64 bytes of input a tile (8 warps in
-fp16/bf16, 16 in fp32; 4096x32768 fp16: 3.60 TB/s with 8 warps, 3.28 with 16). Split's tiles
-hold 16 KB of input (4096 fp32 columns, 8192 fp16/bf16) on 8 warps and its segments four tiles
-(64 KB): at 16x4194304 to 1024x131072 fp16 that gave 2.41-2.75 TB/s against 1.96-2.57 with the
-4096-column tiles fp32 uses. Of the others timed (tiles of 4096-16384 columns, 8-32 warps,
-segments of 1, 2 and 4 tiles), fp32 8192-column tiles in segments of two were 4-13% ahead at
-four of those five shapes and 16% behind at 16x4194304, so both dtypes keep 16 KB tiles.
-One-tile segments held in registers across the wait (the fused launch in rounds) ran at
-0.6-2.5 TB/s there, below the L2 re-read. A problem small enough that all its segments are
-resident at once (one round) takes shorter segments: one tile if they all fit, else two
-(SPLIT_ONE_ROUND_TILES). Kernel time in us for segments of one / two / four tiles: fp16 8x262144
-7.5 / 9.6 / 14.3 (torch.compile 10.0 in the committed run), 32x65536 7.5 / 9.6 / 14.2, 16x262144
-(one-tile segments need two rounds) 13.3 / 11.1 / 16.0; fp32 8x262144 10.2 / 9.9 / 12.8,
-16x131072 8.5 / 9.8 / 12.5, 16x262144 (two rounds of one-tile) 15.2 / 14.4 / 17.1. The
-thresholds and the table are first settings, to
-be checked against the study's ours_<strategy> rows, which time every strategy at every shape.
-A problem of several rounds whose rows hold at most SPLIT_ROUNDS_MAX_SEGS (128) two-tile segments
-takes two-tile segments on 4 warps, up to 6 programs an SM (sm_90, aligned rows: fp32 56
-registers, 9 would fit; fp16/bf16 86, 5 fit; peeled rows: 61 and 117 registers, 8 and 4 fit).
-probes/softmax_split_slots.py at 0d069c1 (H200, CUPTI medians,
-share of the copy; the table's 4-tile segments on 8 warps, 4 an SM / this setting): 64x1048576
-fp32 (128 segments a row) 0.79 / 0.81, 256x262144 fp16 0.75 / 0.78, 1024x131072 fp32 0.86 / 0.93,
-bf16 0.78 / 0.83, 512x151936 bf16 0.72 / 0.76. 16x4194304 (256-512 segments a row: each program
-reads all of its row's partials) keeps the table's: fp16 0.70 / 0.63, fp32 0.66-0.70 / 0.53. Two-tile
-segments on 8 warps, 4 an SM: 0.74, 0.74-0.75, 0.90-0.91, 0.77-0.78, 0.69-0.70; fp32 at 8 (4
-warps) or 9 an SM: 0.79 / 0.72, 0.85 / 0.81 at 64x1048576 and 1024x131072. Peeled rows take
-it in fp32 only (2048x65537 at 7608909, table / this setting: fp32 0.84 / 0.90; fp16 0.81 / 0.79,
-bf16 0.80 / 0.77, where only 4 of the 16-bit peeled kernel fit an SM).
+Constants: 512 ROWS_MAX_COLS, 1024 ROWS_MAX_COLS_16BIT, 64 ROWS_MIN_ROWS_PER_SM, 16384 ROW_MAX_COLS,
+32768 ROW_MAX_COLS_FP32, 2 ROW_MIN_ROWS_PER_SM, 4096 LOOPED_LARGE_MAX_COLS, 3073
+LOOPED_LARGE_MIN_COLS_16BIT, 256 MiB LOOPED_MIN_BYTES, 8192 ROW_MAX_COLS_16BIT_MANY, 4
+LOOPED_MIN_ROWS_PER_SM, 64 KiB LOOPED_MAX_ROW_BYTES; the aligned body is `wide_body`.
 
-Rows and row take one tile a program, with no loop, where the grid holds a program a tile (every
-setting of the table: Config.per_sm 0); a persistent grid (per_sm > 0) strides over the tiles.
-The loop's bounds cost these latency-bound kernels 1-5% (H200, CUPTI medians, us, one tile a
-program / the same tile in the loop, probes/softmax_small.py DIAG=loop): 1024x1024 fp16 row on 4
-warps 2.50 / 2.62 (Liger 2.53), fp32 3.30 / 3.41 (Liger 3.23); 1024x1000 fp32 rows 1x4 3.30 /
-3.33 (Liger 3.20); 512x512 fp32 rows 1x1 1.92 / 1.95, row on one warp 1.86 / 1.95 (Liger 1.92).
+Launch table (`config`): register-resident tiles hold ELEMS_PER_THREAD (16) elements a thread.
+A rows program takes at most 128 rows, 512 when rows have one column, and 1024 one-column rows
+when that still gives every SM four tiles; a one-column tile computes x - x + 1 (1, or NaN where
+x is not finite, as torch gives). A problem of fewer rows than that many per SM takes the largest
+power of two of rows per program that still gives every SM a program (rows of two or more
+columns), on fewer warps when the tile holds under 512 elements (a warp per 128); rows of 128
+columns or more then take tiles of SMALL_TILE_ELEMS (512) elements, or one row, on a warp per 512
+elements. Looped tiles of 8192 columns give each thread 64 bytes of input a tile (8 warps in
+fp16/bf16, 16 in fp32). Split's tiles hold 16 KB of input (4096 fp32 columns, 8192 fp16/bf16) on
+8 warps and its segments four tiles (64 KB); a problem whose segments are all resident at once
+(one round) takes one-tile segments if they all fit, else two (SPLIT_ONE_ROUND_TILES); a problem
+of several rounds whose rows hold at most SPLIT_ROUNDS_MAX_SEGS (128) two-tile segments takes
+two-tile segments on 4 warps, up to 6 programs an SM (peeled rows in fp32 only). Rows and row
+take one tile a program, with no loop, where the grid holds a program a tile (every setting of
+the table: Config.per_sm 0); a persistent grid (per_sm > 0) strides over the tiles.
+
+Measurements behind each choice: docs/kernels/softmax.md, in sections named as these are.
 """
 from __future__ import annotations
 
@@ -304,7 +98,7 @@ from kernels._plans import ALIGN, Launch, aligned, hooked, new_output, remember
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
-# ---- defaults (see the module docstring: each setting names the H200 measurement behind it) ----
+# ---- defaults (the rules: module docstring; the measurements: docs/kernels/softmax.md) ----
 ROWS_MAX_COLS = 512          # rows per program up to here ...
 ROWS_MAX_COLS_16BIT = 1024   # ... and up to here for fp16/bf16 rows when there are many rows:
 ROWS_MIN_ROWS_PER_SM = 64    # at least this many per SM
@@ -330,34 +124,18 @@ ROWS_THREAD_ELEMS = 128      # rows: a tile of fewer than 4 warps x this many el
 ROWS_NARROW_TILE_ROWS = {(1, 64): 16, (1, 128): 8, (1, 256): 8, (1, 512): 2,   # (access width in elements,
                          (2, 128): 8, (2, 256): 8, (2, 512): 2}               # block) -> rows of a tile
                              # on one warp, at most the table's: rows no access wider than 1 or 2
-                             # elements divides, in a block wider than a warp. 200000 rows, H100, kernel
-                             # time, us, probes/softmax_fill.py DIAG=short, fp32 / bf16 against the
-                             # table's tile: 33 columns 16 rows 19.0 / 17.3 against 32 on 4 warps 33.7 /
-                             # 34.1 (torch 28.5; GPU-aa74c6a6); on GPU-d693ff5a 65 columns 8 rows 32.8 /
-                             # 22.7 against 16 on 4 59.4 / 59.2 (torch 40.7 / 40.4; 16 on 1 36.4 / 29.4),
-                             # 129 8 rows 67.2 / 41.3 against 8 on 4 75.8 / 70.9 (73.0 / 66.7; 4 on 1 73.8
-                             # / 49.8), 255 134.7 / 70.8 against 136.1 / 85.6, 511 2 rows 271.0 / 139.6
-                             # against 4 on 4 276.6 / 143.0 (Liger 266.0 / 170.8; 8 on 1 318.6 / 222.7),
-                             # 301 bf16 89.6 against 100.0; 2-element accesses: 66 8 rows 31.9 / 21.2
-                             # against 38.5 / 35.6, 130 67.6 / 34.7 against 71.6 / 65.6, 258 2 rows 134.9
-                             # / 75.4 against 133.4 / 86.6, 510 269.2 / 133.6 against 272.7 / 133.3
+                             # elements divides, in a block wider than a warp (measured: docs/kernels/
+                             # softmax.md, Launch table)
 ROWS_STATIC_MAX_BLOCK = 512  # rows: contiguous rows in blocks of up to this many columns run a kernel
-                             # compiled for their length (_rows_static_kernel; one compile a length).
-                             # H100 GPU-f8e31591, kernel time, us, 2 rows on one warp, the shape compiled
-                             # in / ours (copy; torch.compile), probes/softmax_inductor.py: 65536x350
-                             # fp32 56.58 / 58.13 (56.85; 56.50), bf16 26.98 / 30.13 (26.53; 31.62);
-                             # 65536x258 fp32 40.66 / 42.61 (40.56; 40.88); 65536x447 fp32 73.81 / 76.02
-                             # (73.94; 75.28); not kept at 32768x1000 fp16, 40.00 / 39.60. Blocks under
-                             # 512 not yet timed (probes/softmax_rows_static.py); a new length compiles
-                             # once, 0.2-0.4 s for sm_90 on a 2-core x86-64 host, so ...
+                             # compiled for their length (_rows_static_kernel; one compile a length;
+                             # measured: docs/kernels/softmax.md, Strategies, rows); a new length
+                             # compiles once, 0.2-0.4 s for sm_90 on a 2-core x86-64 host, so ...
 ROWS_STATIC_MAX_LENGTHS = 32  # ... a process compiles at most this many (length, dtype) pairs in; later
                              # ones take _rows_kernel (rows that grow a column a call pay 32 compiles)
 ELEMS_PER_THREAD = 16        # register-resident tiles: elements each thread holds
 SMALL_TILE_ELEMS = 512       # rows of SMALL_MIN_BLOCK columns or more, in a problem too small to give
 SMALL_MIN_BLOCK = 128        # every SM one of the table's tiles: tiles of this many elements (at least
-                             # a row), a warp each (H200, CUPTI, us, fp32 / fp16, rows a tile x warps:
-                             # 256x256 2x1 1.86 / 1.82 against the earlier 1x2 2.08 / 1.98; 512x512 1x1
-                             # 2.37 / 2.13 against 2x4 2.51 / 2.18; 1024x128 4x1 2.02 / 1.89, 4x4 2.00 / 1.87)
+                             # a row), a warp each (measured: docs/kernels/softmax.md, Launch table)
 SPLIT_TILE_BYTES = 16384     # split: bytes of input per segment tile (4096 fp32, 8192 fp16/bf16) ...
 SPLIT_MAX_PER_SM = 4         # split: resident programs per SM used at most
 SPLIT_SEG_TILES = 4          # split: tiles per segment on a GPU (64 KB of input) when the problem
@@ -440,7 +218,7 @@ def _rows_tile(out_ptr, x_ptr, tile, x_row_stride, out_row_stride, n_rows, n_col
     alignment and bounds the compiler works out from the constants, no row mask where EVEN, a
     plain store and a division by the row's sum, as Inductor's persistent reduction has them;
     else 64-bit offsets with VEC's alignment hints, a streaming (.cs) store and one reciprocal a
-    row (ROWS_STATIC_MAX_BLOCK gives the measurements)."""
+    row (measured: docs/kernels/softmax.md, Strategies, rows)."""
     cols = tl.arange(0, BLOCK)
     rows = tile * ROWS + tl.arange(0, ROWS)                                        # (ROWS,)
     if STATIC:
@@ -708,8 +486,8 @@ def _split_kernel(out_ptr, x_ptr, slots_ptr,
     round's segment is loaded while waiting if PREFETCH); otherwise phase 2 reads the segment
     again, from L2 where it still is. With PEEL segments cover each row's aligned body
     (`_row_body`) and segment 0 also takes the row's edges; without, every row is on the VEC
-    boundary (`_access`) and its own code runs (the edges' code cost aligned rows 2-12%: 2048x2048
-    fp16 36.4 us against 32.6, 64x1048576 105.3 against 102.7, H200 kernel time).
+    boundary (`_access`) and its own code runs, without the edges' (measured: docs/kernels/
+    softmax.md, Access width and peeling).
     """
     pid = tl.program_id(0)
     seg = pid % n_segs
@@ -1005,11 +783,10 @@ def _peeled_vec(x: torch.Tensor, out: torch.Tensor) -> int:
 
 def _access(x: torch.Tensor, out: torch.Tensor) -> tuple[int, bool]:
     """(VEC, PEEL) of row, looped and split: whole rows at `_vec`'s width when that is as wide as peeling
-    allows, else aligned bodies and peeled edges at `_peeled_vec`'s. An aligned row pays for the
-    edges' code (kernel time, H200, fp16: 16384x4096 row 71.7 us with it, 67.8 without; looped
-    77.0 and 67.5; 32768x4096 looped 149.8 and 132.2). The unpeeled loops are 2eec278's own: with
-    the switch inside one shared loop instead, 32768x1000 fp16 looped took 68.2 us against 51.1
-    and 4096x7 fp32 7.4 against 4.7 (now 51.1 and 4.7). Rows under PEEL_MIN_COLS never peel."""
+    allows, else aligned bodies and peeled edges at `_peeled_vec`'s. Without PEEL the kernels run
+    code of their own that has no edges' code in it, which an aligned row would otherwise pay for.
+    Rows under PEEL_MIN_COLS never peel. Measured: docs/kernels/softmax.md, Access width and
+    peeling."""
     plain, peeled = _vec(x, out), _peeled_vec(x, out)
     if plain >= peeled or x.shape[1] < PEEL_MIN_COLS:
         return plain, False
@@ -1276,34 +1053,23 @@ def softmax(x: torch.Tensor, dim: int = -1) -> torch.Tensor:
     cooperative launch, which reuses the plan's workspace and so launches directly
     only on the stream of the plan's first launch and outside CUDA graph captures); other repeat
     calls skip the checks and launch through Triton as the first did (split: on the current
-    stream's kept workspace, and two launches where the fused one is refused).
-    Measured on an H200 host (median host time of a repeat call): split shapes (8x2048 bf16,
-    16x262144 fp16, 64x65537 bf16, 4x1048576 fp16, 1x4194304 fp32) 15-23 us with the direct
-    launch, against ~120 us through Triton before (torch.softmax 7-9 us); 4096x2048 fp16 (row) 22 us.
-    With the launch straight into Triton's C launcher (kernels._plans) and empty_like for the
-    output, on another H200 host: 256x256 fp32 8.8 us (torch.softmax 6.5), 8x2048 bf16 (split)
-    14.9 (9.8), 8x262144 fp16 (split) 10.3 (9.5); the launch alone 6.9 -> 5.1, 11.4 -> 7.6 and
-    8.4 -> 5.7 us. With the device and stream from torch's C getters and out and x passed as
-    addresses (kernels._plans), on a third H200 host (probes/softmax_host.py, us a call over 200
-    back to back, against the same path through Triton's driver with tensor arguments, and
-    torch.softmax): 256x256 fp32 9.5 against 15.0 (8.1), 1024x1024 fp16 12.6 / 13.4 (9.8), 4096x1
-    fp16 12.8 / 14.4 (10.5), 1024x128 bf16 9.4 / 13.3 (7.4); the empty kernel through the same C
-    launcher took 6.1-6.6 us there, so the launcher and torch.empty_like (1.9-3.9 us) are most of a
-    repeat call.
+    stream's kept workspace, and two launches where the fused one is refused). The direct launch
+    goes straight into Triton's C launcher, with the device and stream from torch's C getters and
+    out and x passed as addresses (kernels._plans).
 
     Native replay: once the first call of a plan with a lean blob has launched, the plan is also
     handed to kernels._native_replay (built in the background on a process's first such call, and
     cached per machine), and later calls with its key go through it before any Python of this
     function runs: x's layout read from the tensor in C++, the plan looked up, the output allocated
     and the blob launched. Calls it does not take (another key, grad, a launch hook, another device
-    or stream, a capture of a stream-bound plan) come here as before. On an H200 host (probes/
-    softmax_host.py DIAG=native, the sweep's host timing, the 21 cases under 8 MB): 6.8-10.5 us a
-    call, a median 0.97x torch.softmax's (at most 1.07x), against 7.9-14.6 us and 1.15x replayed from
-    Python.
+    or stream, a capture of a stream-bound plan) come here as before.
 
     Autograd: when x requires grad and grad mode is on, the call goes through `_Softmax`, whose
     forward is this same Triton kernel and whose backward, dx = y * (dy - sum(dy * y, dim)), is
     torch ops in fp32 (cast back to x's dtype; no double backward). Other calls skip it.
+
+    Host time of a repeat call on each path: docs/kernels/softmax.md, softmax(): plan cache,
+    direct launch and native replay.
     """
     if _native_replay is not None:            # a plan's repeat call in C++ (kernels._native_replay)
         out = _native_replay(x, dim)

@@ -26,7 +26,7 @@ by study.PAGE_SEED, lengths always passed to the paged cache). Implementations:
                two programs an SM below the fill against twice its S)
   st4_free     the plan's S with 4 stages, registers not capped (DIAG=filled_equal: filled grids; run at
                bb6bc98, whose kernel ran equal tile counts unsplit on the device, measured and not kept:
-               kernels.flash_decoding.choose_splits' docstring)
+               docs/kernels/decode.md, the split rule)
   *_spread     the rule's S times m, chunks dealt out by length (DIAG=big_ragged: ragged grids that fill
                the SMs, where the rule keeps S = 1 at B=64 Hkv=8 L=4096, 85% of the read ceiling)
   paged_nolens decode_attention on the paged cache without lengths (DIAG=nolens: filled equal-length

@@ -3,7 +3,7 @@
 Run from the repository root:  python3 probes/decode_resources.py [SHAPE ...]
 SHAPE is B,Hkv,L with optional flags: paged (64-token pages), lengths (seqlens passed), plain (chunks
 never dealt out by length), e.g. `16,8,4096,paged,lengths`; without shapes, the paged and contiguous
-launches with lengths whose two paths (dealt by length, Lmax's chunks) the module docstring compares.
+launches with lengths whose two paths (dealt by length, Lmax's chunks) docs/kernels/decode.md compares.
 
 Each shape is planned as decode_attention plans it on an H100/H200 (132 SMs and the per-SM limits of
 kernels._device.INTERPRETER_PER_SM, fp16, Hq=32, D=128), then its kernel is compiled by Triton for

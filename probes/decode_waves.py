@@ -9,7 +9,7 @@ decode_merge_tail.py). A launch of many short chunks reads like the former, and 
 the merges of the heads that finish early run under the loads of the heads still streaming; only
 the last wave's merges are exposed. Forced split counts of two to 64 waves (each a multiple of the
 one-wave count), on rings shallow enough for several programs an SM, show whether that pays.
-Earlier measurements on older code had more splits slower (kernels.flash_decoding's docstring:
+Earlier measurements on older code had more splits slower (docs/kernels/decode.md:
 S=128 at B=1 Hkv=8 L=131072 156.2 against 141.8 us at the one-wave S=16; decode_balance.py
 DIAG=large: up to four programs an SM, no S beat the rule's).
 

@@ -5,7 +5,7 @@ the study launches it.
 
 The question. The Triton split kernel streams the few-long-row shapes at 0.60-0.70 of the copy
 bandwidth; Nsight Compute put most of the loss on bytes not in flight, with 1.19-1.23x the ideal
-DRAM bytes from segments re-read out of L2 (kernels/fused_softmax.py's docstring). Holding a
+DRAM bytes from segments re-read out of L2 (docs/kernels/softmax.md). Holding a
 segment in shared memory answers both: TMA keeps up to a ring of 16 KB boxes in flight per
 program without registers, and HBM is read once and written once.
 

@@ -4,7 +4,7 @@ same per-program work.
 The question. With one segment a row (n_segs = 1, the 4-tile table setting at 32768 columns in 16
 bits) split does exactly what the looped kernel does, a row a program read from HBM, read again
 from L2 and written, yet it was measured at 0.67 of the copy where looped reached 0.86
-(kernels/fused_softmax.py's docstring, the exchange before the tagged words). What is left of that
+(docs/kernels/softmax.md, the exchange before the tagged words). What is left of that
 gap with the tagged-word exchange, and which part of it is the cooperative launch (the driver's
 co-residency guarantee, `launch_cooperative_grid`) and which the exchange (a tag read, a publish
 and a gather a round)? At the few-long-row shapes the same switches show what the launch and the

@@ -10,7 +10,7 @@ keeps its own running (max, sum) for its rows, (rows, 32) of them (4 + 4 registe
 last tile. Phase 1 then has no barrier until the publish; the cost is one exponential more an
 access (each lane's rescale), 1/VEC more MUFU.EX2 an element. An earlier variant that kept the
 running state per column of the tile ((BLOCK,) of it, 79 registers, 3 programs an SM) was slower
-(kernels/fused_softmax.py's docstring); this one keeps it per 16-byte access.
+(docs/kernels/softmax.md); this one keeps it per 16-byte access.
 
 Variants per shape, each on the shipped split's two settings (SHIPPED_SETTINGS: "rounds", 2-tile
 segments on 4 warps up to 6 an SM, and "table", 4-tile segments on 8 warps up to 4 an SM), the

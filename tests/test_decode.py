@@ -212,7 +212,7 @@ def test_choose_splits(batch, heads_kv, cache_len):
 @pytest.mark.parametrize("batch,heads_kv,cache_len,expected", [(1, 8, 1024, 16), (1, 8, 131072, 16), (4, 8, 4096, 4),
                                                                (1, 32, 1024, 4), (16, 8, 4096, 1), (1, 32, 96, 2)])
 def test_choose_splits_one_wave_where_measured(batch, heads_kv, cache_len, expected):
-    """The H200 measurements behind the rule (kernels.flash_decoding's docstring): one wave of programs."""
+    """The H200 measurements behind the rule (docs/kernels/decode.md): one wave of programs."""
     assert choose_splits(batch, heads_kv, cache_len, 64, 132) == expected
 
 
@@ -227,7 +227,7 @@ def test_choose_splits_paged(batch, heads_kv, cache_len, splits):
     sequence), and at most
     PAGED_BELOW_FILL_PER_SM below it (at least one wave), with chunks of at least MIN_CHUNK_BLOCKS
     tiles unless one wave needs shorter ones; one sequence (B = 1) takes one wave unless chunks would
-    exceed PAGED_CHUNK_TOKENS: the H200 measurements of kernels.flash_decoding's docstring."""
+    exceed PAGED_CHUNK_TOKENS: the H200 measurements in docs/kernels/decode.md."""
     block_n, sms = 64, 132
     filled = batch * heads_kv >= decode.NO_SPLIT_FILL * sms
     with_lengths = choose_splits(batch, heads_kv, cache_len, block_n, sms, paged=True, lengths=True)

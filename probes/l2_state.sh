@@ -28,3 +28,4 @@ probe big_reset 90 SHAPES=32768x4096:float32 TRIALS=8 RESET=call
 for name in reset_call stand_ins fillread big big_reset; do
     echo "== $name"; tail -30 "$base/$name.log" | cut -c1-400
 done
+echo "== verdict"; python3 probes/l2_verdict.py "$base"

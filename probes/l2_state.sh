@@ -6,6 +6,11 @@
 #   fillread    FLUSH=fillread (a zero fill of the flush buffer, then its read), 24 trials
 #   big         32768x4096 fp32, 8 trials, the sweep's flush
 #   big_reset   the same with RESET=call
+# Compiled for sm_90 (probes/sm90.py, offline), looped's first pass loads through
+# `createpolicy.fractional.L2::evict_last.b64 1.0` and `ld.global.L1::evict_last.L2::cache_hint`
+# (SASS LDG.E.EL.128), its second pass loads and stores through L2::evict_first policies (LDG/STG
+# .E.EF.128): if a hit by an evict_first load demotes a line, no evict_last line outlives a looped
+# call, and `lastread` (evict_last loads only) is the stand-in that can still leave them.
 # The hypothesis holds if reset_call puts every block in one state, lastread leaves the next block
 # fast and plainread and firstread do not, and looped at 32768x4096 falls under the in-trial copy
 # with RESET=call but not without. Usage: bash probes/l2_state.sh COMMIT

@@ -41,7 +41,7 @@ if DRY:
 import torch  # noqa: E402
 
 from kernels import fused_softmax as fs  # noqa: E402
-from module_copy import import_source  # noqa: E402  (probes/, beside this script)
+from module_copy import dry_check, import_source  # noqa: E402  (probes/, beside this script)
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "150"))
 RESET = os.environ.get("RESET", "1")
@@ -100,26 +100,10 @@ def resetting_timer():
 
 def dry_run(copies: dict) -> int:
     """The copies' looped and split strategies in the interpreter against float64 on small hostile inputs."""
-    bad = 0
-    for rows, cols in ((3, 1000), (2, 4097), (2, 70000)):
-        for dtype in fs.DTYPES:
-            torch.manual_seed(0)
-            x = (torch.randn(rows, cols) * 4).to(dtype)
-            x[0, ::7] = float("-inf")
-            x[-1] = float("-inf")
-            if rows > 2:
-                x[1, 0] = 3e4 if dtype != torch.float32 else 1e30
-            ref = torch.softmax(x.double(), -1)
-            for suffix, mod in copies.items():
-                for s in ("looped", "split"):
-                    out = torch.full_like(x, float("nan"))
-                    got = mod.STRATEGIES[s].run(x, out)
-                    err = (got.double() - ref).abs().nan_to_num(nan=0.0).max().item()
-                    ok = err <= TOL[dtype] and torch.equal(got.isnan(), ref.isnan())
-                    bad += not ok
-                    print(f"{rows}x{cols} {str(dtype)[6:]:>8} {s}_{suffix}: max error {err:.2e}"
-                          f"{'' if ok else '  MISMATCH'}")
-    return bad
+    def variants(x, cols):
+        return {f"{s}_{suffix}": (lambda out, mod=mod, s=s: mod.STRATEGIES[s].run(x, out))
+                for suffix, mod in copies.items() for s in ("looped", "split")}
+    return dry_check(((3, 1000), (2, 4097), (2, 70000)), fs.DTYPES, variants, TOL)
 
 
 def main() -> None:

@@ -50,7 +50,7 @@ if DRY:
 import torch  # noqa: E402
 
 from kernels import fused_softmax as fs  # noqa: E402
-from module_copy import import_source  # noqa: E402  (probes/, beside this script)
+from module_copy import dry_check, import_source  # noqa: E402  (probes/, beside this script)
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "120"))
 HELPER = '''
@@ -97,25 +97,12 @@ def make_variants(fx):
 
 def dry_run(fx) -> int:
     """The copy's softmax and forced strategies in the interpreter against float64 on small hostile inputs."""
-    bad = 0
-    for rows, cols in ((5, 1), (7, 33), (3, 1000), (2, 4097)):
-        for dtype in fs.DTYPES:
-            torch.manual_seed(0)
-            x = (torch.randn(rows, cols) * 4).to(dtype)
-            x[0, ::7] = float("-inf")
-            x[-1] = float("-inf")
-            if rows > 2:
-                x[1, 0] = 3e4 if dtype != torch.float32 else 1e30
-            ref = torch.softmax(x.double(), -1)
-            tol = TOL[dtype]
-            for s in ("ours",) + tuple(n for n in fs.STRATEGIES if fs.STRATEGIES[n].supports(cols)):
-                out = torch.full_like(x, float("nan"))
-                got = fx.softmax(x) if s == "ours" else fx.STRATEGIES[s].run(x, out)
-                err = (got.double() - ref).abs().nan_to_num(nan=0.0).max().item()
-                ok = err <= tol and torch.equal(got.isnan(), ref.isnan())
-                bad += not ok
-                print(f"{rows}x{cols} {str(dtype)[6:]:>8} {s:>6}: max error {err:.2e}{'' if ok else '  MISMATCH'}")
-    return bad
+    def variants(x, cols):
+        fns = {"ours": lambda out: fx.softmax(x)}
+        for s in (n for n in fs.STRATEGIES if fs.STRATEGIES[n].supports(cols)):
+            fns[s] = lambda out, s=s: fx.STRATEGIES[s].run(x, out)
+        return fns
+    return dry_check(((5, 1), (7, 33), (3, 1000), (2, 4097)), fs.DTYPES, variants, TOL)
 
 
 def main() -> None:

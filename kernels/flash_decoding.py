@@ -29,7 +29,8 @@ Kernel (_decode_kernel): one launch, one program per (split, batch, kv head).
    G rows at once (_merge_group: (G, splits, D) partials, MERGE_TILE values a step), and resets the
    counter; no second kernel is launched. S = 1: the program writes the output; there is no counter.
 
-Lengths: seqlens[b] in 0..Lmax (None: all Lmax); a length of 0 gives zeros. Host lengths are checked
+Lengths: seqlens[b] in 0..Lmax (None: all Lmax); a length of 0 gives zeros, and so do caches of
+Lmax = 0 (as attention gives where Nk = 0). Host lengths are checked
 (ValueError); lengths on the GPU are not read back (that would stall the host): the kernel clamps
 them into 0..Lmax, so it never reads outside the cache. The launch depends on the cache shape and on
 whether lengths and a table are passed, never on their values. With lengths, B >= 2 and a chosen
@@ -618,8 +619,6 @@ def _check_inputs(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_tabl
         raise ValueError(f"head_dim must be 1..{MAX_HEAD_DIM}, got {head_dim}")
     if heads_kv == 0 or heads_q % heads_kv != 0:
         raise ValueError(f"heads_q ({heads_q}) must be a positive multiple of heads_kv ({heads_kv})")
-    if cache_len == 0:
-        raise ValueError("the caches hold no tokens (Lmax = 0)")
     check_grid_rows("batch * kv heads", batch * heads_kv)
     check_scale(sm_scale, positive=False)
     if num_splits is not None and (isinstance(num_splits, bool) or not isinstance(num_splits, int) or num_splits < 1):
@@ -864,7 +863,7 @@ def _plan(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table, block
         cache_len = block_table.shape[1] * page_size
         (kp, kn, kh, kd), (vp, vn, vh, vd) = k_cache.stride(), v_cache.stride()
         k_strides, v_strides = (kp, kh, kn, kd), (vp, vh, vn, vd)                 # (page, h, slot, d)
-    if batch == 0 or heads_q == 0:
+    if batch == 0 or heads_q == 0 or cache_len == 0:     # nothing to launch; Lmax = 0: zeros, as length 0 gives
         return _DecodePlan(None, (batch, heads_q, head_dim), cache_len=cache_len, num_pages=num_pages)
     group = heads_q // heads_kv
     chosen = block_n is None and num_warps is None and num_stages is None
@@ -949,8 +948,8 @@ def _decode(q, k_cache, v_cache, seqlens, sm_scale, num_splits, block_table=None
             remember(_PLANS, key, plan)
     out = new_output(q, plan.like)                                                 # (B, Hq, D)
     lens, table = _to_device(seqlens, block_table, q.device, plan.cache_len, plan.num_pages)
-    if plan.grid is None:                                                          # B = 0 or Hq = 0
-        return out
+    if plan.grid is None:                                               # B = 0, Hq = 0 or Lmax = 0
+        return out.zero_()
     with on_device(q):                        # Triton launches on the current device
         stream = 0 if interpreting() else current_stream()
         part, lse, count = _scratch(plan, out, stream)

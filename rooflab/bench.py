@@ -157,6 +157,13 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
+def is_fault(exc: BaseException) -> bool:
+    """True for a CUDA fault (an illegal address, a device-side assert, a launch failure): the
+    device's error, never a peer's refusal of a case, whatever type it is raised as."""
+    accelerator = getattr(torch, "AcceleratorError", None)
+    return (accelerator is not None and isinstance(exc, accelerator)) or str(exc).startswith("CUDA error")
+
+
 def _first_call(sweep: Sweep, factory, inputs) -> tuple:
     """(callable, its first output): the implementation built from the case's inputs and called
     once, which compiles and autotunes it, the device synchronised after."""
@@ -378,8 +385,10 @@ def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: d
                     try:
                         samples[impl][mode].extend(timer.sample(fns[impl], calls[impl], mode))
                     except Exception as exc:
-                        failed[impl] = exc
-                        _release()
+                        # (oom?, text), not the exception: its traceback would hold the call's tensors
+                        failed[impl] = (is_oom(exc), _describe(exc))
+                    if impl in failed:
+                        _release()                 # outside the handler, the failing frames gone
                         break
         after = monitor.read() if monitor is not None else None
         disturbed = _disturbance(sweep, before, after)
@@ -388,8 +397,8 @@ def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: d
             break
     seconds["timing"] += time.perf_counter() - clock
     sweep.cases_log.append(record)
-    for impl, exc in failed.items():
-        rows[impl].update(status="oom" if is_oom(exc) else "error", message=f"timing: {_describe(exc)}")
+    for impl, (oom, text) in failed.items():
+        rows[impl].update(status="oom" if oom else "error", message=f"timing: {text}")
         samples.pop(impl)
     if host is not None:
         for impl in samples:
@@ -433,9 +442,27 @@ def _disturbance(sweep: Sweep, before: dict | None, after: dict | None) -> str |
 
 
 def _release() -> None:
+    """Wait for the GPU and hand the allocator's free blocks back; never raises (a failure here is
+    the CUDA context's, which `_context_broken` tells after the case)."""
     if torch.cuda.is_available():
+        try:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001  a sticky CUDA error: the sweep checks the context next
+            pass
+
+
+def _context_broken() -> str | None:
+    """Why this process's CUDA context can run nothing more (a sticky error: an illegal address, a
+    device-side assert), or None where it still works (or there is no GPU)."""
+    if not torch.cuda.is_available():
+        return None
+    try:
         torch.cuda.synchronize()
-        torch.cuda.empty_cache()
+        torch.ones(1, device="cuda").add_(1).item()
+        return None
+    except Exception as exc:  # noqa: BLE001
+        return _describe(exc)
 
 
 def _progress(done: int, total: int, started: float, row: dict, log) -> None:
@@ -467,14 +494,17 @@ def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log
     return out
 
 
-def run_sweep(sweep: Sweep, out_path: str | Path, log=None) -> int:
+def run_sweep(sweep: Sweep, out_path: str | Path, log=None, before_exit=None) -> int:
     """Measure every (shape, dtype, impl); write rows to out_path as they come. Returns row count.
 
     The host pass (`host_pass`, with bench.host_first) goes over every case first, then each case
     is measured and its rows written. A watchdog guards against a kernel that never returns: if
     one case runs past `case_timeout_s` (in either pass), the rows not yet measured are written
-    as `error` rows saying so, and the process exits with status 0, keeping every row already
-    measured (the driver ends the hung kernel with the process).
+    as `error` rows saying so, `before_exit()` runs (the job's other outputs), and the process
+    exits with status 0, keeping every row already measured (the driver ends the hung kernel with
+    the process). A case that raises past measure_case's own handling gets `error` rows for the
+    implementations it had not written; where the CUDA context is then broken (a sticky error),
+    every later case gets `error` rows saying so and the sweep ends, keeping what it measured.
     """
     log = log or sys.stderr          # looked up now: a rule's script may have redirected it
     out_path = Path(out_path)
@@ -519,22 +549,62 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None) -> int:
                                    message="not measured: the sweep stopped after an earlier case timed out"))
                 handle.close()
                 print(f"case {index + 1} timed out; {state['written']} rows kept in {out_path}", file=log, flush=True)
+                if before_exit is not None:
+                    try:
+                        before_exit()
+                    except Exception as exc:  # noqa: BLE001  the rows are kept whatever happens here
+                        print(f"before_exit failed: {_describe(exc)}", file=log, flush=True)
                 os._exit(0)
 
+    def not_measured(from_index: int, why: str) -> None:
+        for shape, dtype in cases[from_index:]:
+            for impl in sweep.impls:
+                write(dict(_blank_row(sweep, shape, dtype, impl, "events"), status="error",
+                           message=f"not measured: {why}"))
+
     threading.Thread(target=watchdog, daemon=True).start()
-    host = []
+    host, broken = [], None
     for index, (shape, dtype) in enumerate(cases):
         with lock:
             state.update(case=index, since=time.perf_counter())
-        host.append(host_pass(sweep, shape, dtype))
+        try:
+            host.append(host_pass(sweep, shape, dtype))
+        except Exception as exc:  # noqa: BLE001  measure_case records the case's own failure
+            host.append(None)
+            broken = _context_broken()
+            if broken:
+                print(f"the CUDA context failed in the host-time pass at case {index + 1}: {broken}", file=log, flush=True)
+                with lock:
+                    state["case"] = len(cases)
+                    not_measured(0, f"the CUDA context failed in the host-time pass ({_describe(exc)})")
+                    handle.close()
+                return state["written"]
     for index, (shape, dtype) in enumerate(cases):
         with lock:
             state.update(case=index, since=time.perf_counter(), done=set(), **{"pass": "measure"})
-        for row in measure_case(sweep, shape, dtype, host[index]):
+        failed = None
+        try:
+            for row in measure_case(sweep, shape, dtype, host[index]):
+                with lock:
+                    write(row)
+                    state["done"].add(row["impl"])
+                if row["status"] == "error":
+                    failed = failed or row["message"]
+                _progress(index + 1, len(cases), started, row, log)
+        except Exception as exc:  # noqa: BLE001  the case's unwritten impls say why; then the context
+            failed = _describe(exc)
             with lock:
-                write(row)
-                state["done"].add(row["impl"])
-            _progress(index + 1, len(cases), started, row, log)
+                for impl in sweep.impls:
+                    if impl not in state["done"]:
+                        write(dict(_blank_row(sweep, shape, dtype, impl, "events"),
+                                   status="oom" if is_oom(exc) else "error", message=f"case failed: {failed}"))
+            _release()
+        broken = _context_broken() if failed else None      # after an error: can the GPU still run?
+        if broken:
+            print(f"the CUDA context failed at case {index + 1}: {broken}", file=log, flush=True)
+            with lock:
+                not_measured(index + 1, f"the CUDA context failed at an earlier case ({failed})")
+            break
     with lock:
         state["case"] = len(cases)
         handle.close()

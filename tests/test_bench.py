@@ -288,7 +288,9 @@ def test_a_hung_case_keeps_measured_rows_and_marks_the_rest(tmp_path, hang_in):
                       {{"rows": 2, "cols": 11}}], dtypes=["float32"], impls=["ours", "liger"],
                       ceilings={{"copy_tbps": 1, "datasheet_bandwidth_tbps": 1}}, device="cpu",
                       timer=FixedTimer(), bench=BenchConfig(case_timeout_s=2, kernel_below_bytes=0, kernel_below_ms=0))
-        run_sweep(sweep, r"{tmp_path / 'hung.csv'}")
+        def before_exit():     # the job's other outputs (sweep.py: its env.json), written before the exit
+            open(r"{tmp_path / 'env.json'}", "w").write("{{}}")
+        run_sweep(sweep, r"{tmp_path / 'hung.csv'}", before_exit=before_exit)
         raise SystemExit(3)   # not reached: the watchdog exits with 0
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=50,
@@ -304,6 +306,70 @@ def test_a_hung_case_keeps_measured_rows_and_marks_the_rest(tmp_path, hang_in):
         assert "later case timed out in the host-time pass" in frame["message"].iloc[0]
         assert "timed out" in frame["message"].iloc[2] and "host-time pass" in frame["message"].iloc[2]
     assert "earlier case" in frame["message"].iloc[4]
+    assert (tmp_path / "env.json").read_text() == "{}"       # so Snakemake keeps the CSV it would delete
+
+
+def _three_cases(study, host_first=False):
+    return Sweep(study=study, gpu="test-gpu", shapes=[{"rows": 2, "cols": c} for c in (5, 9, 11)],
+                 dtypes=["float32"], impls=["ours", "liger"], ceilings={"copy_tbps": 1, "datasheet_bandwidth_tbps": 1},
+                 device="cpu", timer=FixedTimer(),
+                 bench=BenchConfig(host_first=host_first, kernel_below_bytes=0, kernel_below_ms=0))
+
+
+def test_a_sticky_cuda_error_ends_the_sweep_with_every_case_a_row(tmp_path, monkeypatch):
+    """An illegal address at one case leaves the context unusable: that case's rows say so, every
+    later case is an error row saying why it was not measured, the earlier rows stay, and run_sweep
+    returns (the job ends with its outputs instead of a traceback)."""
+    study, poisoned = _fake_study(), []
+    impls = study.impls()
+
+    def ours(inputs):
+        if inputs["x"].shape[1] == 9:
+            poisoned.append(True)
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        return impls["ours"](inputs)
+    study.impls = lambda: {**impls, "ours": ours}
+    monkeypatch.setattr(bench, "_context_broken", lambda: "CUDA error: an illegal memory access" if poisoned else None)
+    run_sweep(_three_cases(study), tmp_path / "s.csv", log=open("/dev/null", "w"))
+    frame = read_results(tmp_path / "s.csv")
+    assert list(frame["cols"]) == [5, 5, 9, 9, 11, 11]
+    assert list(frame["status"]) == ["ok", "unsupported", "error", "unsupported", "error", "error"]
+    assert "illegal memory access" in frame["message"].iloc[2]
+    assert all("not measured: the CUDA context failed at an earlier case" in m for m in frame["message"].iloc[4:])
+
+
+def test_a_case_that_raises_past_measure_case_is_rows_and_the_sweep_goes_on(tmp_path):
+    """An error outside measure_case's own handling (here the study's work count) makes that case's
+    rows `error` and the next case is measured as usual (the context still works)."""
+    study = _fake_study()
+    work = study.work
+    study.work = lambda shape, dtype: (_ for _ in ()).throw(ValueError("no work")) if shape["cols"] == 9 \
+        else work(shape, dtype)
+    run_sweep(_three_cases(study), tmp_path / "s.csv", log=open("/dev/null", "w"))
+    frame = read_results(tmp_path / "s.csv")
+    assert list(frame["cols"]) == [5, 5, 9, 9, 11, 11]
+    assert list(frame["status"]) == ["ok", "unsupported", "error", "error", "ok", "unsupported"]
+    assert all(m.startswith("case failed: ") and "no work" in m for m in frame["message"].iloc[2:4])
+
+
+def test_a_context_lost_in_the_host_pass_leaves_every_case_a_row(tmp_path, monkeypatch):
+    study = _fake_study()
+    real = bench.host_pass
+
+    def host_pass(sweep, shape, dtype):
+        if shape["cols"] == 9:
+            raise RuntimeError("CUDA error: unspecified launch failure")
+        return real(sweep, shape, dtype)
+    monkeypatch.setattr(bench, "host_pass", host_pass)
+    monkeypatch.setattr(bench, "_context_broken", lambda: "CUDA error: unspecified launch failure")
+    run_sweep(_three_cases(study, host_first=True), tmp_path / "s.csv", log=open("/dev/null", "w"))
+    frame = read_results(tmp_path / "s.csv")
+    assert list(frame["cols"]) == [5, 5, 9, 9, 11, 11] and set(frame["status"]) == {"error"}
+    assert all("the CUDA context failed in the host-time pass" in m for m in frame["message"])
+
+
+def test_the_context_check_passes_without_a_gpu():
+    assert bench._context_broken() is None
 
 
 def test_the_softmax_copy_bound_is_checked_against_x_and_timed_in_the_same_trials():
@@ -324,3 +390,17 @@ def test_the_softmax_copy_bound_is_checked_against_x_and_timed_in_the_same_trial
     out[0, 0] += 1.0                                                  # a copy that is not x
     assert study.check(out, study.reference(inputs), inputs)[1] == float("inf")
     assert study.check(torch.softmax(inputs["x"], -1), study.reference(inputs), inputs)[1] < 1e-6
+
+
+def test_a_cuda_fault_is_never_taken_for_a_peers_refusal():
+    """The SDPA peers turn a backend's RuntimeError into Unsupported; a CUDA fault must stay an error."""
+    from rooflab.studies import attention
+    fault = RuntimeError("CUDA error: an illegal memory access was encountered")
+    assert bench.is_fault(fault) and not bench.is_fault(RuntimeError("No available kernel. Aborting execution."))
+
+    def faulting():
+        raise fault
+    with pytest.raises(RuntimeError, match="illegal memory access"):
+        attention._first_run(faulting, "sdpa_flash")
+    with pytest.raises(Unsupported, match="sdpa_flash: No available kernel"):
+        attention._first_run(lambda: (_ for _ in ()).throw(RuntimeError("No available kernel.")), "sdpa_flash")

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from kernels.flash_attention import attention, attention_bytes, attention_flops, attention_triton
-from rooflab.bench import Ceiling, Unsupported, error_metrics, is_oom
+from rooflab.bench import Ceiling, Unsupported, error_metrics, is_fault, is_oom
 
 STUDY = "attention"
 SHAPE_KEYS = ("batch", "heads_q", "heads_kv", "seqlen_q", "seqlen_k", "head_dim", "causal")
@@ -214,7 +214,7 @@ def _first_run(fn, backend_name: str):
         try:
             fn()
         except RuntimeError as exc:
-            if is_oom(exc):
+            if is_oom(exc) or is_fault(exc):       # not a refusal: the device's own error
                 raise
             reasons = "; ".join(str(w.message) for w in caught) or str(exc)
             raise Unsupported(f"{backend_name}: {reasons}"[:300]) from exc

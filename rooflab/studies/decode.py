@@ -19,7 +19,7 @@ import warnings
 
 import torch
 
-from rooflab.bench import TOLERANCE, Ceiling, Unsupported, error_metrics, is_oom
+from rooflab.bench import TOLERANCE, Ceiling, Unsupported, error_metrics, is_fault, is_oom
 
 STUDY = "decode"
 LENGTH_SEED = 20240607     # ragged lengths: one fixed generator, so every run and impl sees the same
@@ -174,7 +174,7 @@ def _sdpa(backend_name: str, masks: bool):
                     warnings.simplefilter("always")
                     call(kk, vv, gqa)
             except RuntimeError as exc:
-                if is_oom(exc):
+                if is_oom(exc) or is_fault(exc):   # not a refusal: the device's own error
                     raise
                 why = "; ".join(str(w.message) for w in caught) or str(exc)
                 reasons.append(f"{'enable_gqa' if gqa else 'plain'}: {why}")

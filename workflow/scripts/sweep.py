@@ -30,7 +30,19 @@ sweep = Sweep(
     monitor=monitor,
     steady_mhz=record["warm_up"]["steady_sm_mhz"],
 )
-rows = run_sweep(sweep, snakemake.output.csv)
-record.update(end=job_record(monitor), cases=sweep.cases_log)
-write_json(snakemake.output.env, record)
+
+
+def finish(stopped: str | None = None) -> None:
+    """The job's record, written at its end, or by the watchdog before it ends a hung job (so that
+    Snakemake keeps the rows: a job missing an output loses them all)."""
+    try:
+        record.update(end=job_record(monitor))
+    except Exception as exc:  # noqa: BLE001  the GPU's state unreadable: the record says so
+        record.update(end={"error": str(exc)[:300]})
+    record.update(cases=sweep.cases_log, **({"stopped": stopped} if stopped else {}))
+    write_json(snakemake.output.env, record)
+
+
+rows = run_sweep(sweep, snakemake.output.csv, before_exit=lambda: finish("a case timed out"))
+finish()
 print(f"{rows} rows -> {snakemake.output.csv}")

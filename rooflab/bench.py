@@ -483,11 +483,27 @@ def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log
 
     log = log or sys.stderr
     out = list(rows)
-    host = [host_pass(sweep, shape, dtype) for shape, dtype in cases]
+    host = []
+    for shape, dtype in cases:
+        try:
+            host.append(host_pass(sweep, shape, dtype))
+        except Exception:  # noqa: BLE001  the case is measured without host rows
+            host.append(None)
     for (shape, dtype), case_host in zip(cases, host):
         wanted = tuple(shape.values())
+        try:
+            again = list(measure_case(sweep, shape, dtype, case_host))
+        except Exception as exc:  # noqa: BLE001  the first measurement stays, saying so
+            print(f"remeasure of {shape} {dtype} failed: {_describe(exc)}", file=log, flush=True)
+            note = f"remeasure failed: {_describe(exc)}"
+            out = [dict(r, message="; ".join(m for m in (r.get("message"), note) if m))
+                   if r["dtype"] == dtype and key(r, shape) == wanted else r for r in out]
+            _release()
+            if _context_broken():
+                break
+            continue
         out = [r for r in out if not (r["dtype"] == dtype and key(r, shape) == wanted)]
-        for row in measure_case(sweep, shape, dtype, case_host):
+        for row in again:
             row["message"] = "; ".join(m for m in (row.get("message"), REMEASURED) if m)
             out.append(row)
             _progress(1, 1, time.perf_counter(), row, log)

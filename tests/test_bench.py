@@ -264,6 +264,13 @@ def test_remeasure_replaces_a_cases_rows_and_says_so(tmp_path):
     again = [r for r in after if r["cols"] == 3]
     assert again and all(bench.REMEASURED in r["message"] for r in again)
     assert all(bench.REMEASURED not in (r["message"] or "") for r in after if r["cols"] == 8)
+    # a remeasure that fails keeps the first measurement, saying so, and leaves the caller's rows alone
+    study = sweep.study
+    sweep.study = types.SimpleNamespace(**{**vars(study), "work": lambda shape, dtype: 1 / 0})
+    kept = bench.remeasure(sweep, rows, [({"rows": 2, "cols": 3}, "float32")], log=open("/dev/null", "w"))
+    assert [r["status"] for r in kept] == [r["status"] for r in rows]
+    assert all("remeasure failed: ZeroDivisionError" in r["message"] for r in kept if r["cols"] == 3)
+    assert all("remeasure failed" not in (r["message"] or "") for r in rows)
 
 
 @pytest.mark.parametrize("hang_in", ["reference", "make_inputs"])

@@ -147,7 +147,7 @@ def _fill_metrics(row: dict, timing: Timing, ceiling: Ceiling) -> None:
         row["frac_datasheet"] = value / ceiling.datasheet if ceiling.datasheet else None
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".replace("\n", " ").strip()
     return text[:300]
 
@@ -204,7 +204,7 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str, host: HostTimes | None =
         _release()
         for impl in sweep.impls:
             row = _blank_row(sweep, shape, dtype, impl, "events")
-            row.update(status=status, message=f"inputs/reference: {_describe(exc)}")
+            row.update(status=status, message=f"inputs/reference: {describe(exc)}")
             yield row
         return
     factories = study.impls()
@@ -230,7 +230,7 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str, host: HostTimes | None =
         except Unsupported as exc:
             row.update(status="unsupported", message=str(exc)[:300])
         except Exception as exc:  # OOM, compile failure, launch failure: record and go on
-            row.update(status="oom" if is_oom(exc) else "error", message=_describe(exc))
+            row.update(status="oom" if is_oom(exc) else "error", message=describe(exc))
             _release()
         rows[impl] = row
     del ref
@@ -357,7 +357,7 @@ def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: d
     cfg, timer, monitor = sweep.bench, sweep.timer, sweep.monitor
 
     def warm_up_failed(impl, exc):
-        rows[impl].update(status="oom" if is_oom(exc) else "error", message=f"warm-up: {_describe(exc)}")
+        rows[impl].update(status="oom" if is_oom(exc) else "error", message=f"warm-up: {describe(exc)}")
 
     clock = time.perf_counter()
     estimates = _warm_up(fns, cfg, timer, warm_up_failed)
@@ -386,7 +386,7 @@ def _time_case(sweep: Sweep, shape: dict, dtype: str, nbytes, fns: dict, rows: d
                         samples[impl][mode].extend(timer.sample(fns[impl], calls[impl], mode))
                     except Exception as exc:
                         # (oom?, text), not the exception: its traceback would hold the call's tensors
-                        failed[impl] = (is_oom(exc), _describe(exc))
+                        failed[impl] = (is_oom(exc), describe(exc))
                     if impl in failed:
                         _release()                 # outside the handler, the failing frames gone
                         break
@@ -443,7 +443,7 @@ def _disturbance(sweep: Sweep, before: dict | None, after: dict | None) -> str |
 
 def _release() -> None:
     """Wait for the GPU and hand the allocator's free blocks back; never raises (a failure here is
-    the CUDA context's, which `_context_broken` tells after the case)."""
+    the CUDA context's, which `context_broken` tells after the case)."""
     if torch.cuda.is_available():
         try:
             torch.cuda.synchronize()
@@ -452,7 +452,7 @@ def _release() -> None:
             pass
 
 
-def _context_broken() -> str | None:
+def context_broken() -> str | None:
     """Why this process's CUDA context can run nothing more (a sticky error: an illegal address, a
     device-side assert), or None where it still works (or there is no GPU)."""
     if not torch.cuda.is_available():
@@ -462,7 +462,7 @@ def _context_broken() -> str | None:
         torch.ones(1, device="cuda").add_(1).item()
         return None
     except Exception as exc:  # noqa: BLE001
-        return _describe(exc)
+        return describe(exc)
 
 
 def _progress(done: int, total: int, started: float, row: dict, log) -> None:
@@ -494,12 +494,12 @@ def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log
         try:
             again = list(measure_case(sweep, shape, dtype, case_host))
         except Exception as exc:  # noqa: BLE001  the first measurement stays, saying so
-            print(f"remeasure of {shape} {dtype} failed: {_describe(exc)}", file=log, flush=True)
-            note = f"remeasure failed: {_describe(exc)}"
+            print(f"remeasure of {shape} {dtype} failed: {describe(exc)}", file=log, flush=True)
+            note = f"remeasure failed: {describe(exc)}"
             out = [dict(r, message="; ".join(m for m in (r.get("message"), note) if m))
                    if r["dtype"] == dtype and key(r, shape) == wanted else r for r in out]
             _release()
-            if _context_broken():
+            if context_broken():
                 break
             continue
         out = [r for r in out if not (r["dtype"] == dtype and key(r, shape) == wanted)]
@@ -569,7 +569,7 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None, before_exit=None) ->
                     try:
                         before_exit()
                     except Exception as exc:  # noqa: BLE001  the rows are kept whatever happens here
-                        print(f"before_exit failed: {_describe(exc)}", file=log, flush=True)
+                        print(f"before_exit failed: {describe(exc)}", file=log, flush=True)
                 os._exit(0)
 
     def not_measured(from_index: int, why: str) -> None:
@@ -587,12 +587,12 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None, before_exit=None) ->
             host.append(host_pass(sweep, shape, dtype))
         except Exception as exc:  # noqa: BLE001  measure_case records the case's own failure
             host.append(None)
-            broken = _context_broken()
+            broken = context_broken()
             if broken:
                 print(f"the CUDA context failed in the host-time pass at case {index + 1}: {broken}", file=log, flush=True)
                 with lock:
                     state["case"] = len(cases)
-                    not_measured(0, f"the CUDA context failed in the host-time pass ({_describe(exc)})")
+                    not_measured(0, f"the CUDA context failed in the host-time pass ({describe(exc)})")
                     handle.close()
                 return state["written"]
     for index, (shape, dtype) in enumerate(cases):
@@ -608,14 +608,14 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None, before_exit=None) ->
                     failed = failed or row["message"]
                 _progress(index + 1, len(cases), started, row, log)
         except Exception as exc:  # noqa: BLE001  the case's unwritten impls say why; then the context
-            failed = _describe(exc)
+            failed = describe(exc)
             with lock:
                 for impl in sweep.impls:
                     if impl not in state["done"]:
                         write(dict(_blank_row(sweep, shape, dtype, impl, "events"),
                                    status="oom" if is_oom(exc) else "error", message=f"case failed: {failed}"))
             _release()
-        broken = _context_broken() if failed else None      # after an error: can the GPU still run?
+        broken = context_broken() if failed else None      # after an error: can the GPU still run?
         if broken:
             print(f"the CUDA context failed at case {index + 1}: {broken}", file=log, flush=True)
             with lock:

@@ -226,7 +226,7 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
         try:
             max_abs, rel = _freeing_graphs(lambda: _checked_and_warm(block, x, config, cache, ref), ready, {})
         except Exception as exc:  # OOM or a kernel refusing the case: one row says so
-            yield dict(base, part="total", status="oom" if is_oom(exc) else "error",
+            yield dict(base, part="total", timing="events", status="oom" if is_oom(exc) else "error",
                        message=f"{type(exc).__name__}: {exc}"[:300])
             torch.cuda.empty_cache()
             continue
@@ -248,7 +248,7 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
             except Exception as exc:
                 if not is_oom(exc):
                     raise
-                yield dict(ready.pop(config)[0], part="total", status="oom", message=f"{type(exc).__name__}: {exc}"[:300])
+                yield dict(ready.pop(config)[0], part="total", timing="events", status="oom", message=f"{type(exc).__name__}: {exc}"[:300])
                 parts.pop(config), replays.pop(config)
                 torch.cuda.empty_cache()
                 continue

@@ -336,7 +336,7 @@ def test_a_sticky_cuda_error_ends_the_sweep_with_every_case_a_row(tmp_path, monk
             raise RuntimeError("CUDA error: an illegal memory access was encountered")
         return impls["ours"](inputs)
     study.impls = lambda: {**impls, "ours": ours}
-    monkeypatch.setattr(bench, "_context_broken", lambda: "CUDA error: an illegal memory access" if poisoned else None)
+    monkeypatch.setattr(bench, "context_broken", lambda: "CUDA error: an illegal memory access" if poisoned else None)
     run_sweep(_three_cases(study), tmp_path / "s.csv", log=open("/dev/null", "w"))
     frame = read_results(tmp_path / "s.csv")
     assert list(frame["cols"]) == [5, 5, 9, 9, 11, 11]
@@ -368,7 +368,7 @@ def test_a_context_lost_in_the_host_pass_leaves_every_case_a_row(tmp_path, monke
             raise RuntimeError("CUDA error: unspecified launch failure")
         return real(sweep, shape, dtype)
     monkeypatch.setattr(bench, "host_pass", host_pass)
-    monkeypatch.setattr(bench, "_context_broken", lambda: "CUDA error: unspecified launch failure")
+    monkeypatch.setattr(bench, "context_broken", lambda: "CUDA error: unspecified launch failure")
     run_sweep(_three_cases(study, host_first=True), tmp_path / "s.csv", log=open("/dev/null", "w"))
     frame = read_results(tmp_path / "s.csv")
     assert list(frame["cols"]) == [5, 5, 9, 9, 11, 11] and set(frame["status"]) == {"error"}
@@ -376,7 +376,7 @@ def test_a_context_lost_in_the_host_pass_leaves_every_case_a_row(tmp_path, monke
 
 
 def test_the_context_check_passes_without_a_gpu():
-    assert bench._context_broken() is None
+    assert bench.context_broken() is None
 
 
 def test_the_softmax_copy_bound_is_checked_against_x_and_timed_in_the_same_trials():

@@ -131,3 +131,28 @@ def test_out_of_memory_with_graphs_held_releases_them_and_calls_once_more():
     with pytest.raises(ValueError):
         _freeing_graphs(call, held, {})
     assert len(calls) == 1 and not held["eager"][1].released
+
+
+def test_a_configuration_that_fails_is_a_valid_row_and_the_others_are_measured(block, monkeypatch):
+    """measure() with its GPU parts stood in for (no graphs, fixed samples): a configuration whose
+    check runs out of memory is one `oom` row that the results schema accepts (timing included),
+    and the case's other configurations are measured."""
+    import pandas as pd
+
+    from rooflab import e2e
+    from rooflab.schema import columns, validate_frame
+
+    def checked(block_, x, config, cache, ref):
+        if config == "eager":
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
+        return 0.0, 0.0
+    monkeypatch.setattr(e2e, "_checked_and_warm", checked)
+    monkeypatch.setattr(e2e, "_capture", lambda *args: None)
+    monkeypatch.setattr(e2e, "_one_round", lambda *args: ([{"total": 1.0, "attention": 0.4}] * 3, []))
+    rows = [dict(r, gpu="g", study="e2e", dtype="float32", ceiling_name="matmul_fp16_tflops")
+            for r in e2e.measure(block, "prefill", 16, 1, 6, 3, torch.float32, device="cpu")]
+    frame = validate_frame(pd.DataFrame(rows, columns=list(columns("e2e"))), "e2e.csv")
+    eager = frame[frame["impl"] == "eager"]
+    assert list(eager["status"]) == ["oom"] and list(eager["timing"]) == ["events"]
+    assert set(frame[frame["impl"] != "eager"]["status"]) == {"ok"}
+    assert set(frame["impl"]) == set(CONFIGS["prefill"])

@@ -157,6 +157,20 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
+def finite_or_none(value: float) -> float | None:
+    """An error metric as a row holds it: None where it is not finite (the results schema takes
+    numbers or null; `incorrect_message` says why)."""
+    return value if math.isfinite(value) else None
+
+
+def incorrect_message(rel: float, tol: float) -> str:
+    """Why a row is `incorrect`: its relative error over the tolerance, or an output that is not
+    finite where the reference is (or differs from it where the reference is not)."""
+    if not math.isfinite(rel):
+        return f"non-finite output where the reference differs (rel_err inf > tolerance {tol:g})"
+    return f"rel_err {rel:.3g} > tolerance {tol:g}"
+
+
 def is_fault(exc: BaseException) -> bool:
     """True for a CUDA fault (an illegal address, a device-side assert, a launch failure): the
     device's error, never a peer's refusal of a case, whatever type it is raised as."""
@@ -220,10 +234,10 @@ def measure_case(sweep: Sweep, shape: dict, dtype: str, host: HostTimes | None =
                 row["strategy"] = study.strategy(shape, dtype, inputs)
             max_abs, rel = study.check(out, ref, inputs)
             del out                                   # free the output before timing
-            row.update(max_abs_err=max_abs, rel_err=rel)
+            row.update(max_abs_err=finite_or_none(max_abs), rel_err=finite_or_none(rel))
             tol = study.tolerance(dtype)
             if not rel <= tol:
-                row.update(status="incorrect", message=f"rel_err {rel:.3g} > tolerance {tol:g}")
+                row.update(status="incorrect", message=incorrect_message(rel, tol))
             else:
                 row["status"] = "ok"
                 fns[impl] = fn
@@ -614,11 +628,13 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None, before_exit=None) ->
                     if impl not in state["done"]:
                         write(dict(_blank_row(sweep, shape, dtype, impl, "events"),
                                    status="oom" if is_oom(exc) else "error", message=f"case failed: {failed}"))
+                        state["done"].add(impl)          # the watchdog must not write it again
             _release()
         broken = context_broken() if failed else None      # after an error: can the GPU still run?
         if broken:
             print(f"the CUDA context failed at case {index + 1}: {broken}", file=log, flush=True)
             with lock:
+                state["case"] = len(cases)                 # the watchdog stands down before the rows go out
                 not_measured(index + 1, f"the CUDA context failed at an earlier case ({failed})")
             break
     with lock:

@@ -27,7 +27,7 @@ from collections import defaultdict
 import torch
 import torch.nn.functional as F
 
-from rooflab.bench import TOLERANCE, error_metrics, is_oom
+from rooflab.bench import TOLERANCE, error_metrics, finite_or_none, incorrect_message, is_oom
 from rooflab.timing import summarize
 from rooflab.trial_orders import balanced_orders
 
@@ -231,8 +231,8 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
             torch.cuda.empty_cache()
             continue
         status = "ok" if rel <= tol else "incorrect"
-        base.update(max_abs_err=max_abs, rel_err=rel, status=status,
-                    message=None if status == "ok" else f"rel_err {rel:.3g} > tolerance {tol:g}")
+        base.update(max_abs_err=finite_or_none(max_abs), rel_err=finite_or_none(rel), status=status,
+                    message=None if status == "ok" else incorrect_message(rel, tol))
         graph = _capture(block, x, config, cache)
         ready[config] = (base, graph)
     per_trial = math.ceil(reps / trials)

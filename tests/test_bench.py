@@ -411,3 +411,49 @@ def test_a_cuda_fault_is_never_taken_for_a_peers_refusal():
         attention._first_run(faulting, "sdpa_flash")
     with pytest.raises(Unsupported, match="sdpa_flash: No available kernel"):
         attention._first_run(lambda: (_ for _ in ()).throw(RuntimeError("No available kernel.")), "sdpa_flash")
+
+
+def test_an_output_of_nan_is_an_incorrect_row_the_schema_accepts(tmp_path):
+    """error_metrics gives inf where an output is NaN and the reference is finite: the row is
+    `incorrect`, its error columns null (the schema takes numbers or null), and its message says why."""
+    study = _fake_study()
+    impls = study.impls()
+    study.impls = lambda: {**impls, "ours": lambda inputs: (lambda: torch.full_like(inputs["x"], float("nan")))}
+    run_sweep(_three_cases(study), tmp_path / "s.csv", log=open("/dev/null", "w"))
+    frame = read_results(tmp_path / "s.csv")
+    ours = frame[frame["impl"] == "ours"]
+    assert set(ours["status"]) == {"incorrect"} and ours["rel_err"].isna().all() and ours["max_abs_err"].isna().all()
+    assert all(m.startswith("non-finite output") for m in ours["message"])
+
+
+def test_a_failed_case_is_written_once_even_if_the_watchdog_fires_after_it(tmp_path):
+    """A case that raised past measure_case has its rows written and marked done before the GPU is
+    synchronised: a watchdog firing while that sync hangs writes no second row for it."""
+    import subprocess
+    import sys
+    import textwrap
+    script = textwrap.dedent(f"""
+        import time
+        from tests.test_bench import _fake_study, _three_cases
+        from rooflab import bench
+        from rooflab.bench import BenchConfig, run_sweep
+        study = _fake_study()
+        work = study.work
+        def failing(shape, dtype):
+            if shape["cols"] == 9:
+                bench._release = lambda: time.sleep(30)     # the sync after the failure hangs
+                raise ValueError("no work")
+            return work(shape, dtype)
+        study.work = failing
+        sweep = _three_cases(study)
+        sweep.bench = BenchConfig(host_first=False, kernel_below_bytes=0, kernel_below_ms=0, case_timeout_s=2)
+        run_sweep(sweep, r"{tmp_path / 's.csv'}", log=open("/dev/null", "w"))
+        raise SystemExit(3)   # not reached: the watchdog exits with 0
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+                          cwd=str(Path(__file__).resolve().parent.parent))
+    assert done.returncode == 0, done.stderr
+    frame = read_results(tmp_path / "s.csv")
+    keys = list(zip(frame["impl"], frame["cols"], frame["timing"]))
+    assert len(keys) == len(set(keys)) and sorted(set(frame["cols"])) == [5, 9, 11]
+    assert all(m.startswith("case failed") for m in frame[frame["cols"] == 9]["message"])

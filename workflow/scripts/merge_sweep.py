@@ -17,7 +17,11 @@ from rooflab.workflow import log_to
 log_to(snakemake.log[0])
 SLOT = claim_for_job(snakemake.resources)   # this job's own GPU and cores on a multi-GPU host (rooflab/gpuslots.py)
 name = snakemake.wildcards.study
-frame = pd.concat([read_results(path) for path in snakemake.input.csv], ignore_index=True)
+# a dtype whose every shape the memory budget skipped (rooflab.workflow.within_budget) wrote a header alone
+measured = [path for path in snakemake.input.csv if not pd.read_csv(path, nrows=1).empty]
+if not measured:
+    raise SystemExit(f"{name}: no rows in any dtype's sweep ({', '.join(snakemake.input.csv)}): every shape skipped")
+frame = pd.concat([read_results(path) for path in measured], ignore_index=True)
 # the gate takes only the sized ceilings' profile (a factor over the whole-buffer rate) from calibrate's
 flagged = qa.flags(frame, snakemake.params.qa, read_ceilings(snakemake.input.ceilings))
 cases = [(shape, dtype) for study, dtype, shape in qa.cases(flagged) if study == name]

@@ -1,7 +1,6 @@
 """Input validation shared by the kernel wrappers: bad input -> ValueError naming the problem."""
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import os
@@ -9,7 +8,7 @@ import os
 import torch
 
 MAX_GRID_Y = 65535                 # CUDA's limit on a launch grid's second axis
-LOG2E = 1.4426950408889634
+LOG2E = 1.4426950408889634         # exp(x) == exp2(x * log2(e)); the wrappers fold it into their scales
 FP32_MAX = 3.4028234663852886e38
 
 
@@ -61,18 +60,6 @@ def check_grid_rows(what: str, n: int) -> None:
     """A launch puts `n` programs on its grid's second axis, which CUDA caps at MAX_GRID_Y."""
     if n > MAX_GRID_Y:
         raise ValueError(f"{what} = {n}: the launch grid's second axis holds at most {MAX_GRID_Y} programs")
-
-
-def on_device(t: torch.Tensor):
-    """A context that makes t's CUDA device current while a kernel is launched on it (Triton launches
-    on the current device), or nothing when it already is, or t is not on a GPU."""
-    if t.is_cuda and t.device.index != _current_device():
-        return torch.cuda.device(t.device)
-    return contextlib.nullcontext()
-
-
-# torch's C getter of the current device, without torch.cuda.current_device's lazy-init check
-_current_device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
 
 
 def check_same_device(**tensors) -> None:

@@ -44,6 +44,8 @@ host time on an H200 host against 7.7 for torch.empty(shape, dtype=, device=)).
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from triton import knobs
 
@@ -60,6 +62,14 @@ _RUNTIME = knobs.runtime     # Triton's runtime knobs: the launch hooks a replay
 
 PLAN_CACHE_SIZE = 512        # plans kept per wrapper; the oldest is dropped beyond this
 ALIGN = 16                   # bytes: Triton specialises pointer arguments on this alignment
+
+
+def on_device(t: torch.Tensor):
+    """A context that makes t's CUDA device current while a kernel is launched on it (Triton launches
+    on the current device), or nothing when it already is, or t is not on a GPU."""
+    if t.is_cuda and t.device.index != _get_device():
+        return torch.cuda.device(t.device)
+    return contextlib.nullcontext()
 
 
 def remember(plans: dict, key, plan, size: int | None = None) -> None:

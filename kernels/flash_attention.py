@@ -71,13 +71,13 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_grid_rows, check_no_grad, check_same_device, check_scale, check_tensor, interpreting
+from kernels._checks import (LOG2E, check_grid_rows, check_no_grad, check_same_device, check_scale, check_tensor,
+                             interpreting)
 from kernels._device import cdiv
 from kernels._plans import ALIGN, Launch, aligned, layout, remember
 
 DTYPES = (torch.float16, torch.bfloat16)
 MIN_HEAD_DIM, MAX_HEAD_DIM = 16, 256
-LOG2E = 1.4426950408889634  # exp(x) == exp2(x * log2(e))
 
 
 # ---------------------------------------------------------------- work counted once, used by the study

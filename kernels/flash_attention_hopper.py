@@ -50,7 +50,6 @@ Measurements behind each choice: docs/kernels/attention.md
 from __future__ import annotations
 
 import functools
-import math
 
 import torch
 from triton.experimental import gluon
@@ -59,7 +58,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (fence_async_shared
                                                               warpgroup_mma_wait)
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels._checks import interpreting
+from kernels._checks import LOG2E, interpreting
 from kernels._plans import aligned
 
 CAPABILITY = (9, 0)          # Hopper: wgmma, TMA, setmaxnreg
@@ -74,7 +73,6 @@ MAXNREG = 168                # registers a thread over all 12 warps: (2 * 4 * 24
 LOADER_REGS = 24
 CONSUMER_REGS = 240
 MAX_ROWS = 2**31 - 1         # B * Hq * Nq and B * Hkv * Nk rows: TMA coordinates and row offsets are 32-bit
-LOG2E = math.log2(math.e)    # exp(x) == exp2(x * log2(e))
 
 
 # ---------------------------------------------------------------- predicate

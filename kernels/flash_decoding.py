@@ -87,10 +87,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import (check_grid_rows, check_no_grad, check_same_device, check_scale, check_tensor,
-                             interpreting, on_device)
+from kernels._checks import (LOG2E, check_grid_rows, check_no_grad, check_same_device, check_scale,
+                             check_tensor, interpreting)
 from kernels._device import INTERPRETER_PER_SM, cdiv, per_sm, pow2, sm_count
-from kernels._plans import ALIGN, Launch, aligned, current_stream, layout, new_output, remember
+from kernels._plans import ALIGN, Launch, aligned, current_stream, layout, new_output, on_device, remember
 
 DTYPES = (torch.float16, torch.bfloat16)
 MAX_HEAD_DIM = 256
@@ -145,7 +145,6 @@ LONGEST_FIRST_MAX_BATCH = 64  # unsplit launches with lengths, 2 <= B <= this: p
 MAX_REGISTERS = 255          # registers a thread may hold on sm_80-sm_90 (resident_registers' ceiling)
 PAGED_RING_RESERVE = 8 << 10  # paged: shared memory a program holds besides its ring of K and V tiles
 LENGTH_DTYPES = (torch.int32, torch.int64, torch.int16, torch.int8, torch.uint8)
-LOG2E = math.log2(math.e)
 
 
 def decode_traffic(seqlens_total: int, batch: int, heads_q: int, heads_kv: int, head_dim: int,

@@ -90,11 +90,11 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._checks import check_tensor, interpreting, on_device
+from kernels._checks import check_tensor, interpreting
 from kernels._device import INTERPRETER_SMS, cdiv, pow2, properties
 from kernels._device import sm_count as num_sms
 from kernels._native_replay import ready as native_ready
-from kernels._plans import ALIGN, Launch, aligned, hooked, new_output, remember
+from kernels._plans import ALIGN, Launch, aligned, hooked, new_output, on_device, remember
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 

@@ -157,6 +157,11 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
+def with_note(message: str | None, note: str) -> str:
+    """A row's message with `note` appended ("; " between them)."""
+    return "; ".join(m for m in (message, note) if m)
+
+
 def finite_or_none(value: float) -> float | None:
     """An error metric as a row holds it: None where it is not finite (the results schema takes
     numbers or null; `incorrect_message` says why)."""
@@ -510,7 +515,7 @@ def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log
         except Exception as exc:  # noqa: BLE001  the first measurement stays, saying so
             print(f"remeasure of {shape} {dtype} failed: {describe(exc)}", file=log, flush=True)
             note = f"remeasure failed: {describe(exc)}"
-            out = [dict(r, message="; ".join(m for m in (r.get("message"), note) if m))
+            out = [dict(r, message=with_note(r.get("message"), note))
                    if r["dtype"] == dtype and key(r, shape) == wanted else r for r in out]
             _release()
             if context_broken():
@@ -518,7 +523,7 @@ def remeasure(sweep: Sweep, rows: list[dict], cases: list[tuple[dict, str]], log
             continue
         out = [r for r in out if not (r["dtype"] == dtype and key(r, shape) == wanted)]
         for row in again:
-            row["message"] = "; ".join(m for m in (row.get("message"), REMEASURED) if m)
+            row["message"] = with_note(row.get("message"), REMEASURED)
             out.append(row)
             _progress(1, 1, time.perf_counter(), row, log)
     return out
@@ -552,6 +557,12 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None, before_exit=None) ->
         handle.flush()
         state["written"] += 1
 
+    def not_measured(span: list, why: str) -> None:
+        for shape, dtype in span:
+            for impl in sweep.impls:
+                write(dict(_blank_row(sweep, shape, dtype, impl, "events"), status="error",
+                           message=f"not measured: {why}"))
+
     def watchdog() -> None:
         while True:
             time.sleep(1.0)
@@ -565,18 +576,11 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None, before_exit=None) ->
                 hung = f"timed out: the case ran past {sweep.bench.case_timeout_s:g} s"
                 if state["pass"] == "host":     # nothing written yet: every case is a row
                     hung += " in the host-time pass"
-                    for shape_, dtype_ in cases[:index]:
-                        for impl in sweep.impls:
-                            write(dict(_blank_row(sweep, shape_, dtype_, impl, "events"), status="error",
-                                       message="not measured: the sweep stopped after a later case timed out "
-                                               "in the host-time pass"))
+                    not_measured(cases[:index], "the sweep stopped after a later case timed out in the host-time pass")
                 for impl in sweep.impls:
                     if impl not in state["done"]:
                         write(dict(_blank_row(sweep, shape, dtype, impl, "events"), status="error", message=hung))
-                for shape, dtype in cases[index + 1:]:
-                    for impl in sweep.impls:
-                        write(dict(_blank_row(sweep, shape, dtype, impl, "events"), status="error",
-                                   message="not measured: the sweep stopped after an earlier case timed out"))
+                not_measured(cases[index + 1:], "the sweep stopped after an earlier case timed out")
                 handle.close()
                 print(f"case {index + 1} timed out; {state['written']} rows kept in {out_path}", file=log, flush=True)
                 if before_exit is not None:
@@ -585,12 +589,6 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None, before_exit=None) ->
                     except Exception as exc:  # noqa: BLE001  the rows are kept whatever happens here
                         print(f"before_exit failed: {describe(exc)}", file=log, flush=True)
                 os._exit(0)
-
-    def not_measured(from_index: int, why: str) -> None:
-        for shape, dtype in cases[from_index:]:
-            for impl in sweep.impls:
-                write(dict(_blank_row(sweep, shape, dtype, impl, "events"), status="error",
-                           message=f"not measured: {why}"))
 
     threading.Thread(target=watchdog, daemon=True).start()
     host, broken = [], None
@@ -606,7 +604,7 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None, before_exit=None) ->
                 print(f"the CUDA context failed in the host-time pass at case {index + 1}: {broken}", file=log, flush=True)
                 with lock:
                     state["case"] = len(cases)
-                    not_measured(0, f"the CUDA context failed in the host-time pass ({describe(exc)})")
+                    not_measured(cases, f"the CUDA context failed in the host-time pass ({describe(exc)})")
                     handle.close()
                 return state["written"]
     for index, (shape, dtype) in enumerate(cases):
@@ -635,7 +633,7 @@ def run_sweep(sweep: Sweep, out_path: str | Path, log=None, before_exit=None) ->
             print(f"the CUDA context failed at case {index + 1}: {broken}", file=log, flush=True)
             with lock:
                 state["case"] = len(cases)                 # the watchdog stands down before the rows go out
-                not_measured(index + 1, f"the CUDA context failed at an earlier case ({failed})")
+                not_measured(cases[index + 1:], f"the CUDA context failed at an earlier case ({failed})")
             break
     with lock:
         state["case"] = len(cases)

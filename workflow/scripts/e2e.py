@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 
 from rooflab import qa
-from rooflab.bench import DTYPES, context_broken, describe, is_oom
+from rooflab.bench import DTYPES, context_broken, describe, is_oom, with_note
 from rooflab.e2e import CONFIGS, DecoderBlock, measure
 from rooflab.gpus import read_ceilings, write_json
 from rooflab.gpuslots import claim_for_job, own_ceilings
@@ -66,7 +66,7 @@ def _measure_into(rows: list, phase: str, length: int, note: str | None) -> None
             row["frac_ceiling"] = row["tflops"] / ceiling if ceiling else None
             row["frac_datasheet"] = row["tflops"] / datasheet if datasheet else None
         if note:
-            row["message"] = "; ".join(m for m in (row.get("message"), note) if m)
+            row["message"] = with_note(row.get("message"), note)
         rows.append(_row(row))
         print(f"{phase:8} {length:6} {row['impl']:15} {row['part']:12} {row.get('timing', ''):9} {row['status']:9} "
               f"{row.get('median_ms')}", flush=True)
@@ -91,7 +91,7 @@ for _, flag in ([] if broken else flagged.drop_duplicates(["phase", "seqlen", "c
     failed = record["cases"][-1].get("failed")
     if failed:                 # the first measurement stays, saying so
         note = f"remeasure failed: {failed}"
-        cases[key] = [dict(r, message="; ".join(m for m in (r.get("message"), note) if m)) for r in cases[key]]
+        cases[key] = [dict(r, message=with_note(r.get("message"), note)) for r in cases[key]]
     else:
         cases[key] = again
 frame = pd.DataFrame([r for rows in cases.values() for r in rows], columns=list(columns("e2e")))

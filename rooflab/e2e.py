@@ -193,6 +193,18 @@ def _sustain(step, sustain_ms: float, min_calls: int = 3) -> int:
     return calls
 
 
+def case_lengths(phase: str, length: int) -> tuple[int, int]:
+    """(seqlen, cache_len) of a case: a prefill of `length` tokens, or one decode step over a cache of `length`."""
+    return (length, 0) if phase == "prefill" else (1, length)
+
+
+def row_base(block: DecoderBlock, config: str, phase: str, length: int) -> dict:
+    """The columns every row of a configuration at one case carries."""
+    seqlen, cache_len = case_lengths(phase, length)
+    return {"impl": config, "phase": phase, "seqlen": seqlen, "cache_len": cache_len,
+            "width": block.width, "heads": block.heads}
+
+
 def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int, trials: int, dtype,
             device="cuda", seed: int = 0, sustain_ms: float = 0.0):
     """Rows (dicts without gpu/study/ceiling columns) for every configuration at one case.
@@ -207,7 +219,7 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
     graphs are given up (`_release_graphs`: their cudagraph rows become error rows that say so) and
     the call is tried once more; a configuration that still runs out is one `oom` row.
     """
-    seqlen, cache_len = (length, 0) if phase == "prefill" else (1, length)
+    seqlen, cache_len = case_lengths(phase, length)
     x = torch.randn(batch, seqlen, block.width, device=device, dtype=dtype)
     cache = None
     if phase == "decode":
@@ -221,8 +233,7 @@ def measure(block: DecoderBlock, phase: str, length: int, batch: int, reps: int,
     work = flops(block, batch, seqlen, cache_len)
     ready = {}
     for config in CONFIGS[phase]:
-        base = {"impl": config, "phase": phase, "seqlen": seqlen, "cache_len": cache_len,
-                "width": block.width, "heads": block.heads}
+        base = row_base(block, config, phase, length)
         try:
             max_abs, rel = _freeing_graphs(lambda: _checked_and_warm(block, x, config, cache, ref), ready, {})
         except Exception as exc:  # OOM or a kernel refusing the case: one row says so

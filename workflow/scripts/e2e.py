@@ -10,7 +10,7 @@ import torch
 
 from rooflab import qa
 from rooflab.bench import DTYPES, context_broken, describe, is_oom, with_note
-from rooflab.e2e import CONFIGS, DecoderBlock, measure
+from rooflab.e2e import CONFIGS, DecoderBlock, measure, row_base
 from rooflab.gpus import read_ceilings, write_json
 from rooflab.gpuslots import claim_for_job, own_ceilings
 from rooflab.gpustate import job_record, start_job
@@ -37,9 +37,8 @@ def _row(row: dict) -> dict:
 
 def failed_rows(phase: str, length: int, have: set, status: str, message: str) -> list[dict]:
     """A `total` row for each configuration of the case that has no row, saying why."""
-    at = {"seqlen": length, "cache_len": 0} if phase == "prefill" else {"seqlen": 1, "cache_len": length}
-    return [_row({"impl": config, "phase": phase, **at, "width": block.width, "heads": block.heads,
-                  "part": "total", "timing": "events", "status": status, "message": message[:300]})
+    return [_row(dict(row_base(block, config, phase, length), part="total", timing="events", status=status,
+                      message=message[:300]))
             for config in CONFIGS[phase] if config not in have]
 
 

@@ -41,7 +41,8 @@ if DRY:
 import torch  # noqa: E402
 
 from kernels import fused_softmax as fs  # noqa: E402
-from module_copy import dry_check, import_source  # noqa: E402  (probes/, beside this script)
+from l2_reset import reset_before_flush  # noqa: E402  (probes/, beside this script)
+from module_copy import dry_check, import_source  # noqa: E402
 
 BUDGET_S = float(os.environ.get("PROBE_BUDGET_S", "150"))
 RESET = os.environ.get("RESET", "1")
@@ -78,26 +79,6 @@ def make_variants(copies: dict):
     return variants
 
 
-def resetting_timer():
-    """A CudaTimer whose flush waits for the GPU and resets persisting L2 lines before its read."""
-    import ctypes
-
-    from rooflab.timing import CudaTimer
-    libcuda = ctypes.CDLL("libcuda.so.1")
-    timer = CudaTimer()
-    read = timer.flush
-
-    def flush() -> None:
-        torch.cuda.synchronize()
-        status = libcuda.cuCtxResetPersistingL2Cache()
-        if status != 0:
-            raise RuntimeError(f"cuCtxResetPersistingL2Cache returned CUresult {status}")
-        read()
-
-    timer.flush = flush
-    return timer
-
-
 def dry_run(copies: dict) -> int:
     """The copies' looped and split strategies in the interpreter against float64 on small hostile inputs."""
     def variants(x, cols):
@@ -114,7 +95,13 @@ def main() -> None:
         sys.exit("softmax_stats_policy needs a CUDA GPU (or PROBE_DRYRUN=1)")
     import softmax_small as ss
     if RESET == "1":
-        ss.CudaTimer = lambda: resetting_timer()        # long_row_probe makes its timer through this name
+        made = ss.CudaTimer
+
+        def resetting():                              # long_row_probe makes its timer through this name
+            timer = made()
+            reset_before_flush(timer)
+            return timer
+        ss.CudaTimer = resetting
     print(f"RESET={RESET}: {'persisting lines reset before every flush' if RESET == '1' else 'the sweep flush'}",
           flush=True)
     ss.long_row_probe(SHAPES, make_variants(copies), "softmax_stats_policy.csv", BUDGET_S, TOL)

@@ -71,7 +71,6 @@ Writes $OUT/trial_order.csv (one line a trial and implementation) and prints the
 """
 from __future__ import annotations
 
-import functools
 import os
 import random
 import statistics
@@ -83,6 +82,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from l2_reset import reset_before_flush, reset_persisting_l2  # noqa: E402
 from probe_csv import write_csv  # noqa: E402
 from rooflab.trial_orders import balanced_orders, follows, shuffled_orders  # noqa: E402
 
@@ -138,7 +138,7 @@ def run_trials(fns: dict, calls: dict, timer, trials: int, seed: str, clock=None
                 torch.cuda.empty_cache()
             if RESET == "1" and torch.cuda.is_available():
                 torch.cuda.synchronize()
-                _reset_persisting_l2()
+                reset_persisting_l2()
             before = impl
     return records
 
@@ -231,20 +231,6 @@ def dry_run() -> None:
     print("\n".join(summary(records, list(fns)) + after_effects(records)))
 
 
-@functools.cache
-def _libcuda():
-    import ctypes
-    return ctypes.CDLL("libcuda.so.1")
-
-
-def _reset_persisting_l2() -> None:
-    """cuCtxResetPersistingL2Cache on the current context: every L2 line held as persisting
-    (evict_last) goes back to normal; host-side, so the caller synchronizes first."""
-    status = _libcuda().cuCtxResetPersistingL2Cache()
-    if status != 0:
-        raise RuntimeError(f"cuCtxResetPersistingL2Cache returned CUresult {status}")
-
-
 def _reader(x: torch.Tensor, policy: str):
     """A read of x with one eviction policy (evict_last, evict_first or '' for the default), one
     partial sum a program written: whether a read's L2 priority leaves x in the L2 across flushes.
@@ -264,19 +250,6 @@ def _reader(x: torch.Tensor, policy: str):
     grid = (triton.cdiv(flat.numel(), block),)
     partial = torch.empty(grid[0], device=x.device, dtype=torch.float32)
     return lambda: _read[grid](flat, partial, flat.numel(), BLOCK=block, POLICY=policy, num_warps=8)
-
-
-def _reset_then_read(timer) -> None:
-    """RESET=call: before every flush the host waits for the GPU and resets the L2's persisting
-    lines, so no call finds lines a call before it left as evict_last (its own included)."""
-    read = timer.flush
-
-    def flush() -> None:
-        torch.cuda.synchronize()
-        _reset_persisting_l2()
-        read()
-
-    timer.flush = flush
 
 
 def _fill_then_read(timer) -> None:
@@ -350,7 +323,7 @@ def measure(shape_dtype, monitor, record) -> list[dict]:
     for name in filter(None, EXTRA.split(",")):
         fns[name] = _stand_in(name, inputs["x"])
     if RESET == "call":
-        _reset_then_read(sweep.timer)
+        reset_before_flush(sweep.timer)
     if FLUSH == "fillread":
         _fill_then_read(sweep.timer)
     estimates = bench._warm_up(fns, cfg, sweep.timer, lambda impl, exc: print(f"  {impl}: warm-up failed: {exc}"))

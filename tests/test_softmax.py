@@ -19,6 +19,7 @@ import triton
 
 import kernels
 import kernels._checks
+from tests.conftest import POISONS
 from kernels.fused_softmax import STRATEGIES, Config, choose, config, reference, softmax, traffic_bytes
 
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -48,17 +49,25 @@ def check(out, x, dim=-1):
     torch.testing.assert_close(out.to(torch.float64), ref, equal_nan=True, **TOL[x.dtype])
 
 
-def run_poisoned(name, x, cfg=None):
-    """The strategy run into an output filled with NaN, then into one filled with 7.0: an element it
-    leaves unwritten differs between the two, whatever its answer (NaN hides an all -inf row's)."""
+def poisoned_twice(x, run, what):
+    """run(out) into an output filled with each of the conftest's poisons (NaN, then 7.0): an element
+    it leaves unwritten differs between the two, whatever its answer (NaN hides an all -inf row's).
+    Returns the last output."""
     outs = []
-    for value in (float("nan"), 7.0):
+    for value in POISONS.values():
         out = torch.full(x.shape, value, dtype=x.dtype)
-        assert STRATEGIES[name].run(x, out=out, cfg=cfg) is out
+        run(out)
         outs.append(out)
     torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0, equal_nan=True,
-                               msg=lambda m: f"{name} left elements unwritten: {m}")
-    return outs[1]
+                               msg=lambda m: f"{what} left elements unwritten: {m}")
+    return outs[-1]
+
+
+def run_poisoned(name, x, cfg=None):
+    """The strategy run through poisoned_twice."""
+    def run(out):
+        assert STRATEGIES[name].run(x, out=out, cfg=cfg) is out
+    return poisoned_twice(x, run, name)
 
 
 # ---- every strategy, forced ----
@@ -1142,18 +1151,15 @@ def test_fused_split_rounds_in_the_interpreter(one_tile, prefetch, cols, peel, d
     over 5 rows takes 3 rounds, with the next round's segment loaded during the wait (PREFETCH); the
     second launch on the same workspace reads the other tag. Poisoned twice (NaN, 7.0)."""
     x = logits(5, cols, dtype)        # an all -inf row, -inf entries; 1025 columns: rows off the 16-byte grid
-    outs = [torch.full(x.shape, v, dtype=dtype) for v in (float("nan"), 7.0)]
-    vec, peeled = sm._access(x, outs[0])
+    vec, peeled = sm._access(x, torch.empty_like(x))
     assert peeled == peel
     covered = sm.covered_cols(cols, vec) if peeled else cols
     block = triton.next_power_of_2(covered) if one_tile else 32
     seg_tiles = 1 if one_tile else triton_cdiv(covered, block)
     slots = torch.zeros((5, 1), dtype=torch.int64)
-    for launch in range(2):
-        for out in outs:
-            out.fill_(float("nan") if out is outs[0] else 7.0)
-            sm._split_kernel[(2,)](out, x, slots, x.stride(0), out.stride(0), 5, cols, 1, seg_tiles,
-                                   BLOCK=block, VEC=vec, PARTIALS_BLOCK=sm.PARTIALS_BLOCK, MODE=sm._FUSED.value,
-                                   ONE_TILE=one_tile, PREFETCH=prefetch, PEEL=peeled)
-        torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0, equal_nan=True)   # every element written
-        check(outs[1], x)
+    def launch(out):
+        sm._split_kernel[(2,)](out, x, slots, x.stride(0), out.stride(0), 5, cols, 1, seg_tiles,
+                               BLOCK=block, VEC=vec, PARTIALS_BLOCK=sm.PARTIALS_BLOCK, MODE=sm._FUSED.value,
+                               ONE_TILE=one_tile, PREFETCH=prefetch, PEEL=peeled)
+    for _ in range(2):                # both launches poisoned twice: four launches, the tags alternating
+        check(poisoned_twice(x, launch, "the fused split"), x)
